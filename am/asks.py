@@ -1,0 +1,72 @@
+"""The ask-strategy API: how an ApplicationMaster turns its DAG progress into asks.
+
+A strategy sees a read-only view of the job's progress and the share the RM last sent,
+and returns one ask per (stage, kind) it wants containers for. Plugins in the
+``treadle.asks`` entry-point group subclass :class:`AskStrategy`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from treadle.messages import Ask, AskKind
+from treadle.model import JobSpec
+from treadle.resources import Resources
+
+
+def priority_of(stage: int, kind: AskKind) -> int:
+    """Asks of one stage use two priorities, so DEFAULT and ALTRUISTIC asks coexist."""
+    return 2 * stage + (1 if kind is AskKind.ALTRUISTIC else 0)
+
+
+def stage_of(priority: int) -> int:
+    return priority // 2
+
+
+class JobProgress(Protocol):
+    """What a strategy may read about its job."""
+
+    @property
+    def job(self) -> JobSpec: ...
+    @property
+    def share(self) -> Resources | None:
+        """The entitlement the RM last sent (None if the policy sends none)."""
+        ...
+
+    @property
+    def cluster(self) -> Resources: ...
+    def runnable_stages(self) -> Sequence[int]:
+        """Stages whose parents are all done and that still have unassigned tasks."""
+        ...
+
+    def unassigned(self, stage: int) -> int:
+        """Tasks of ``stage`` waiting for a container."""
+        ...
+
+    def unassigned_durations(self, stage: int) -> Sequence[float]: ...
+    def running(self, stage: int) -> int: ...
+    def done(self, stage: int) -> int: ...
+    @property
+    def remaining_work_s(self) -> float:
+        """Task-seconds of the tasks not yet finished."""
+        ...
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AskStrategy(ABC):
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        self.params: Any = params if params is not None else self.Params()
+
+    @abstractmethod
+    def asks(self, progress: JobProgress, now: float) -> list[Ask]:
+        """The asks to send now: the total outstanding count per (stage, kind)."""

@@ -1,0 +1,173 @@
+"""The ApplicationMaster core: one job's DAG progress, asks and container launches.
+
+Sans-IO: the host (DES or gRPC runner) calls ``allocate_request(now)``, sends it to the RM,
+feeds the response to ``on_allocate_response(resp, now)`` and starts the returned launches
+on their NMs. Tasks of a stage run when every parent stage is done (a barrier).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from am.asks import AskStrategy, stage_of
+from treadle.messages import (
+    AllocateRequest,
+    AllocateResponse,
+    Ask,
+    ContainerLaunch,
+    ContainerState,
+    ContainerStatus,
+    FinalStatus,
+)
+from treadle.model import JobSpec
+from treadle.resources import ZERO, Resources
+
+
+class ApplicationMaster:
+    """Drives one job. ``max_task_attempts`` bounds retries of a failed task (YARN: 4)."""
+
+    def __init__(
+        self,
+        job: JobSpec,
+        app_id: str,
+        strategy: AskStrategy,
+        *,
+        max_task_attempts: int = 4,
+        completed_tasks: Sequence[tuple[int, int]] = (),
+    ) -> None:
+        self._job = job
+        self.app_id = app_id
+        self.strategy = strategy
+        self.max_task_attempts = max_task_attempts
+        n = len(job.stages)
+        self._unassigned: list[deque[int]] = [deque(range(s.tasks)) for s in job.stages]
+        self._running: list[int] = [0] * n
+        self._done: list[int] = [0] * n
+        self._attempts: dict[tuple[int, int], int] = {}
+        self._task_of: dict[str, tuple[int, int]] = {}
+        self._parents_left = [len(p) for p in job.parent_indices]
+        self._remaining_work = job.work_s
+        self._releases: list[str] = []
+        self._sent: dict[int, int] = {}
+        self.share: Resources | None = None
+        self.cluster: Resources = ZERO
+        self.failed_reason: str | None = None
+        for stage, task in completed_tasks:  # a restarted attempt skips finished work
+            self._unassigned[stage].remove(task)
+            self._task_finished(stage, task)
+
+    # JobProgress ---------------------------------------------------------------------
+    @property
+    def job(self) -> JobSpec:
+        return self._job
+
+    def runnable_stages(self) -> list[int]:
+        return [
+            i
+            for i in range(len(self._job.stages))
+            if self._parents_left[i] == 0 and self._unassigned[i]
+        ]
+
+    def unassigned(self, stage: int) -> int:
+        return len(self._unassigned[stage])
+
+    def unassigned_durations(self, stage: int) -> list[float]:
+        d = self._job.stages[stage].durations
+        return [d[t] for t in self._unassigned[stage]]
+
+    def running(self, stage: int) -> int:
+        return self._running[stage]
+
+    def done(self, stage: int) -> int:
+        return self._done[stage]
+
+    @property
+    def remaining_work_s(self) -> float:
+        return self._remaining_work
+
+    # Lifecycle -------------------------------------------------------------------------
+    @property
+    def finished(self) -> bool:
+        return self.failed_reason is not None or all(
+            d == s.tasks for d, s in zip(self._done, self._job.stages, strict=True)
+        )
+
+    @property
+    def final_status(self) -> FinalStatus:
+        return FinalStatus.FAILED if self.failed_reason else FinalStatus.SUCCEEDED
+
+    @property
+    def progress(self) -> float:
+        total = self._job.tasks
+        return sum(self._done) / total if total else 1.0
+
+    def completed_tasks(self) -> list[tuple[int, int]]:
+        """(stage, task) pairs done so far: what a new attempt must not redo."""
+        out: list[tuple[int, int]] = []
+        for i, s in enumerate(self._job.stages):
+            waiting = set(self._unassigned[i]) | {
+                t for (st, t) in self._task_of.values() if st == i
+            }
+            out.extend((i, t) for t in range(s.tasks) if t not in waiting)
+        return out
+
+    def allocate_request(self, now: float) -> AllocateRequest:
+        asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
+        sent: dict[int, int] = {}
+        for a in asks:
+            sent[a.priority] = a.count
+        # Withdraw asks that the strategy no longer makes.
+        withdrawn = [Ask(p, ZERO, 0) for p in self._sent if p not in sent]
+        self._sent = {p: c for p, c in sent.items() if c}
+        releases, self._releases = self._releases, []
+        return AllocateRequest(self.app_id, asks + withdrawn, releases, self.progress)
+
+    def on_allocate_response(self, resp: AllocateResponse, now: float) -> list[ContainerLaunch]:
+        self.share = resp.share
+        self.cluster = resp.cluster
+        for status in resp.completed:
+            self._on_completed(status)
+        launches: list[ContainerLaunch] = []
+        for c in resp.allocated:
+            stage = stage_of(c.priority)
+            queue = self._unassigned[stage] if 0 <= stage < len(self._unassigned) else None
+            if not queue or self.finished:
+                self._releases.append(c.container_id)  # more than we need: give it back
+                continue
+            task = queue.popleft()
+            self._task_of[c.container_id] = (stage, task)
+            self._running[stage] += 1
+            duration = self._job.stages[stage].durations[task]
+            launches.append(
+                ContainerLaunch(c.container_id, self.app_id, c.node_id, c.resources, duration)
+            )
+        return launches
+
+    def _on_completed(self, status: ContainerStatus) -> None:
+        key = self._task_of.pop(status.container_id, None)
+        if key is None:
+            return  # a container we released
+        stage, task = key
+        self._running[stage] -= 1
+        if status.state is ContainerState.COMPLETE and status.exit_status == 0:
+            self._task_finished(stage, task)
+            return
+        # Failed, lost or preempted: run the task again (YARN reschedules the attempt).
+        attempts = self._attempts.get(key, 0) + (
+            0 if status.state is ContainerState.PREEMPTED else 1
+        )
+        self._attempts[key] = attempts
+        if attempts >= self.max_task_attempts:
+            self.failed_reason = (
+                f"task {task} of stage {self._job.stages[stage].name!r} failed {attempts} times"
+            )
+            return
+        self._unassigned[stage].appendleft(task)
+
+    def _task_finished(self, stage: int, task: int) -> None:
+        self._done[stage] += 1
+        self._remaining_work -= self._job.stages[stage].durations[task]
+        if self._done[stage] == self._job.stages[stage].tasks:
+            for child in self._job.children[stage]:
+                self._parents_left[child] -= 1

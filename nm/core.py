@@ -1,0 +1,117 @@
+"""The NodeManager core: runs containers for their emulated durations and reports them.
+
+Sans-IO: ``now`` is always an argument. A container "runs" from ``start_container`` until
+``start + duration``; the next heartbeat at or after that time reports it complete, as a
+real NM reports a finished process on its next heartbeat.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from treadle.errors import ConflictError, InvalidRequestError
+from treadle.messages import (
+    EXIT_ABORTED,
+    EXIT_KILLED_BY_AM,
+    EXIT_SUCCESS,
+    ContainerLaunch,
+    ContainerState,
+    ContainerStatus,
+    NodeHeartbeat,
+    NodeRegistration,
+)
+from treadle.resources import ZERO, Resources
+
+
+@dataclass(slots=True)
+class RunningContainer:
+    launch: ContainerLaunch
+    start_s: float
+    finish_s: float
+
+
+class NodeManager:
+    __slots__ = (
+        "_completed",
+        "_finish_heap",
+        "_started",
+        "capacity",
+        "node_id",
+        "rack",
+        "running",
+        "seq",
+        "used",
+    )
+
+    def __init__(self, node_id: str, capacity: Resources, rack: str = "default-rack") -> None:
+        self.node_id = node_id
+        self.capacity = capacity
+        self.rack = rack
+        self.running: dict[str, RunningContainer] = {}
+        self.used = ZERO
+        self.seq = 0
+        self._started: list[ContainerStatus] = []
+        self._completed: list[ContainerStatus] = []
+        self._finish_heap: list[tuple[float, str]] = []
+
+    def registration(self, address: str = "") -> NodeRegistration:
+        return NodeRegistration(self.node_id, self.capacity, self.rack, address)
+
+    @property
+    def next_finish_s(self) -> float:
+        """When the earliest running container ends (infinity when idle)."""
+        heap = self._finish_heap
+        while heap and heap[0][1] not in self.running:
+            heapq.heappop(heap)  # stopped early
+        return heap[0][0] if heap else float("inf")
+
+    def start_container(self, launch: ContainerLaunch, now: float) -> None:
+        if launch.container_id in self.running:
+            raise ConflictError(f"container {launch.container_id!r} is already running")
+        if launch.duration_s < 0 or launch.duration_s != launch.duration_s:
+            raise InvalidRequestError(f"container duration must be >= 0, got {launch.duration_s}")
+        if not launch.resources.fits_in(self.capacity - self.used):
+            raise InvalidRequestError(
+                f"container {launch.container_id!r} needs {launch.resources}, "
+                f"node {self.node_id!r} has {self.capacity - self.used} free"
+            )
+        finish = now + launch.duration_s
+        self.running[launch.container_id] = RunningContainer(launch, now, finish)
+        self.used = self.used + launch.resources
+        heapq.heappush(self._finish_heap, (finish, launch.container_id))
+        self._started.append(
+            ContainerStatus(launch.container_id, ContainerState.COMPLETE, EXIT_SUCCESS, now, 0.0)
+        )
+
+    def stop_container(self, container_id: str, now: float, *, by_am: bool = False) -> bool:
+        """Kill a running container (RM or AM request); False if it is not running here."""
+        rc = self.running.pop(container_id, None)
+        if rc is None:
+            return False
+        self.used = self.used - rc.launch.resources
+        exit_status = EXIT_KILLED_BY_AM if by_am else EXIT_ABORTED
+        self._completed.append(
+            ContainerStatus(container_id, ContainerState.KILLED, exit_status, rc.start_s, now)
+        )
+        return True
+
+    def _collect_finished(self, now: float) -> None:
+        heap = self._finish_heap
+        while heap and heap[0][0] <= now:
+            finish, cid = heapq.heappop(heap)
+            rc = self.running.pop(cid, None)
+            if rc is None:
+                continue
+            self.used = self.used - rc.launch.resources
+            self._completed.append(
+                ContainerStatus(cid, ContainerState.COMPLETE, EXIT_SUCCESS, rc.start_s, finish)
+            )
+
+    def heartbeat(self, now: float) -> NodeHeartbeat:
+        self._collect_finished(now)
+        self.seq += 1
+        hb = NodeHeartbeat(self.node_id, self.seq, self._started, self._completed, ())
+        self._started = []
+        self._completed = []
+        return hb

@@ -1,0 +1,12 @@
+"""fifo: applications in submission order, each filled before the next (YARN FifoScheduler)."""
+
+from __future__ import annotations
+
+from rm.policy import AppView, ClusterView, OrderingPolicy
+
+
+class FifoPolicy(OrderingPolicy):
+    description = "first in, first out: applications in submission order"
+
+    def sort_key(self, app: AppView, cluster: ClusterView) -> int:
+        return app.seq

@@ -1,0 +1,767 @@
+"""The ResourceManager core: sans-IO state machine of nodes, applications and containers.
+
+Every entry point takes the current emulated time ``now`` and returns a response; nothing
+here touches sockets, threads or the wall clock. The DES calls these methods directly, the
+gRPC servicers call them after converting protobuf messages.
+
+Allocation is driven by node heartbeats (YARN's NODE_UPDATE): on each heartbeat, while
+asks are pending and the node could fit one, the policy yields placements and the core
+validates and applies each one. Containers granted are queued for the application's next
+Allocate call, where the AM collects them together with completed containers and its share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any
+
+import structlog
+
+from rm.policy import ClusterView, Placement, Policy
+from treadle import events as ev
+from treadle.errors import ConflictError, InvalidRequestError, NotFoundError, PluginError
+from treadle.messages import (
+    EXIT_ABORTED,
+    EXIT_KILLED_BY_AM,
+    EXIT_LOST_NODE,
+    EXIT_PREEMPTED,
+    AllocateRequest,
+    AllocateResponse,
+    AppSubmission,
+    Ask,
+    Container,
+    ContainerState,
+    ContainerStatus,
+    FinalStatus,
+    NodeHeartbeat,
+    NodeHeartbeatResponse,
+    NodeRegistration,
+)
+from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec
+from treadle.resources import ZERO, Resources
+
+log = structlog.get_logger("rm")
+
+#: Stop consuming a policy's placements for one heartbeat after this many rejections.
+MAX_REJECTIONS_PER_HEARTBEAT = 32
+
+
+class AppState(StrEnum):
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+class Node:
+    """A node as the RM sees it (a NodeView for policies)."""
+
+    __slots__ = (
+        "address",
+        "alive",
+        "capacity",
+        "containers",
+        "free",
+        "last_heartbeat_s",
+        "last_seq",
+        "node_id",
+        "rack",
+        "to_stop",
+    )
+
+    def __init__(self, reg: NodeRegistration, now: float) -> None:
+        self.node_id = reg.node_id
+        self.rack = reg.rack
+        self.address = reg.address
+        self.capacity = reg.resources
+        self.free = reg.resources
+        self.containers: dict[str, Container] = {}
+        self.last_seq = -1
+        self.last_heartbeat_s = now
+        self.alive = True
+        self.to_stop: list[str] = []
+
+    @property
+    def used(self) -> Resources:
+        return self.capacity - self.free
+
+    @property
+    def num_containers(self) -> int:
+        return len(self.containers)
+
+
+class Application:
+    """An application as the RM sees it (an AppView for policies)."""
+
+    __slots__ = (
+        "_sorted_asks",
+        "allocated",
+        "alone_jct_s",
+        "app_id",
+        "asks",
+        "completed_reports",
+        "containers",
+        "name",
+        "next_container",
+        "pending",
+        "progress",
+        "queue",
+        "seq",
+        "started",
+        "state",
+        "submit_s",
+        "tasks",
+        "undelivered",
+        "user",
+    )
+
+    def __init__(self, app_id: str, seq: int, sub: AppSubmission, now: float) -> None:
+        self.app_id = app_id
+        self.seq = seq
+        self.name = sub.name
+        self.user = sub.user
+        self.queue = sub.queue
+        self.tasks = sub.tasks
+        self.alone_jct_s = sub.alone_jct_s
+        self.submit_s = now
+        self.state = AppState.RUNNING
+        self.asks: dict[int, Ask] = {}
+        self._sorted_asks: list[Ask] | None = None
+        self.pending = 0
+        self.allocated = ZERO
+        self.containers: dict[str, Container] = {}
+        self.undelivered: list[Container] = []
+        self.completed_reports: list[ContainerStatus] = []
+        self.next_container = 1
+        self.started = False
+        self.progress = 0.0
+
+    @property
+    def running(self) -> int:
+        return len(self.containers)
+
+    @property
+    def demand(self) -> Resources:
+        out = ZERO
+        for a in self.asks.values():
+            out = out + a.resources * a.count
+        return out
+
+    def sorted_asks(self) -> list[Ask]:
+        if self._sorted_asks is None:
+            self._sorted_asks = [self.asks[p] for p in sorted(self.asks)]
+        return self._sorted_asks
+
+    def set_ask(self, ask: Ask) -> None:
+        old = self.asks.get(ask.priority)
+        if old is not None:
+            self.pending -= old.count
+        if ask.count > 0:
+            self.asks[ask.priority] = ask
+            self.pending += ask.count
+        elif old is not None:
+            del self.asks[ask.priority]
+        self._sorted_asks = None
+
+
+class Queue:
+    """A queue in the hierarchy (a QueueView for policies)."""
+
+    __slots__ = (
+        "abs_capacity",
+        "abs_max_capacity",
+        "capacity",
+        "children",
+        "max_capacity",
+        "name",
+        "parent",
+        "path",
+        "used",
+        "weight",
+    )
+
+    path: str
+    abs_capacity: float
+    abs_max_capacity: float
+
+    def __init__(self, spec: QueueSpec, parent: Queue | None, capacity: float) -> None:
+        self.name = spec.name
+        self.parent = parent
+        self.path = f"{parent.path}.{spec.name}" if parent else spec.name
+        self.weight = spec.weight
+        self.capacity = capacity
+        self.max_capacity = spec.max_capacity / 100.0
+        self.abs_capacity = capacity * (parent.abs_capacity if parent else 1.0)
+        self.abs_max_capacity = self.max_capacity * (parent.abs_max_capacity if parent else 1.0)
+        self.used = ZERO
+        self.children: list[Queue] = []
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+class User:
+    __slots__ = ("budget", "name", "used", "weight")
+
+    def __init__(self, spec: UserSpec) -> None:
+        self.name = spec.name
+        self.weight = spec.weight
+        self.budget = spec.budget
+        self.used = ZERO
+
+
+def _build_queues(root: QueueSpec) -> dict[str, Queue]:
+    """Flatten the queue tree. Children without a capacity split what their siblings leave."""
+    out: dict[str, Queue] = {}
+
+    def add(spec: QueueSpec, parent: Queue | None, capacity: float) -> None:
+        q = Queue(spec, parent, capacity)
+        out[q.name] = q
+        if parent is not None:
+            parent.children.append(q)
+        given = sum(c.capacity for c in spec.children if c.capacity is not None)
+        unset = [c for c in spec.children if c.capacity is None]
+        rest = max(0.0, 100.0 - given) / len(unset) if unset else 0.0
+        for c in spec.children:
+            add(c, q, (c.capacity if c.capacity is not None else rest) / 100.0)
+
+    add(root, None, 1.0)
+    return out
+
+
+class ClusterState:
+    """Everything the RM knows; policies see it through the read-only ClusterView protocol."""
+
+    def __init__(self, queues: QueueSpec, users: Mapping[str, UserSpec]) -> None:
+        self.now = 0.0
+        self.capacity = ZERO
+        self.used = ZERO
+        self.nodes: dict[str, Node] = {}
+        self.apps: dict[str, Application] = {}
+        self.queues: dict[str, Queue] = _build_queues(queues)
+        self.root_queue = self.queues[queues.name]
+        self.users: dict[str, User] = {name: User(u) for name, u in users.items()}
+        self._pending: dict[str, Application] = {}
+        self._pending_sorted: list[Application] | None = None
+        self._min_ask: Resources | None = None
+
+    def pending_apps(self) -> list[Application]:
+        if self._pending_sorted is None:
+            self._pending_sorted = sorted(self._pending.values(), key=lambda a: a.seq)
+        return self._pending_sorted
+
+
+def _as_view(state: ClusterState) -> ClusterView:
+    return state
+
+
+class ResourceManager:
+    """The RM core. ``policy`` decides placements; this class keeps the books."""
+
+    def __init__(
+        self,
+        policy: Policy,
+        *,
+        queues: QueueSpec | None = None,
+        users: Mapping[str, UserSpec] | None = None,
+        event_log: ev.EventLog | None = None,
+        heartbeat_s: float = 1.0,
+        node_expiry_s: float | None = None,
+        policy_errors: str = "raise",
+    ) -> None:
+        if policy_errors not in ("raise", "log"):
+            raise ValueError("policy_errors must be 'raise' or 'log'")
+        self.policy = policy
+        self.policy_name = getattr(policy, "name", type(policy).__name__)
+        self.state = ClusterState(
+            queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),)), users or {}
+        )
+        self.view = _as_view(self.state)
+        self.log = event_log if event_log is not None else ev.EventLog()
+        self.heartbeat_s = heartbeat_s
+        self.node_expiry_s = node_expiry_s if node_expiry_s is not None else 10 * heartbeat_s
+        self._policy_errors = policy_errors
+        self.rejected_placements = 0
+        self.policy_failures = 0
+        self._app_seq = 0
+        self._finished: dict[str, Application] = {}
+        self._started: set[str] = set()  # containers an NM reported running
+        self._version = 0  # bumped on every change that may alter shares
+        #: Bumped when asks appear on an empty cluster or smaller asks arrive: nodes that
+        #: could place nothing before might now (the DES wakes sleeping nodes on a change).
+        self.pending_epoch = 0
+        self._touched: dict[str, None] = {}  # nodes with containers to stop (ordered set)
+        self._shares_cache: tuple[int, Mapping[str, Resources] | None] | None = None
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def has_pending(self) -> bool:
+        return bool(self.state._pending)
+
+    def could_place_on(self, node_id: str) -> bool:
+        """False when no pending ask can fit the node's free resources (skip the policy).
+
+        ``_min_ask`` is a componentwise lower bound of every pending ask: narrowed as asks
+        arrive, never widened when they go, so the test can say yes wrongly (the policy
+        then finds nothing) but never no wrongly."""
+        st = self.state
+        if not st._pending:
+            return False
+        node = st.nodes.get(node_id)
+        if node is None or not node.alive:
+            return False
+        if st._min_ask is None:
+            m: Resources | None = None
+            for app in st._pending.values():
+                for ask in app.asks.values():
+                    m = ask.resources if m is None else m.componentwise_min(ask.resources)
+            st._min_ask = m if m is not None else ZERO
+        return st._min_ask.fits_in(node.free)
+
+    def application(self, app_id: str) -> Application:
+        app = self.state.apps.get(app_id) or self._finished.get(app_id)
+        if app is None:
+            raise NotFoundError(f"unknown application {app_id!r}")
+        return app
+
+    @property
+    def active_apps(self) -> int:
+        return len(self.state.apps)
+
+    # ------------------------------------------------------------------ nodes
+    def register_node(self, reg: NodeRegistration, now: float) -> None:
+        st = self.state
+        if reg.resources.is_zero() or reg.resources.any_negative():
+            raise InvalidRequestError(f"node {reg.node_id!r}: resources must be positive")
+        existing = st.nodes.get(reg.node_id)
+        if existing is not None and existing.alive:
+            if existing.capacity == reg.resources and existing.rack == reg.rack:
+                existing.last_heartbeat_s = now
+                return  # idempotent re-registration
+            raise ConflictError(f"node {reg.node_id!r} is already registered with other resources")
+        # A new node, or a LOST one coming back empty (its containers were already failed).
+        node = Node(reg, now)
+        st.nodes[reg.node_id] = node
+        st.capacity = st.capacity + node.capacity
+        self._version += 1
+        self.log.emit(
+            now,
+            ev.NODE_REGISTERED,
+            node=node.node_id,
+            rack=node.rack,
+            resources=node.capacity.to_dict(),
+        )
+
+    def on_node_heartbeat(self, hb: NodeHeartbeat, now: float) -> NodeHeartbeatResponse:
+        st = self.state
+        st.now = now
+        node = st.nodes.get(hb.node_id)
+        if node is None or not node.alive:
+            # YARN answers an unknown or expired node with RESYNC: register again.
+            return NodeHeartbeatResponse(resync=True, next_interval_s=self.heartbeat_s)
+        if hb.seq <= node.last_seq:
+            # A duplicate or reordered heartbeat: its reports were already applied.
+            return NodeHeartbeatResponse(next_interval_s=self.heartbeat_s)
+        node.last_seq = hb.seq
+        node.last_heartbeat_s = now
+        for status in hb.started:
+            c = node.containers.get(status.container_id)
+            if c is not None and c.container_id not in self._started:
+                self._started.add(c.container_id)
+                self.log.emit(
+                    status.start_s,
+                    ev.CONTAINER_STARTED,
+                    job=c.app_id,
+                    container=c.container_id,
+                    node=node.node_id,
+                )
+        for status in hb.completed:
+            c = node.containers.get(status.container_id)
+            if c is not None:
+                self._container_done(c, status, status.finish_s)
+        if st._pending and self.could_place_on(node.node_id):
+            self._schedule(node, now)
+        stop = node.to_stop
+        node.to_stop = []
+        return NodeHeartbeatResponse(stop=stop, next_interval_s=self.heartbeat_s)
+
+    def expire_nodes(self, now: float) -> list[str]:
+        """Mark nodes silent for longer than the expiry LOST; their containers fail."""
+        lost = [
+            n
+            for n in self.state.nodes.values()
+            if n.alive and now - n.last_heartbeat_s > self.node_expiry_s
+        ]
+        for node in lost:
+            self.lose_node(node.node_id, now)
+        return [n.node_id for n in lost]
+
+    def lose_node(self, node_id: str, now: float) -> None:
+        st = self.state
+        node = st.nodes.get(node_id)
+        if node is None or not node.alive:
+            return
+        node.alive = False
+        st.capacity = st.capacity - node.capacity
+        self._version += 1
+        self.log.emit(now, ev.NODE_LOST, node=node_id)
+        for c in list(node.containers.values()):
+            status = ContainerStatus(c.container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
+            self._container_done(c, status, now)
+        node.free = ZERO
+
+    # ------------------------------------------------------------------ applications
+    def submit_application(self, sub: AppSubmission, now: float) -> str:
+        st = self.state
+        queue = st.queues.get(sub.queue)
+        if queue is None:
+            raise InvalidRequestError(f"unknown queue {sub.queue!r}")
+        if not queue.is_leaf:
+            raise InvalidRequestError(f"queue {sub.queue!r} is not a leaf queue")
+        if not sub.user:
+            raise InvalidRequestError("user must not be empty")
+        if sub.user not in st.users:
+            st.users[sub.user] = User(UserSpec(sub.user))
+        seq = self._app_seq
+        self._app_seq += 1
+        app_id = f"application_{seq + 1:05d}"
+        app = Application(app_id, seq, sub, now)
+        st.apps[app_id] = app
+        self._version += 1
+        self.log.emit(
+            now,
+            ev.JOB_SUBMITTED,
+            job=app_id,
+            name=sub.name,
+            user=sub.user,
+            queue=sub.queue,
+            tasks=sub.tasks,
+            alone_jct_s=sub.alone_jct_s,
+        )
+        self.policy.on_app_added(app, self.view)
+        return app_id
+
+    def _running_app(self, app_id: str) -> Application:
+        app = self.state.apps.get(app_id)
+        if app is None:
+            if app_id in self._finished:
+                raise ConflictError(f"application {app_id!r} has already finished")
+            raise NotFoundError(f"unknown application {app_id!r}")
+        return app
+
+    def on_allocate(self, req: AllocateRequest, now: float) -> AllocateResponse:
+        st = self.state
+        st.now = now
+        app = self._running_app(req.app_id)
+        self._validate_asks(req.asks)
+        for cid in req.releases:
+            c = app.containers.get(cid)
+            if c is not None:
+                self._release(c, now)
+        if req.asks:
+            undelivered: dict[int, int] = {}
+            for c in app.undelivered:
+                undelivered[c.priority] = undelivered.get(c.priority, 0) + 1
+            was_pending = app.pending > 0
+            for ask in req.asks:
+                # The AM counted what it had seen; grants queued since are not yet seen.
+                outstanding = max(0, ask.count - undelivered.get(ask.priority, 0))
+                if outstanding != ask.count:
+                    ask = Ask(
+                        ask.priority,
+                        ask.resources,
+                        outstanding,
+                        ask.kind,
+                        ask.expected_duration_s,
+                        ask.remaining_work,
+                    )
+                app.set_ask(ask)
+                if ask.count and st._min_ask is not None:
+                    narrowed = st._min_ask.componentwise_min(ask.resources)
+                    if narrowed != st._min_ask:
+                        st._min_ask = narrowed
+                        self.pending_epoch += 1
+            self._update_pending(app, was_pending)
+        app.progress = req.progress
+        resp = AllocateResponse(
+            allocated=app.undelivered,
+            completed=app.completed_reports,
+            share=self._share_of(app.app_id),
+            cluster=st.capacity,
+            num_nodes=sum(1 for n in st.nodes.values() if n.alive),
+        )
+        app.undelivered = []
+        app.completed_reports = []
+        return resp
+
+    def _validate_asks(self, asks: Sequence[Ask]) -> None:
+        """Check every ask before applying any (nothing is half-applied)."""
+        seen: set[int] = set()
+        largest = self._largest_node()
+        for ask in asks:
+            if ask.priority < 0:
+                raise InvalidRequestError(f"ask priority must be >= 0, got {ask.priority}")
+            if ask.priority in seen:
+                raise InvalidRequestError(f"two asks at priority {ask.priority}")
+            seen.add(ask.priority)
+            if ask.count < 0:
+                raise InvalidRequestError(f"ask count must be >= 0, got {ask.count}")
+            if ask.resources.any_negative():
+                raise InvalidRequestError(f"ask resources must be >= 0, got {ask.resources}")
+            if ask.count and ask.resources.is_zero():
+                raise InvalidRequestError("an ask must request some resources")
+            if ask.count and largest is not None and not ask.resources.fits_in(largest):
+                raise InvalidRequestError(
+                    f"ask {ask.resources} at priority {ask.priority} fits no node "
+                    f"(largest node {largest})"
+                )
+
+    def _largest_node(self) -> Resources | None:
+        nodes = [n.capacity for n in self.state.nodes.values() if n.alive]
+        if not nodes:
+            return None
+        out = nodes[0]
+        for r in nodes[1:]:
+            out = out.componentwise_max(r)
+        return out
+
+    def finish_application(self, app_id: str, status: FinalStatus, now: float) -> None:
+        st = self.state
+        st.now = now
+        app = self._running_app(app_id)
+        for c in list(app.containers.values()):
+            # Containers still held by a finished application are killed (YARN does too).
+            self._release(c, now, killed=True)
+        was_pending = app.pending > 0
+        for p in list(app.asks):
+            app.set_ask(Ask(p, ZERO, 0))
+        self._update_pending(app, was_pending)
+        app.state = {
+            FinalStatus.SUCCEEDED: AppState.FINISHED,
+            FinalStatus.FAILED: AppState.FAILED,
+            FinalStatus.KILLED: AppState.KILLED,
+        }[status]
+        del st.apps[app_id]
+        self._finished[app_id] = app
+        self._version += 1
+        self.log.emit(
+            now, ev.JOB_FINISHED, job=app_id, user=app.user, queue=app.queue, status=str(status)
+        )
+        self.policy.on_app_removed(app, self.view)
+
+    def tick(self, now: float) -> None:
+        self.state.now = now
+        self.policy.tick(self.view)
+        for cid in self.policy.preempt(self.view):
+            self.preempt_container(cid, now)
+
+    def preempt_container(self, container_id: str, now: float) -> bool:
+        for node in self.state.nodes.values():
+            c = node.containers.get(container_id)
+            if c is not None:
+                status = ContainerStatus(
+                    container_id, ContainerState.PREEMPTED, EXIT_PREEMPTED, now, now
+                )
+                self._container_done(c, status, now)
+                self._stop_on(node, container_id)
+                return True
+        return False
+
+    # ------------------------------------------------------------------ internals
+    def _schedule(self, node: Node, now: float) -> None:
+        rejections = 0
+        try:
+            for placement in self.policy.on_node_heartbeat(node, self.view):
+                if not self._apply(node, placement, now):
+                    rejections += 1
+                    if rejections >= MAX_REJECTIONS_PER_HEARTBEAT:
+                        break
+                if not self.state._pending:
+                    break
+        except Exception as e:  # a faulty plugin must not take the RM down
+            self.policy_failures += 1
+            if self._policy_errors == "raise":
+                raise PluginError(
+                    f"policy {self.policy_name!r} failed on the heartbeat of node "
+                    f"{node.node_id!r} at t={now:g}: {type(e).__name__}: {e}"
+                ) from e
+            log.error("policy_failed", policy=self.policy_name, node=node.node_id, exc_info=True)
+
+    def _reject(self, node: Node, p: Any, reason: str, now: float) -> bool:
+        self.rejected_placements += 1
+        log.warning("placement_rejected", node=node.node_id, placement=repr(p), reason=reason)
+        self.log.emit(
+            now,
+            ev.PLACEMENT_REJECTED,
+            node=node.node_id,
+            job=getattr(p, "app_id", None),
+            priority=getattr(p, "priority", None),
+            reason=reason,
+        )
+        return False
+
+    def _apply(self, node: Node, p: Placement, now: float) -> bool:
+        st = self.state
+        if not isinstance(p, Placement):
+            return self._reject(node, p, "not a Placement", now)
+        app = st.apps.get(p.app_id)
+        if app is None:
+            return self._reject(node, p, "unknown or finished application", now)
+        ask = app.asks.get(p.priority)
+        if ask is None:
+            return self._reject(node, p, "no outstanding ask at that priority", now)
+        if not node.alive:
+            return self._reject(node, p, "node is not alive", now)
+        res = ask.resources
+        if not res.fits_in(node.free):
+            return self._reject(node, p, f"{res} does not fit free {node.free}", now)
+        cid = f"container_{app.seq + 1:05d}_{app.next_container:06d}"
+        app.next_container += 1
+        c = Container(cid, app.app_id, node.node_id, ask.priority, res, ask.kind)
+        node.free = node.free - res
+        node.containers[cid] = c
+        app.containers[cid] = c
+        app.allocated = app.allocated + res
+        app.undelivered.append(c)
+        was_pending = True
+        if ask.count > 1:
+            app.set_ask(
+                Ask(
+                    ask.priority,
+                    res,
+                    ask.count - 1,
+                    ask.kind,
+                    ask.expected_duration_s,
+                    ask.remaining_work,
+                )
+            )
+        else:
+            app.set_ask(Ask(ask.priority, res, 0))
+        self._update_pending(app, was_pending)
+        self._charge(app, res)
+        if not app.started:
+            app.started = True
+            self.log.emit(now, ev.JOB_STARTED, job=app.app_id, user=app.user, queue=app.queue)
+        self.log.emit(
+            now,
+            ev.CONTAINER_ALLOCATED,
+            job=app.app_id,
+            container=cid,
+            node=node.node_id,
+            resources=res.to_dict(),
+            priority=ask.priority,
+            kind=str(ask.kind),
+        )
+        self.policy.on_container_allocated(c, self.view)
+        return True
+
+    def _charge(self, app: Application, res: Resources, sign: int = 1) -> None:
+        st = self.state
+        delta = res if sign > 0 else res * -1
+        st.used = st.used + delta
+        user = st.users.get(app.user)
+        if user is not None:
+            user.used = user.used + delta
+        q: Queue | None = st.queues.get(app.queue)
+        while q is not None:
+            q.used = q.used + delta
+            q = q.parent
+        self._version += 1
+
+    def _stop_on(self, node: Node, container_id: str) -> None:
+        node.to_stop.append(container_id)
+        self._touched[node.node_id] = None
+
+    def take_touched_nodes(self) -> list[str]:
+        """Nodes whose books changed outside their own heartbeat (containers to stop,
+        resources freed) since the last call: a host should let them heartbeat soon."""
+        out = list(self._touched)
+        self._touched.clear()
+        return out
+
+    def _update_pending(self, app: Application, was_pending: bool) -> None:
+        st = self.state
+        now_pending = app.pending > 0
+        if now_pending and not was_pending:
+            if not st._pending:
+                self.pending_epoch += 1
+            st._pending[app.app_id] = app
+            st._pending_sorted = None
+        elif was_pending and not now_pending:
+            st._pending.pop(app.app_id, None)
+            st._pending_sorted = None
+            if not st._pending:
+                st._min_ask = None  # recomputed (tight again) when asks come back
+
+    def _free(self, c: Container) -> Application | None:
+        st = self.state
+        node = st.nodes.get(c.node_id)
+        if (
+            node is not None
+            and node.containers.pop(c.container_id, None) is not None
+            and node.alive
+        ):
+            node.free = node.free + c.resources
+        app = st.apps.get(c.app_id)
+        if app is not None and app.containers.pop(c.container_id, None) is not None:
+            app.allocated = app.allocated - c.resources
+            self._charge(app, c.resources, -1)
+        return app
+
+    def _container_done(self, c: Container, status: ContainerStatus, t: float) -> None:
+        app = self._free(c)
+        self._started.discard(c.container_id)
+        self.log.emit(
+            t,
+            ev.CONTAINER_FINISHED,
+            job=c.app_id,
+            container=c.container_id,
+            node=c.node_id,
+            state=str(status.state),
+            exit_status=status.exit_status,
+        )
+        if app is not None:
+            app.completed_reports.append(status)
+        self.policy.on_container_finished(c, status, self.view)
+
+    def _release(self, c: Container, now: float, *, killed: bool = False) -> None:
+        """The AM gave a container back (or its application ended): free it, stop it."""
+        app = self._free(c)
+        node = self.state.nodes.get(c.node_id)
+        if node is not None and node.alive:
+            self._stop_on(node, c.container_id)
+        if app is not None and c in app.undelivered:
+            app.undelivered.remove(c)
+        status = ContainerStatus(
+            c.container_id,
+            ContainerState.KILLED,
+            EXIT_KILLED_BY_AM if killed else EXIT_ABORTED,
+            now,
+            now,
+        )
+        if c.container_id in self._started:
+            self._started.discard(c.container_id)
+            self.log.emit(
+                now,
+                ev.CONTAINER_FINISHED,
+                job=c.app_id,
+                container=c.container_id,
+                node=c.node_id,
+                state=str(status.state),
+                exit_status=status.exit_status,
+            )
+        else:
+            self.log.emit(
+                now, ev.CONTAINER_RELEASED, job=c.app_id, container=c.container_id, node=c.node_id
+            )
+        self.policy.on_container_finished(c, status, self.view)
+
+    def _share_of(self, app_id: str) -> Resources | None:
+        cache = self._shares_cache
+        if cache is None or cache[0] != self._version:
+            cache = (self._version, self.policy.shares(self.view))
+            self._shares_cache = cache
+        shares = cache[1]
+        return shares.get(app_id) if shares is not None else None

@@ -1,0 +1,143 @@
+"""The messages the cores exchange, modelled on YARN's three protocols.
+
+These are plain values: the DES passes them between cores directly and the gRPC
+servicers convert them to and from protobuf. Field names follow the wire contract.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from treadle.resources import ZERO, Resources
+
+
+class AskKind(StrEnum):
+    """Carbyne's ask types: DEFAULT asks are the job's due; ALTRUISTIC asks take leftovers."""
+
+    DEFAULT = "DEFAULT"
+    ALTRUISTIC = "ALTRUISTIC"
+
+
+class ContainerState(StrEnum):
+    COMPLETE = "COMPLETE"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    LOST = "LOST"
+    PREEMPTED = "PREEMPTED"
+
+
+class FinalStatus(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+# YARN's ContainerExitStatus values, so logs read the same as Hadoop's.
+EXIT_SUCCESS = 0
+EXIT_ABORTED = -100  # released by the RM / AM
+EXIT_LOST_NODE = -100  # YARN reports a lost node as ABORTED too
+EXIT_PREEMPTED = -102
+EXIT_KILLED_BY_AM = -105  # KILLED_BY_APPMASTER
+
+
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """A resource request: ``count`` containers of ``resources`` at ``priority``.
+
+    As in YARN, the AM sends the total outstanding count for a priority each time; the RM
+    replaces its table entry (count 0 removes it). ``expected_duration_s`` and
+    ``remaining_work`` are hints for estimators and SRTF-style policies.
+    """
+
+    priority: int
+    resources: Resources
+    count: int
+    kind: AskKind = AskKind.DEFAULT
+    expected_duration_s: float = 0.0
+    remaining_work: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """A grant of ``resources`` on ``node_id`` to ``app_id`` for an ask at ``priority``."""
+
+    container_id: str
+    app_id: str
+    node_id: str
+    priority: int
+    resources: Resources
+    kind: AskKind = AskKind.DEFAULT
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerStatus:
+    """What an NM reports about a container it ran."""
+
+    container_id: str
+    state: ContainerState
+    exit_status: int = EXIT_SUCCESS
+    start_s: float = 0.0
+    finish_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRegistration:
+    node_id: str
+    resources: Resources
+    rack: str = "default-rack"
+    address: str = ""
+
+
+@dataclass(slots=True)
+class NodeHeartbeat:
+    node_id: str
+    seq: int
+    started: list[ContainerStatus] = field(default_factory=list)
+    completed: list[ContainerStatus] = field(default_factory=list)
+    running: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class NodeHeartbeatResponse:
+    stop: list[str] = field(default_factory=list)
+    resync: bool = False
+    next_interval_s: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class AppSubmission:
+    name: str
+    user: str
+    queue: str
+    tasks: int = 0
+    alone_jct_s: float | None = None
+
+
+@dataclass(slots=True)
+class AllocateRequest:
+    app_id: str
+    asks: list[Ask] = field(default_factory=list)
+    releases: list[str] = field(default_factory=list)
+    progress: float = 0.0
+
+
+@dataclass(slots=True)
+class AllocateResponse:
+    allocated: list[Container] = field(default_factory=list)
+    completed: list[ContainerStatus] = field(default_factory=list)
+    preempted: list[str] = field(default_factory=list)
+    share: Resources | None = None
+    cluster: Resources = ZERO
+    num_nodes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerLaunch:
+    """The AM asks an NM to run a container for ``duration_s`` emulated seconds."""
+
+    container_id: str
+    app_id: str
+    node_id: str
+    resources: Resources
+    duration_s: float

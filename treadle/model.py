@@ -1,0 +1,225 @@
+"""The workload model: clusters, queues, users and jobs that are DAGs of stages.
+
+Everything here is immutable and validated on construction; loaders and importers build
+these objects, and the simulator, the AM and the metrics only read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+
+from treadle.resources import Resources, total
+
+DEFAULT_QUEUE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """A stage: ``len(durations)`` tasks, each asking ``resources`` for its duration."""
+
+    name: str
+    resources: Resources
+    durations: tuple[float, ...]
+    parents: tuple[str, ...] = ()
+
+    @property
+    def tasks(self) -> int:
+        return len(self.durations)
+
+    @property
+    def work_s(self) -> float:
+        """Task-seconds of the stage."""
+        return sum(self.durations)
+
+
+@dataclass(frozen=True, eq=False)
+class JobSpec:
+    """A job: a DAG of stages, submitted by ``user`` to ``queue`` at ``submit_s``.
+
+    ``stages`` are in a topological order (parents before children); a stage becomes
+    runnable when all its parents have finished (a barrier, as in MapReduce and Spark).
+    """
+
+    name: str
+    user: str
+    submit_s: float
+    stages: tuple[StageSpec, ...]
+    queue: str = DEFAULT_QUEUE
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.stages]
+        if not self.stages:
+            raise ValueError(f"job {self.name!r} has no stages")
+        if len(set(names)) != len(names):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"job {self.name!r}: duplicate stage names {dup}")
+        seen: set[str] = set()
+        for s in self.stages:
+            for p in s.parents:
+                if p not in names:
+                    raise ValueError(
+                        f"job {self.name!r}: stage {s.name!r} depends on unknown {p!r}"
+                    )
+                if p not in seen:
+                    raise ValueError(
+                        f"job {self.name!r}: stages are not in dependency order "
+                        f"({s.name!r} before its parent {p!r}); use topological_stages()"
+                    )
+            seen.add(s.name)
+
+    @cached_property
+    def stage_index(self) -> dict[str, int]:
+        return {s.name: i for i, s in enumerate(self.stages)}
+
+    @cached_property
+    def children(self) -> tuple[tuple[int, ...], ...]:
+        kids: list[list[int]] = [[] for _ in self.stages]
+        for i, s in enumerate(self.stages):
+            for p in s.parents:
+                kids[self.stage_index[p]].append(i)
+        return tuple(tuple(k) for k in kids)
+
+    @cached_property
+    def parent_indices(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(self.stage_index[p] for p in s.parents) for s in self.stages)
+
+    @property
+    def tasks(self) -> int:
+        return sum(s.tasks for s in self.stages)
+
+    @property
+    def work_s(self) -> float:
+        return sum(s.work_s for s in self.stages)
+
+    def dag(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        for s in self.stages:
+            g.add_node(s.name, tasks=s.tasks, work_s=s.work_s)
+            for p in s.parents:
+                g.add_edge(p, s.name)
+        return g
+
+    @cached_property
+    def critical_path_s(self) -> float:
+        """Length of the longest path through the DAG, each stage counting its longest task."""
+        finish: list[float] = []
+        for i, s in enumerate(self.stages):
+            start = max((finish[p] for p in self.parent_indices[i]), default=0.0)
+            finish.append(start + max(s.durations))
+        return max(finish)
+
+    def peak_resources(self) -> Resources:
+        """The largest single-task demand, dimension by dimension."""
+        out = Resources()
+        for s in self.stages:
+            out = out.componentwise_max(s.resources)
+        return out
+
+
+def topological_stages(stages: list[StageSpec], job: str = "") -> tuple[StageSpec, ...]:
+    """Order stages so parents come first; raise ValueError naming a cycle if there is one."""
+    by_name = {s.name: s for s in stages}
+    g = nx.DiGraph()
+    for s in stages:
+        g.add_node(s.name)
+        for p in s.parents:
+            if p not in by_name:
+                raise ValueError(f"stage {s.name!r} depends on unknown stage {p!r}")
+            g.add_edge(p, s.name)
+    try:
+        cycle = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        path = " -> ".join([e[0] for e in cycle] + [cycle[0][0]])
+        raise ValueError(f"stages form a cycle: {path}")
+    # Stable: among ready stages keep the declaration order.
+    order = {s.name: i for i, s in enumerate(stages)}
+    names = list(nx.lexicographical_topological_sort(g, key=lambda n: order[n]))
+    return tuple(by_name[n] for n in names)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    node_id: str
+    resources: Resources
+    rack: str = "default-rack"
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    nodes: tuple[NodeSpec, ...]
+    heartbeat_s: float = 1.0
+
+    @cached_property
+    def capacity(self) -> Resources:
+        return total([n.resources for n in self.nodes])
+
+    def largest_node(self) -> Resources:
+        out = Resources()
+        for n in self.nodes:
+            out = out.componentwise_max(n.resources)
+        return out
+
+    def fits_some_node(self, demand: Resources) -> bool:
+        return any(demand.fits_in(n.resources) for n in self.nodes)
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A queue in the hierarchy. ``capacity`` and ``max_capacity`` are percentages of the
+    parent (YARN CapacityScheduler); ``weight`` is the FairScheduler weight."""
+
+    name: str
+    weight: float = 1.0
+    capacity: float | None = None
+    max_capacity: float = 100.0
+    children: tuple[QueueSpec, ...] = ()
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+    def walk(self) -> Iterator[QueueSpec]:
+        yield self
+        for c in self.children:
+            yield from c.walk()
+
+
+@dataclass(frozen=True, slots=True)
+class UserSpec:
+    name: str
+    weight: float = 1.0
+    budget: float | None = None
+
+
+ROOT_QUEUE = "root"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A whole experiment input: the cluster, the queue tree, the users and the jobs."""
+
+    name: str
+    cluster: ClusterSpec
+    jobs: tuple[JobSpec, ...]
+    queues: QueueSpec = field(
+        default_factory=lambda: QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
+    )
+    users: Mapping[str, UserSpec] = field(default_factory=dict)
+    seed: int = 0
+
+    @cached_property
+    def leaf_queues(self) -> dict[str, QueueSpec]:
+        return {q.name: q for q in self.queues.walk() if q.is_leaf and q.name != ROOT_QUEUE}
+
+    def user(self, name: str) -> UserSpec:
+        return self.users.get(name) or UserSpec(name)
+
+    @property
+    def tasks(self) -> int:
+        return sum(j.tasks for j in self.jobs)

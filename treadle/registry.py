@@ -1,0 +1,144 @@
+"""Plugin discovery and loading, kept apart (as flake8 does).
+
+Discovery reads entry points and imports nothing; loading imports one plugin, checks its
+type and wraps any failure with the distribution that provides it; building validates
+the plugin's parameters. Built-in plugins are registered in pyproject.toml exactly as a
+third-party package would register its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from am.asks import AskStrategy
+from rm.estimator import Estimator
+from rm.policy import Policy
+from treadle.errors import PluginError
+
+GROUPS: dict[str, str] = {
+    "policies": "treadle.policies",
+    "estimators": "treadle.estimators",
+    "asks": "treadle.asks",
+}
+BASES: dict[str, type] = {"policies": Policy, "estimators": Estimator, "asks": AskStrategy}
+KIND_NAMES = {"policies": "policy", "estimators": "estimator", "asks": "ask strategy"}
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    kind: str  # "policies" | "estimators" | "asks"
+    name: str
+    value: str  # "module:attr"
+    dist: str  # distribution that registers it
+    entry_point: EntryPoint
+
+
+def _dist_name(ep: EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return str(getattr(dist, "name", None) or "unknown distribution")
+
+
+def discover(kind: str, eps: Iterable[EntryPoint] | None = None) -> dict[str, PluginInfo]:
+    """The plugins of ``kind`` by name, sorted; two registrations of one name are an error."""
+    if kind not in GROUPS:
+        raise PluginError(f"unknown plugin kind {kind!r}; expected one of {sorted(GROUPS)}")
+    found = eps if eps is not None else entry_points(group=GROUPS[kind])
+    out: dict[str, PluginInfo] = {}
+    for ep in sorted(found, key=lambda e: (e.name, e.value)):
+        info = PluginInfo(kind, ep.name, ep.value, _dist_name(ep), ep)
+        prev = out.get(ep.name)
+        if prev is not None and prev.value != ep.value:
+            raise PluginError(
+                f"{KIND_NAMES[kind]} {ep.name!r} is registered twice: by {prev.dist} "
+                f"({prev.value}) and by {info.dist} ({info.value})"
+            )
+        out[ep.name] = info
+    return out
+
+
+def load(info: PluginInfo) -> type:
+    """Import one plugin class and check that it is of the right kind."""
+    try:
+        obj = info.entry_point.load()
+    except Exception as e:
+        raise PluginError(
+            f"{KIND_NAMES[info.kind]} {info.name!r} from {info.dist} failed to load "
+            f"({info.value}): {type(e).__name__}: {e}"
+        ) from e
+    base = BASES[info.kind]
+    if not (isinstance(obj, type) and issubclass(obj, base)):
+        raise PluginError(
+            f"{KIND_NAMES[info.kind]} {info.name!r} from {info.dist} ({info.value}) "
+            f"is not a subclass of {base.__module__}.{base.__qualname__}"
+        )
+    return obj
+
+
+def lookup(kind: str, name: str, eps: Iterable[EntryPoint] | None = None) -> PluginInfo:
+    found = discover(kind, eps)
+    if name not in found:
+        known = ", ".join(found) or "none installed"
+        raise PluginError(f"unknown {KIND_NAMES[kind]} {name!r} (installed: {known})")
+    return found[name]
+
+
+def parse_settings(items: Iterable[str], option: str = "--set") -> dict[str, Any]:
+    """Turn ``key=value`` strings into a dict; values are read as YAML scalars."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise PluginError(f"{option} {item!r}: expected key=value")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        out[key] = value
+    return out
+
+
+def build(kind: str, name: str, params: Mapping[str, Any] | None = None) -> Any:
+    """Load plugin ``name`` and construct it with validated ``params``."""
+    info = lookup(kind, name)
+    cls = load(info)
+    return instantiate(cls, info, params or {})
+
+
+def instantiate(cls: type, info: PluginInfo, params: Mapping[str, Any]) -> Any:
+    model: type[BaseModel] = cls.Params  # type: ignore[attr-defined]
+    what = f"{KIND_NAMES[info.kind]} {info.name!r}"
+    try:
+        validated = model.model_validate(dict(params))
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(parameters)"
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            allowed = ", ".join(model.model_fields) or "none"
+            msg = f"unknown parameter (allowed: {allowed})"
+        raise PluginError(f"{what}: parameter {field!r}: {msg}") from None
+    try:
+        obj = cls(validated)
+    except Exception as e:
+        raise PluginError(f"{what} from {info.dist} failed to start: {e}") from e
+    obj.name = info.name
+    return obj
+
+
+def describe(kind: str) -> list[dict[str, str]]:
+    """Name, one-line description and distribution of every plugin of ``kind``."""
+    rows = []
+    for info in discover(kind).values():
+        try:
+            doc = getattr(load(info), "description", "") or ""
+        except PluginError as e:
+            doc = f"(broken: {e})"
+        rows.append({"name": info.name, "description": doc, "distribution": info.dist})
+    return rows

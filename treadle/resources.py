@@ -1,0 +1,200 @@
+"""Resource vectors with named dimensions.
+
+A vector maps names (``vcores``, ``memory_mb``, ``gpu``, ...) to non-negative numbers. A
+dimension that is absent is zero, so vectors over different names compose. Vectors are
+immutable and hashable: policies receive them in read-only views and may keep them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+VCORES = "vcores"
+MEMORY_MB = "memory_mb"
+
+
+class Resources(Mapping[str, float]):
+    """An immutable resource vector; zero dimensions are dropped."""
+
+    __slots__ = ("_d", "_hash", "_sorted")
+
+    _d: dict[str, float]
+
+    def __init__(self, values: Mapping[str, float] | None = None, /, **kw: float) -> None:
+        d: dict[str, float] = {}
+        if values:
+            for k, v in values.items():
+                if v:
+                    d[k] = v
+        for k, v in kw.items():
+            if v:
+                d[k] = v
+        self._d = d
+        self._hash: int | None = None
+        self._sorted: dict[str, float] | None = None
+
+    @classmethod
+    def _raw(cls, d: dict[str, float]) -> Resources:
+        # Trusted constructor for the hot path: ``d`` has no zeros and is not shared.
+        r = object.__new__(cls)
+        r._d = d
+        r._hash = None
+        r._sorted = None
+        return r
+
+    @classmethod
+    def parse(cls, values: Mapping[str, object], where: str = "resources") -> Resources:
+        """Validate user input: names are lower_snake_case, amounts finite and >= 0."""
+        d: dict[str, float] = {}
+        for k, v in values.items():
+            if not isinstance(k, str) or not _NAME.match(k):
+                raise ValueError(f"{where}: resource name {k!r} must be lower_snake_case")
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise ValueError(f"{where}.{k}: amount must be a number, got {v!r}")
+            if v != v or v in (float("inf"), float("-inf")):
+                raise ValueError(f"{where}.{k}: amount must be finite, got {v!r}")
+            if v < 0:
+                raise ValueError(f"{where}.{k}: amount must be >= 0, got {v!r}")
+            if v:
+                d[k] = v
+        return cls._raw(d)
+
+    # Mapping protocol -------------------------------------------------------------
+    def __getitem__(self, key: str) -> float:
+        return self._d.get(key, 0)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d
+
+    def get(self, key: str, default: float = 0) -> float:  # type: ignore[override]
+        return self._d.get(key, default)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self._d == other._d
+        if isinstance(other, Mapping):
+            return self._d == {k: v for k, v in other.items() if v}
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._d.items()))
+        return self._hash
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={_fmt(v)}" for k, v in sorted(self._d.items()))
+        return f"Resources({inner})"
+
+    def to_dict(self) -> dict[str, float]:
+        """A plain dict sorted by name (stable for serialisation). It is cached and shared:
+        treat it as read-only."""
+        if self._sorted is None:
+            self._sorted = {k: self._d[k] for k in sorted(self._d)}
+        return self._sorted
+
+    # Arithmetic -------------------------------------------------------------------
+    def __add__(self, other: Resources) -> Resources:
+        d = dict(self._d)
+        for k, v in other._d.items():
+            s = d.get(k, 0) + v
+            if s:
+                d[k] = s
+            else:
+                d.pop(k, None)
+        return Resources._raw(d)
+
+    def __sub__(self, other: Resources) -> Resources:
+        d = dict(self._d)
+        for k, v in other._d.items():
+            s = d.get(k, 0) - v
+            # Clamp float dust so that a freed node compares equal to its capacity.
+            if abs(s) > 1e-9:
+                d[k] = s
+            else:
+                d.pop(k, None)
+        return Resources._raw(d)
+
+    def __mul__(self, factor: float) -> Resources:
+        if not factor:
+            return ZERO
+        return Resources._raw({k: v * factor for k, v in self._d.items()})
+
+    __rmul__ = __mul__
+
+    def fits_in(self, available: Resources) -> bool:
+        """True when every dimension of self is <= the same dimension of ``available``."""
+        a = available._d
+        for k, v in self._d.items():
+            if v > a.get(k, 0) + 1e-9:
+                return False
+        return True
+
+    def is_zero(self) -> bool:
+        return not self._d
+
+    def any_negative(self) -> bool:
+        return any(v < 0 for v in self._d.values())
+
+    def componentwise_min(self, other: Resources) -> Resources:
+        return Resources._raw(
+            {k: m for k in self._d.keys() & other._d.keys() if (m := min(self._d[k], other._d[k]))}
+        )
+
+    def componentwise_max(self, other: Resources) -> Resources:
+        d = dict(self._d)
+        for k, v in other._d.items():
+            if v > d.get(k, 0):
+                d[k] = v
+        return Resources._raw(d)
+
+    def share_of(self, capacity: Resources) -> dict[str, float]:
+        """Per-dimension fraction of ``capacity`` (dimensions the capacity lacks are skipped)."""
+        c = capacity._d
+        return {k: v / c[k] for k, v in self._d.items() if c.get(k)}
+
+    def dominant_share(self, capacity: Resources) -> float:
+        """max over dimensions of self[k] / capacity[k] (DRF's dominant share)."""
+        c = capacity._d
+        best = 0.0
+        for k, v in self._d.items():
+            ck = c.get(k)
+            if ck:
+                s = v / ck
+                if s > best:
+                    best = s
+        return best
+
+    def normalized_dot(self, other: Resources, capacity: Resources) -> float:
+        """Sum over dimensions of (self[k] / cap[k]) * (other[k] / cap[k]) (Tetris alignment)."""
+        c = capacity._d
+        o = other._d
+        total = 0.0
+        for k, v in self._d.items():
+            ck = c.get(k)
+            if ck and k in o:
+                total += (v / ck) * (o[k] / ck)
+        return total
+
+
+ZERO = Resources()
+
+
+def _fmt(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def total(vectors: list[Resources] | tuple[Resources, ...]) -> Resources:
+    d: dict[str, float] = {}
+    for r in vectors:
+        for k, v in r._d.items():
+            d[k] = d.get(k, 0) + v
+    return Resources._raw({k: v for k, v in d.items() if v})

@@ -1,0 +1,255 @@
+"""The discrete-event simulator: the real RM, NM and AM cores driven by a virtual clock.
+
+Events on the heap are node heartbeats (at each node's phase + k * heartbeat_s), AM
+allocate calls (every ``am_interval_s`` while the job runs), job submissions and policy
+ticks. Nothing else exists: task completions surface on the node's next heartbeat, as in
+YARN.
+
+Heartbeats that cannot change anything are skipped: a node whose heartbeat would report
+nothing and on which no pending ask could fit sleeps until its next container ends, and is
+woken (at its own phase) when asks that might fit it appear. A skipped heartbeat is one
+the RM would have answered with nothing, so results equal those of heartbeating always.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from am.asks import AskStrategy
+from am.core import ApplicationMaster
+from nm.core import NodeManager
+from rm.core import ResourceManager
+from rm.policy import Policy
+from treadle import events as ev
+from treadle.messages import AppSubmission
+from treadle.model import JobSpec, Workload
+
+_HB, _AM, _SUBMIT, _TICK = 0, 1, 2, 3
+
+ProgressFn = Callable[[int, int, float], None]  # (jobs done, jobs total, sim time)
+
+
+@dataclass
+class SimResult:
+    records: list[ev.Record]
+    jobs: int
+    finished: int
+    end_s: float
+    stalled: str | None = None
+    stats: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def unfinished(self) -> int:
+        return self.jobs - self.finished
+
+
+class _SimNode:
+    __slots__ = ("due", "index", "nm", "phase")
+
+    def __init__(self, nm: NodeManager, phase: float, index: int) -> None:
+        self.nm = nm
+        self.phase = phase
+        self.index = index
+        self.due: float | None = None  # time of this node's live heartbeat event
+
+
+class Simulation:
+    """One run of one workload under one policy. Deterministic: no clock, no global RNG."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        policy: Policy,
+        make_strategy: Callable[[], AskStrategy],
+        *,
+        policy_name: str | None = None,
+        am_interval_s: float | None = None,
+        alone_jct_s: dict[str, float] | None = None,
+        stall_s: float = 3600.0,
+        progress: ProgressFn | None = None,
+        mode: str = "sim",
+    ) -> None:
+        self.workload = workload
+        self.h = workload.cluster.heartbeat_s
+        self.am_interval_s = am_interval_s if am_interval_s is not None else self.h
+        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        self.log = ev.EventLog()
+        self.rm = ResourceManager(
+            policy,
+            queues=workload.queues,
+            users=workload.users,
+            event_log=self.log,
+            heartbeat_s=self.h,
+        )
+        self.make_strategy = make_strategy
+        self.alone = alone_jct_s or {}
+        self.stall_s = stall_s
+        self.progress = progress
+        self.mode = mode
+        self._heap: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._nodes: dict[str, _SimNode] = {}
+        self._sleepers: dict[str, _SimNode] = {}
+        self._pending_seen = 0
+        self.stats = {"heartbeats": 0, "allocates": 0, "wakeups": 0}
+
+    def _push(self, t: float, kind: int, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, kind, payload))
+
+    def _next_phase(self, node: _SimNode, t: float) -> float:
+        """The first heartbeat time of ``node`` at or after ``t``."""
+        k = math.ceil((t - node.phase) / self.h - 1e-9)
+        return node.phase + max(k, 0) * self.h
+
+    def _schedule_hb(self, node: _SimNode, t: float) -> None:
+        node.due = t
+        self._push(t, _HB, node)
+
+    def _wake(self, t: float) -> None:
+        """Asks appeared: sleeping nodes that could take one heartbeat at their next phase."""
+        rm = self.rm
+        woken = []
+        for node in self._sleepers.values():
+            if rm.could_place_on(node.nm.node_id):
+                due = self._next_phase(node, t)
+                if node.due is None or due < node.due:
+                    self._schedule_hb(node, due)
+                woken.append(node.nm.node_id)
+        for nid in woken:
+            del self._sleepers[nid]
+        self.stats["wakeups"] += len(woken)
+
+    def _after_rm_change(self, t: float) -> None:
+        """Wake the nodes that an AM call or a tick gave something to do."""
+        rm = self.rm
+        for nid in rm.take_touched_nodes():
+            node = self._nodes[nid]
+            due = self._next_phase(node, t)
+            if node.due is None or due < node.due:
+                self._schedule_hb(node, due)
+            self._sleepers.pop(nid, None)
+        if self._sleepers and rm.has_pending and rm.pending_epoch != self._pending_seen:
+            self._pending_seen = rm.pending_epoch
+            self._wake(t)
+
+    def run(self) -> SimResult:
+        wl = self.workload
+        rm = self.rm
+        n = len(wl.cluster.nodes)
+        self.log.emit(
+            0.0,
+            ev.RUN_STARTED,
+            policy=self.policy_name,
+            workload=wl.name,
+            mode=self.mode,
+            seed=wl.seed,
+            dilation=1.0,
+            heartbeat_s=self.h,
+            nodes=n,
+            capacity=wl.cluster.capacity.to_dict(),
+        )
+        for i, nspec in enumerate(wl.cluster.nodes):
+            nm = NodeManager(nspec.node_id, nspec.resources, nspec.rack)
+            rm.register_node(nm.registration(), 0.0)
+            node = _SimNode(nm, self.h * i / n, i)
+            self._nodes[nspec.node_id] = node
+            self._sleepers[nspec.node_id] = node
+        for jspec in wl.jobs:
+            self._push(jspec.submit_s, _SUBMIT, jspec)
+        tick = rm.policy.tick_interval_s
+        if tick:
+            self._push(tick, _TICK, tick)
+
+        total = len(wl.jobs)
+        submitted = finished = 0
+        active: dict[str, ApplicationMaster] = {}
+        last_events = 0
+        last_progress_t = 0.0
+        stalled: str | None = None
+        heap = self._heap
+        h = self.h
+        t = 0.0
+        stats = self.stats
+        sleepers = self._sleepers
+        while heap and finished < total:
+            t, _, kind, payload = heapq.heappop(heap)
+            if kind == _HB:
+                node = payload
+                if node.due != t:
+                    continue  # superseded by an earlier wake-up
+                stats["heartbeats"] += 1
+                nm = node.nm
+                hb_resp = rm.on_node_heartbeat(nm.heartbeat(t), t)
+                stopped = False
+                for cid in hb_resp.stop:
+                    stopped |= nm.stop_container(cid, t)
+                if stopped or rm.could_place_on(nm.node_id):
+                    self._schedule_hb(node, t + h)
+                    sleepers.pop(nm.node_id, None)
+                else:
+                    nf = nm.next_finish_s
+                    if nf != math.inf:
+                        self._schedule_hb(node, self._next_phase(node, nf))
+                    else:
+                        node.due = None
+                    sleepers[nm.node_id] = node
+            elif kind == _AM:
+                am: ApplicationMaster = payload
+                stats["allocates"] += 1
+                resp = rm.on_allocate(am.allocate_request(t), t)
+                for launch in am.on_allocate_response(resp, t):
+                    node = self._nodes[launch.node_id]
+                    node.nm.start_container(launch, t)
+                    due = self._next_phase(node, t + launch.duration_s)
+                    if node.due is None or due < node.due:
+                        self._schedule_hb(node, due)
+                if am.finished:
+                    rm.finish_application(am.app_id, am.final_status, t)
+                    del active[am.app_id]
+                    finished += 1
+                    if self.progress is not None:
+                        self.progress(finished, total, t)
+                else:
+                    self._push(t + self.am_interval_s, _AM, am)
+                self._after_rm_change(t)
+                # Stall detection: nothing logged for stall_s while jobs wait.
+                if len(self.log.records) != last_events:
+                    last_events = len(self.log.records)
+                    last_progress_t = t
+                elif t - last_progress_t > self.stall_s and submitted == total:
+                    stalled = (
+                        f"no progress for {self.stall_s:g} s at t={t:g}: "
+                        f"{total - finished} job(s) unfinished under policy {self.policy_name!r}"
+                    )
+                    break
+            elif kind == _SUBMIT:
+                job: JobSpec = payload
+                submitted += 1
+                app_id = rm.submit_application(
+                    AppSubmission(
+                        job.name, job.user, job.queue, job.tasks, self.alone.get(job.name)
+                    ),
+                    t,
+                )
+                am = ApplicationMaster(job, app_id, self.make_strategy())
+                active[app_id] = am
+                self._push(t, _AM, am)
+            else:  # _TICK
+                rm.tick(t)
+                self._after_rm_change(t)
+                self._push(t + payload, _TICK, payload)
+        self.log.emit(
+            t, ev.RUN_FINISHED, finished=finished, unfinished=total - finished, stalled=stalled
+        )
+        records = sorted(self.log.records, key=_by_time)
+        return SimResult(records, total, finished, t, stalled, dict(stats))
+
+
+def _by_time(rec: ev.Record) -> float:
+    t: float = rec["t"]
+    return t
