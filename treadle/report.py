@@ -1,0 +1,330 @@
+"""The side-by-side comparison of one workload replayed under several policies.
+
+``write_comparison`` takes, per policy, the ``RunMetrics`` that ``treadle.metrics.analyze``
+computes from that policy's event log, and writes to ``out_dir``:
+
+* ``comparison.json``: {policy: summary}, each summary as in summary.json plus, when a
+  baseline is given and present, ``vs_baseline`` (factor of improvement, baseline excluded);
+* ``report.md``: run parameters, the comparison table, the factor-of-improvement table and
+  the two plots as relative image links;
+* ``jct_cdf.png``: JCT CDF per policy (log x when the JCTs span more than two decades);
+* ``utilization.png``: allocated fraction of capacity over time, one subplot per resource.
+
+Plots use ``matplotlib.figure.Figure`` directly (no pyplot, no global backend state).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from treadle.metrics import RunMetrics, factor_of_improvement, rounded, write_json
+
+COMPARISON_JSON = "comparison.json"
+REPORT_MD = "report.md"
+JCT_CDF_PNG = "jct_cdf.png"
+UTILIZATION_PNG = "utilization.png"
+
+_FIGSIZE = (8.0, 4.5)
+_DPI = 100
+_MAX_PLOT_POINTS = 2000  # longer utilization series are averaged into this many bins
+
+_PARAMS: tuple[tuple[str, str], ...] = (
+    ("workload", "workload"),
+    ("mode", "mode"),
+    ("dilation", "dilation"),
+    ("seed", "seed"),
+    ("heartbeat_s", "heartbeat (s)"),
+    ("nodes", "nodes"),
+    ("capacity", "capacity"),
+)
+
+
+def write_comparison(
+    runs: Mapping[str, RunMetrics],
+    out_dir: Path,
+    *,
+    baseline: str | None = None,
+    title: str = "",
+) -> Path:
+    """Write comparison.json, report.md, jct_cdf.png and utilization.png; return report.md.
+
+    ``runs`` maps policy names to their metrics, in the order the table should list them.
+    A ``baseline`` that is not among ``runs`` is reported in report.md, not raised.
+    """
+    if not runs:
+        raise ValueError("write_comparison: no runs to compare")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    foi: dict[str, dict[str, Any]] = {}
+    if baseline is not None and baseline in runs:
+        base_jobs = runs[baseline].jobs
+        for name, run in runs.items():
+            if name != baseline:
+                foi[name] = {"baseline": baseline, **factor_of_improvement(base_jobs, run.jobs)}
+
+    comparison: dict[str, Any] = {}
+    for name, run in runs.items():
+        entry = dict(run.summary)
+        if name in foi:
+            entry["vs_baseline"] = foi[name]
+        comparison[name] = entry
+    write_json(rounded(comparison), out_dir / COMPARISON_JSON)
+
+    _plot_jct_cdf(runs, out_dir / JCT_CDF_PNG)
+    _plot_utilization(runs, out_dir / UTILIZATION_PNG)
+
+    path = out_dir / REPORT_MD
+    path.write_text(_markdown(runs, foi, baseline, title), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------
+# Markdown
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, int):
+        return str(v)
+    return f"{v:.{digits}f}"
+
+
+def _pct(v: Any) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: bool = True
+) -> list[str]:
+    """A Markdown table; with ``numeric`` every column but the first is right-aligned."""
+    align = ["---"] + ["---:" if numeric else "---"] * (len(header) - 1)
+    out = ["| " + " | ".join(_cell(h) for h in header) + " |", "| " + " | ".join(align) + " |"]
+    out.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
+    return out
+
+
+def _param(v: Any) -> str:
+    if isinstance(v, Mapping):
+        return ", ".join(f"{k}={_num(v[k], 6).rstrip('0').rstrip('.')}" for k in sorted(v))
+    if isinstance(v, float):
+        return f"{v:g}"
+    return "-" if v is None else str(v)
+
+
+def _markdown(
+    runs: Mapping[str, RunMetrics],
+    foi: Mapping[str, Mapping[str, Any]],
+    baseline: str | None,
+    title: str,
+) -> str:
+    lines = [f"# {title or 'Policy comparison'}", ""]
+
+    lines += ["## Run parameters", ""]
+    params = []
+    for key, label in _PARAMS:
+        values = {name: _param(run.summary.get(key)) for name, run in runs.items()}
+        if len(set(values.values())) == 1:
+            params.append([label, next(iter(values.values()))])
+        else:
+            params.append([label, "; ".join(f"{n}: {v}" for n, v in values.items())])
+    lines += [*_table(["parameter", "value"], params, numeric=False), ""]
+
+    resources = sorted({r for run in runs.values() for r in run.summary.get("utilization", {})})
+    header = [
+        "policy",
+        "jobs",
+        "finished",
+        "makespan (s)",
+        "mean JCT (s)",
+        "P50 JCT (s)",
+        "P95 JCT (s)",
+        "worst 10% JCT (s)",
+        "mean slowdown",
+        "mean wait (s)",
+        *[f"util {r}" for r in resources],
+        "Jain users",
+        "Jain jobs",
+    ]
+    rows = []
+    for name, run in runs.items():
+        s = run.summary
+        util = s.get("utilization", {})
+        rows.append(
+            [
+                name,
+                _num(s.get("jobs")),
+                _num(s.get("finished")),
+                _num(s.get("makespan_s")),
+                _num(s.get("mean_jct_s")),
+                _num(s.get("p50_jct_s")),
+                _num(s.get("p95_jct_s")),
+                _num(s.get("worst10_jct_s")),
+                _num(s.get("mean_slowdown")),
+                _num(s.get("mean_wait_s")),
+                *[_pct(util.get(r)) for r in resources],
+                _num(s.get("jain_users_mean"), 3),
+                _num(s.get("jain_jobs_mean"), 3),
+            ]
+        )
+    lines += ["## Results", "", *_table(header, rows), ""]
+    lines += [
+        "JCT, slowdown and wait are over the jobs that succeeded. Utilization is the mean "
+        "allocated fraction of capacity from the first submission to the last job end. "
+        "Jain is the mean of Jain's index of dominant-share-seconds over "
+        f"{_param(next(iter(runs.values())).summary.get('jain_window_s'))} s windows.",
+        "",
+    ]
+
+    if baseline is not None:
+        lines += [f"## Factor of improvement vs {baseline}", ""]
+        if baseline not in runs:
+            lines += [f"Baseline {baseline!r} is not among the runs compared.", ""]
+        elif not foi:
+            lines += ["No other policy to compare.", ""]
+        else:
+            frows = [
+                [
+                    name,
+                    _num(f["jobs"]),
+                    _num(f["mean"], 3),
+                    _num(f["p50"], 3),
+                    _num(f["p95"], 3),
+                    _num(f["min"], 3),
+                    _num(f["max"], 3),
+                ]
+                for name, f in foi.items()
+            ]
+            lines += [
+                *_table(["policy", "jobs", "mean", "P50", "P95", "min", "max"], frows),
+                "",
+                f"Factor = JCT under {baseline} / JCT under the policy, per job succeeded in "
+                "both (> 1 is faster than the baseline).",
+                "",
+            ]
+
+    lines += [
+        "## Plots",
+        "",
+        f"![JCT CDF]({JCT_CDF_PNG})",
+        "",
+        f"![Cluster utilization]({UTILIZATION_PNG})",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# Plots
+
+
+def _resample(series: Sequence[tuple[float, float]], bins: int) -> tuple[list[float], list[float]]:
+    """Time-weighted means of a step series over ``bins`` equal bins (plus the last point)."""
+    t0, t1 = series[0][0], series[-1][0]
+    width = (t1 - t0) / bins
+    if width <= 0:
+        return [p[0] for p in series], [p[1] for p in series]
+    area = [0.0] * bins
+    for (a, v), (b, _) in itertools.pairwise(series):
+        if v == 0 or b <= a:
+            continue
+        i = min(bins - 1, int((a - t0) / width))
+        while a < b and i < bins:
+            edge = t0 + (i + 1) * width if i < bins - 1 else t1
+            seg = min(b, edge) - a
+            if seg > 0:
+                area[i] += v * seg
+            a = min(b, edge)
+            i += 1
+    xs = [t0 + i * width for i in range(bins)] + [t1]
+    ys = [x / width for x in area] + [series[-1][1]]
+    return xs, ys
+
+
+def _time_unit(span: float) -> tuple[str, float]:
+    if span > 3 * 3600:
+        return "h", 3600.0
+    if span > 3 * 60:
+        return "min", 60.0
+    return "s", 1.0
+
+
+def _plot_jct_cdf(runs: Mapping[str, RunMetrics], path: Path) -> None:
+    fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
+    ax = fig.add_subplot()
+    lo, hi = math.inf, 0.0
+    plotted = 0
+    for name, run in runs.items():
+        jcts = sorted(j.jct_s for j in run.jobs if j.finished and j.jct_s is not None)
+        if not jcts:
+            continue
+        n = len(jcts)
+        ys = [(i + 1) / n for i in range(n)]
+        ax.step([jcts[0], *jcts], [0.0, *ys], where="post", label=f"{name} ({n})")
+        positive = [x for x in jcts if x > 0]
+        if positive:
+            lo = min(lo, positive[0])
+        hi = max(hi, jcts[-1])
+        plotted += 1
+    if plotted and lo > 0 and hi / lo > 100:
+        ax.set_xscale("log")
+    if not plotted:
+        ax.text(0.5, 0.5, "no job finished", ha="center", va="center", transform=ax.transAxes)
+    else:
+        ax.legend(loc="lower right", fontsize="small")
+    ax.set_xlabel("job completion time (s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_ylim(0.0, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.set_title("JCT CDF (succeeded jobs)")
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    fig.clear()
+
+
+def _plot_utilization(runs: Mapping[str, RunMetrics], path: Path) -> None:
+    resources = sorted({r for run in runs.values() for r in run.utilization})
+    fig = Figure(figsize=(_FIGSIZE[0], max(_FIGSIZE[1], 2.0 * len(resources))), dpi=_DPI)
+    if not resources:
+        ax = fig.add_subplot()
+        ax.text(0.5, 0.5, "no utilization data", ha="center", va="center")
+        ax.set_axis_off()
+    else:
+        span = max(
+            (s[-1][0] - s[0][0] for run in runs.values() for s in run.utilization.values() if s),
+            default=0.0,
+        )
+        unit, scale = _time_unit(span)
+        axes = fig.subplots(len(resources), 1, sharex=True, squeeze=False)[:, 0]
+        for ax, res in zip(axes, resources, strict=True):
+            for name, run in runs.items():
+                series = run.utilization.get(res)
+                if not series:
+                    continue
+                if len(series) > _MAX_PLOT_POINTS:
+                    xs, ys = _resample(series, _MAX_PLOT_POINTS // 2)
+                else:
+                    xs, ys = [p[0] for p in series], [p[1] for p in series]
+                t0 = series[0][0]
+                ax.step([(x - t0) / scale for x in xs], ys, where="post", label=name)
+            ax.set_ylabel(res)
+            ax.set_ylim(0.0, 1.05)
+            ax.grid(True, alpha=0.3)
+        axes[0].set_title("allocated fraction of capacity (from first submission)")
+        axes[0].legend(loc="upper right", fontsize="small")
+        axes[-1].set_xlabel(f"time ({unit})")
+    fig.tight_layout()
+    fig.savefig(path, format="png")
+    fig.clear()
