@@ -1,0 +1,188 @@
+"""Running workloads under policies and comparing them: what the CLI calls.
+
+``run_sim`` runs one policy in the simulator; ``compare`` runs several on the same
+workload and writes every per-run file plus the comparison report. Reference JCTs for
+slowdown (each job alone on the empty cluster) are computed here, once per distinct job
+shape, and travel in the event log so that metrics need nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from treadle import metrics, report
+from treadle.errors import InputError, PluginError
+from treadle.model import JobSpec, Workload
+from treadle.registry import build, discover
+from treadle.sim import ProgressFn, SimResult, Simulation
+
+REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """A policy by name with its parameters (validated when built)."""
+
+    name: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    ask_strategy: str = "greedy"
+    ask_params: Mapping[str, Any] | None = None
+    am_interval_s: float | None = None
+    stall_s: float = 3600.0
+    slowdown: bool = True  # compute alone-JCTs (one extra small simulation per job shape)
+
+
+def _job_shape(job: JobSpec) -> tuple[Any, ...]:
+    return tuple((s.name, s.resources, s.durations, s.parents) for s in job.stages)
+
+
+def alone_jcts(
+    workload: Workload, options: RunOptions = RunOptions(), progress: ProgressFn | None = None
+) -> dict[str, float]:
+    """JCT of every job run alone on the empty cluster (the slowdown denominator)."""
+    cache: dict[tuple[Any, ...], float] = {}
+    out: dict[str, float] = {}
+    total = len(workload.jobs)
+    for i, job in enumerate(workload.jobs):
+        key = _job_shape(job)
+        if key not in cache:
+            alone = replace(
+                workload, name=f"{workload.name}:{job.name}", jobs=(replace(job, submit_s=0.0),)
+            )
+            result = _simulate(alone, PolicyChoice(REFERENCE_POLICY, {}), options, None, {})
+            finish = [r["t"] for r in result.records if r["event"] == "job_finished"]
+            cache[key] = finish[0] if finish else float("nan")
+        out[job.name] = cache[key]
+        if progress is not None:
+            progress(i + 1, total, 0.0)
+    return out
+
+
+def build_policy(choice: PolicyChoice) -> Any:
+    return build("policies", choice.name, choice.params)
+
+
+def _strategy_factory(options: RunOptions) -> Callable[[], Any]:
+    # Build once to validate parameters at start-up, then one fresh instance per job.
+    build("asks", options.ask_strategy, options.ask_params or {})
+    return lambda: build("asks", options.ask_strategy, options.ask_params or {})
+
+
+def _simulate(
+    workload: Workload,
+    choice: PolicyChoice,
+    options: RunOptions,
+    progress: ProgressFn | None,
+    alone: dict[str, float],
+) -> SimResult:
+    sim = Simulation(
+        workload,
+        build_policy(choice),
+        _strategy_factory(options),
+        policy_name=choice.name,
+        am_interval_s=options.am_interval_s,
+        alone_jct_s=alone,
+        stall_s=options.stall_s,
+        progress=progress,
+    )
+    return sim.run()
+
+
+def run_sim(
+    workload: Workload,
+    choice: PolicyChoice,
+    out_dir: Path | None = None,
+    *,
+    options: RunOptions = RunOptions(),
+    progress: ProgressFn | None = None,
+    alone: dict[str, float] | None = None,
+) -> tuple[SimResult, metrics.RunMetrics]:
+    """Simulate ``workload`` under one policy; write the run files when ``out_dir`` is set."""
+    if alone is None:
+        alone = alone_jcts(workload, options) if options.slowdown else {}
+    result = _simulate(workload, choice, options, progress, alone)
+    weights = {name: u.weight for name, u in workload.users.items()}
+    run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
+    if out_dir is not None:
+        metrics.write_run_outputs(
+            result.records, out_dir, policy=choice.name, user_weights=weights, run=run
+        )
+    return result, run
+
+
+def resolve_policies(spec: str) -> list[str]:
+    """``"all"`` or a comma-separated list, checked against the installed policies."""
+    installed = list(discover("policies"))
+    if spec.strip() == "all":
+        return installed
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise InputError("--policies", None, "name at least one policy, or 'all'")
+    unknown = [n for n in names if n not in installed]
+    if unknown:
+        raise PluginError(
+            f"unknown policy {unknown[0]!r} in --policies (installed: {', '.join(installed)})"
+        )
+    if len(set(names)) != len(names):
+        raise InputError("--policies", None, "a policy is named twice")
+    return names
+
+
+def split_policy_settings(
+    settings: Mapping[str, Any], policies: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """``{"drf.across": "jobs"}`` -> ``{"drf": {"across": "jobs"}}``; every key must name a
+    policy being compared."""
+    out: dict[str, dict[str, Any]] = {p: {} for p in policies}
+    for key, value in settings.items():
+        policy, dot, param = key.partition(".")
+        if not dot or not param:
+            raise InputError("--set", key, "use POLICY.PARAM=VALUE with compare")
+        if policy not in out:
+            raise InputError("--set", key, f"policy {policy!r} is not among {list(policies)}")
+        out[policy][param] = value
+    return out
+
+
+@dataclass
+class Comparison:
+    runs: dict[str, metrics.RunMetrics]
+    results: dict[str, SimResult]
+    report: Path
+
+
+def compare(
+    workload: Workload,
+    policies: Iterable[PolicyChoice],
+    out_dir: Path,
+    *,
+    options: RunOptions = RunOptions(),
+    baseline: str | None = None,
+    on_policy: Callable[[str], ProgressFn | None] | None = None,
+) -> Comparison:
+    """Run every policy on ``workload`` (mode sim) and write ``out_dir``'s report."""
+    choices = list(policies)
+    # Build every policy first: a bad parameter fails before any run starts.
+    for c in choices:
+        build_policy(c)
+    _strategy_factory(options)
+    alone = alone_jcts(workload, options) if options.slowdown else {}
+    runs: dict[str, metrics.RunMetrics] = {}
+    results: dict[str, SimResult] = {}
+    for c in choices:
+        progress = on_policy(c.name) if on_policy else None
+        result, run = run_sim(
+            workload, c, out_dir / c.name, options=options, progress=progress, alone=alone
+        )
+        runs[c.name] = run
+        results[c.name] = result
+    title = f"treadle: {workload.name} under {len(choices)} policies"
+    path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
+    return Comparison(runs, results, path)
