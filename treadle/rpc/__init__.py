@@ -1,0 +1,1 @@
+"""Generated protobuf/gRPC code (see treadle.protogen)."""

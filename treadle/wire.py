@@ -1,0 +1,314 @@
+"""Conversions between the cores' messages and the treadle.v1 protobuf messages.
+
+One place for every conversion, so servicers and clients stay thin. Incoming resources
+are validated here (names, finite non-negative amounts): a bad request becomes an
+InvalidRequestError before it reaches a core.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from treadle.errors import InvalidRequestError
+from treadle.messages import (
+    AllocateRequest,
+    AllocateResponse,
+    Ask,
+    AskKind,
+    Container,
+    ContainerLaunch,
+    ContainerState,
+    ContainerStatus,
+    FinalStatus,
+    NodeHeartbeat,
+    NodeHeartbeatResponse,
+    NodeRegistration,
+)
+from treadle.model import JobSpec, StageSpec, topological_stages
+from treadle.resources import Resources
+from treadle.rpc.v1 import (
+    application_master_pb2 as am_pb,
+    client_pb2 as client_pb,
+    common_pb2 as pb,
+    container_manager_pb2 as cm_pb,
+    resource_tracker_pb2 as rt_pb,
+)
+
+_KIND_TO_PB = {AskKind.DEFAULT: pb.ASK_KIND_DEFAULT, AskKind.ALTRUISTIC: pb.ASK_KIND_ALTRUISTIC}
+_KIND_FROM_PB = {v: k for k, v in _KIND_TO_PB.items()}
+_STATE_TO_PB = {
+    ContainerState.COMPLETE: pb.CONTAINER_STATE_COMPLETE,
+    ContainerState.FAILED: pb.CONTAINER_STATE_FAILED,
+    ContainerState.KILLED: pb.CONTAINER_STATE_KILLED,
+    ContainerState.LOST: pb.CONTAINER_STATE_LOST,
+    ContainerState.PREEMPTED: pb.CONTAINER_STATE_PREEMPTED,
+}
+_STATE_FROM_PB = {v: k for k, v in _STATE_TO_PB.items()}
+_STATUS_TO_PB = {
+    FinalStatus.SUCCEEDED: pb.FINAL_STATUS_SUCCEEDED,
+    FinalStatus.FAILED: pb.FINAL_STATUS_FAILED,
+    FinalStatus.KILLED: pb.FINAL_STATUS_KILLED,
+}
+_STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
+
+MAX_AMOUNT = 1e15  # larger amounts are nonsense and would break float arithmetic
+MAX_COUNT = 10_000_000
+
+
+def _finite(x: float, what: str) -> float:
+    if not math.isfinite(x):
+        raise InvalidRequestError(f"{what} must be finite, got {x}")
+    return x
+
+
+# Resources ----------------------------------------------------------------------------
+def resources_to_pb(r: Resources) -> pb.Resources:
+    return pb.Resources(amounts=r.to_dict())
+
+
+def resources_from_pb(msg: pb.Resources, what: str = "resources") -> Resources:
+    for k, v in msg.amounts.items():
+        if not (0 <= v <= MAX_AMOUNT):
+            raise InvalidRequestError(f"{what}.{k} must be between 0 and {MAX_AMOUNT:g}, got {v}")
+    try:
+        return Resources.parse(dict(msg.amounts), what)
+    except ValueError as e:
+        raise InvalidRequestError(str(e)) from None
+
+
+# Container statuses and containers ----------------------------------------------------
+def status_to_pb(s: ContainerStatus) -> pb.ContainerStatus:
+    return pb.ContainerStatus(
+        container_id=s.container_id,
+        state=_STATE_TO_PB[s.state],
+        exit_status=s.exit_status,
+        start_s=s.start_s,
+        finish_s=s.finish_s,
+    )
+
+
+def status_from_pb(m: pb.ContainerStatus) -> ContainerStatus:
+    state = _STATE_FROM_PB.get(m.state)
+    if state is None:
+        raise InvalidRequestError(f"container {m.container_id!r}: unknown state {m.state}")
+    return ContainerStatus(
+        m.container_id,
+        state,
+        m.exit_status,
+        _finite(m.start_s, "start_s"),
+        _finite(m.finish_s, "finish_s"),
+    )
+
+
+def container_to_pb(c: Container, node_address: str = "") -> pb.Container:
+    return pb.Container(
+        container_id=c.container_id,
+        app_id=c.app_id,
+        node_id=c.node_id,
+        priority=c.priority,
+        resources=resources_to_pb(c.resources),
+        kind=_KIND_TO_PB[c.kind],
+        node_address=node_address,
+    )
+
+
+def container_from_pb(m: pb.Container) -> Container:
+    return Container(
+        m.container_id,
+        m.app_id,
+        m.node_id,
+        m.priority,
+        resources_from_pb(m.resources),
+        _KIND_FROM_PB.get(m.kind, AskKind.DEFAULT),
+    )
+
+
+# ResourceTracker ------------------------------------------------------------------------
+def registration_from_pb(m: rt_pb.RegisterNodeRequest) -> NodeRegistration:
+    if not m.node_id:
+        raise InvalidRequestError("node_id must not be empty")
+    return NodeRegistration(
+        m.node_id, resources_from_pb(m.capacity, "capacity"), m.rack or "default-rack", m.address
+    )
+
+
+def registration_to_pb(r: NodeRegistration) -> rt_pb.RegisterNodeRequest:
+    return rt_pb.RegisterNodeRequest(
+        node_id=r.node_id, address=r.address, rack=r.rack, capacity=resources_to_pb(r.resources)
+    )
+
+
+def heartbeat_from_pb(m: rt_pb.NodeHeartbeatRequest) -> NodeHeartbeat:
+    return NodeHeartbeat(
+        m.node_id,
+        m.seq,
+        [status_from_pb(s) for s in m.started],
+        [status_from_pb(s) for s in m.completed],
+        tuple(m.running),
+    )
+
+
+def heartbeat_to_pb(hb: NodeHeartbeat) -> rt_pb.NodeHeartbeatRequest:
+    return rt_pb.NodeHeartbeatRequest(
+        node_id=hb.node_id,
+        seq=hb.seq,
+        started=[status_to_pb(s) for s in hb.started],
+        completed=[status_to_pb(s) for s in hb.completed],
+        running=list(hb.running),
+    )
+
+
+def hb_response_to_pb(r: NodeHeartbeatResponse) -> rt_pb.NodeHeartbeatResponse:
+    return rt_pb.NodeHeartbeatResponse(
+        stop=r.stop, resync=r.resync, next_interval_s=r.next_interval_s
+    )
+
+
+def hb_response_from_pb(m: rt_pb.NodeHeartbeatResponse) -> NodeHeartbeatResponse:
+    return NodeHeartbeatResponse(list(m.stop), m.resync, m.next_interval_s)
+
+
+# ApplicationMaster ---------------------------------------------------------------------
+def ask_from_pb(m: am_pb.Ask) -> Ask:
+    if not (0 <= m.count <= MAX_COUNT):
+        raise InvalidRequestError(f"ask count must be between 0 and {MAX_COUNT}, got {m.count}")
+    kind = _KIND_FROM_PB.get(m.kind)
+    if kind is None:
+        raise InvalidRequestError(f"unknown ask kind {m.kind}")
+    return Ask(
+        m.priority,
+        resources_from_pb(m.resources, f"ask[{m.priority}].resources"),
+        m.count,
+        kind,
+        _finite(m.expected_duration_s, "expected_duration_s"),
+        _finite(m.remaining_work, "remaining_work"),
+    )
+
+
+def ask_to_pb(a: Ask) -> am_pb.Ask:
+    return am_pb.Ask(
+        priority=a.priority,
+        resources=resources_to_pb(a.resources),
+        count=a.count,
+        kind=_KIND_TO_PB[a.kind],
+        expected_duration_s=a.expected_duration_s,
+        remaining_work=a.remaining_work,
+    )
+
+
+def allocate_from_pb(m: am_pb.AllocateRequest) -> AllocateRequest:
+    return AllocateRequest(
+        m.app_id,
+        [ask_from_pb(a) for a in m.asks],
+        list(m.releases),
+        _finite(m.progress, "progress"),
+    )
+
+
+def allocate_to_pb(r: AllocateRequest) -> am_pb.AllocateRequest:
+    return am_pb.AllocateRequest(
+        app_id=r.app_id,
+        asks=[ask_to_pb(a) for a in r.asks],
+        releases=r.releases,
+        progress=r.progress,
+    )
+
+
+def allocate_response_to_pb(
+    r: AllocateResponse, addresses: dict[str, str]
+) -> am_pb.AllocateResponse:
+    msg = am_pb.AllocateResponse(
+        allocated=[container_to_pb(c, addresses.get(c.node_id, "")) for c in r.allocated],
+        completed=[status_to_pb(s) for s in r.completed],
+        preempted=r.preempted,
+        cluster=resources_to_pb(r.cluster),
+        num_nodes=r.num_nodes,
+    )
+    if r.share is not None:
+        msg.share.CopyFrom(resources_to_pb(r.share))
+        msg.has_share = True
+    return msg
+
+
+def allocate_response_from_pb(m: am_pb.AllocateResponse) -> AllocateResponse:
+    return AllocateResponse(
+        [container_from_pb(c) for c in m.allocated],
+        [status_from_pb(s) for s in m.completed],
+        list(m.preempted),
+        resources_from_pb(m.share) if m.has_share else None,
+        resources_from_pb(m.cluster),
+        m.num_nodes,
+    )
+
+
+def final_status_to_pb(s: FinalStatus) -> pb.FinalStatus.ValueType:
+    return _STATUS_TO_PB[s]
+
+
+def final_status_from_pb(v: int) -> FinalStatus:
+    status: FinalStatus | None = _STATUS_FROM_PB.get(v)  # type: ignore[call-overload]
+    if status is None:
+        raise InvalidRequestError(f"unknown final status {v}")
+    return status
+
+
+# ContainerManager ------------------------------------------------------------------------
+def launch_to_pb(launch: ContainerLaunch, command: Iterable[str] = ()) -> cm_pb.ContainerLaunch:
+    return cm_pb.ContainerLaunch(
+        container_id=launch.container_id,
+        app_id=launch.app_id,
+        node_id=launch.node_id,
+        resources=resources_to_pb(launch.resources),
+        duration_s=launch.duration_s,
+        command=list(command),
+    )
+
+
+def launch_from_pb(m: cm_pb.ContainerLaunch) -> ContainerLaunch:
+    if not m.container_id:
+        raise InvalidRequestError("container_id must not be empty")
+    duration = _finite(m.duration_s, "duration_s")
+    if duration < 0:
+        raise InvalidRequestError(f"duration_s must be >= 0, got {duration}")
+    return ContainerLaunch(
+        m.container_id, m.app_id, m.node_id, resources_from_pb(m.resources), duration
+    )
+
+
+# Client -----------------------------------------------------------------------------------
+def job_to_pb(job: JobSpec) -> client_pb.JobSpec:
+    return client_pb.JobSpec(
+        name=job.name,
+        stages=[
+            client_pb.StageSpec(
+                name=s.name,
+                resources=resources_to_pb(s.resources),
+                durations=list(s.durations),
+                parents=list(s.parents),
+            )
+            for s in job.stages
+        ],
+    )
+
+
+def job_from_pb(m: client_pb.JobSpec, user: str, queue: str, submit_s: float) -> JobSpec:
+    if not m.name:
+        raise InvalidRequestError("job name must not be empty")
+    if not m.stages:
+        raise InvalidRequestError(f"job {m.name!r} has no stages")
+    stages = []
+    for s in m.stages:
+        if not s.durations:
+            raise InvalidRequestError(f"stage {s.name!r} has no tasks")
+        for d in s.durations:
+            if not (math.isfinite(d) and d >= 0):
+                raise InvalidRequestError(f"stage {s.name!r}: durations must be >= 0, got {d}")
+        res = resources_from_pb(s.resources, f"stage {s.name!r} resources")
+        if res.is_zero():
+            raise InvalidRequestError(f"stage {s.name!r} asks for no resources")
+        stages.append(StageSpec(s.name, res, tuple(s.durations), tuple(s.parents)))
+    try:
+        return JobSpec(m.name, user, submit_s, topological_stages(stages), queue)
+    except ValueError as e:
+        raise InvalidRequestError(f"job {m.name!r}: {e}") from None
