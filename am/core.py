@@ -49,6 +49,7 @@ class ApplicationMaster:
         self._parents_left = [len(p) for p in job.parent_indices]
         self._remaining_work = job.work_s
         self._releases: list[str] = []
+        self._newly_done: list[tuple[int, int]] = []
         self._sent: dict[int, int] = {}
         self.share: Resources | None = None
         self.cluster: Resources = ZERO
@@ -121,7 +122,8 @@ class ApplicationMaster:
         withdrawn = [Ask(p, ZERO, 0) for p in self._sent if p not in sent]
         self._sent = {p: c for p, c in sent.items() if c}
         releases, self._releases = self._releases, []
-        return AllocateRequest(self.app_id, asks + withdrawn, releases, self.progress)
+        done, self._newly_done = self._newly_done, []
+        return AllocateRequest(self.app_id, asks + withdrawn, releases, self.progress, done)
 
     def on_allocate_response(self, resp: AllocateResponse, now: float) -> list[ContainerLaunch]:
         self.share = resp.share
@@ -152,6 +154,7 @@ class ApplicationMaster:
         self._running[stage] -= 1
         if status.state is ContainerState.COMPLETE and status.exit_status == 0:
             self._task_finished(stage, task)
+            self._newly_done.append((stage, task))
             return
         # Failed, lost or preempted: run the task again (YARN reschedules the attempt).
         attempts = self._attempts.get(key, 0) + (

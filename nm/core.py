@@ -96,6 +96,29 @@ class NodeManager:
         )
         return True
 
+    def finish_container(self, container_id: str, now: float, exit_status: int) -> bool:
+        """A container whose process ended by itself (an AM container) is done."""
+        rc = self.running.pop(container_id, None)
+        if rc is None:
+            return False
+        self.used = self.used - rc.launch.resources
+        state = ContainerState.COMPLETE if exit_status == 0 else ContainerState.FAILED
+        self._completed.append(ContainerStatus(container_id, state, exit_status, rc.start_s, now))
+        return True
+
+    def container_status(self, container_id: str, now: float) -> ContainerStatus | None:
+        """The status of a running or not yet reported container (None: unknown here)."""
+        self._collect_finished(now)
+        rc = self.running.get(container_id)
+        if rc is not None:
+            return ContainerStatus(
+                container_id, ContainerState.COMPLETE, EXIT_SUCCESS, rc.start_s, 0.0
+            )
+        for s in self._completed:
+            if s.container_id == container_id:
+                return s
+        return None
+
     def _collect_finished(self, now: float) -> None:
         heap = self._finish_heap
         while heap and heap[0][0] <= now:

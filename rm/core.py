@@ -28,6 +28,7 @@ from treadle.messages import (
     EXIT_PREEMPTED,
     AllocateRequest,
     AllocateResponse,
+    AmRegistration,
     AppSubmission,
     Ask,
     Container,
@@ -42,6 +43,9 @@ from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec
 from treadle.resources import ZERO, Resources
 
 log = structlog.get_logger("rm")
+
+#: The priority of the RM's own ask for a managed AM's container (served before tasks).
+AM_PRIORITY = -1
 
 #: Stop consuming a policy's placements for one heartbeat after this many rejections.
 MAX_REJECTIONS_PER_HEARTBEAT = 32
@@ -98,10 +102,18 @@ class Application:
         "_sorted_asks",
         "allocated",
         "alone_jct_s",
+        "am_container",
+        "am_last_seen_s",
+        "am_registered",
         "app_id",
         "asks",
+        "attempt",
         "completed_reports",
         "containers",
+        "diagnostics",
+        "done_tasks",
+        "job",
+        "managed_am",
         "name",
         "next_container",
         "pending",
@@ -136,6 +148,14 @@ class Application:
         self.next_container = 1
         self.started = False
         self.progress = 0.0
+        self.job = sub.job
+        self.managed_am = sub.managed_am
+        self.attempt = 0  # AM attempts started so far
+        self.am_registered = False
+        self.am_last_seen_s = now
+        self.am_container: str | None = None
+        self.done_tasks: dict[tuple[int, int], None] = {}  # ordered set
+        self.diagnostics = ""
 
     @property
     def running(self) -> int:
@@ -269,6 +289,9 @@ class ResourceManager:
         event_log: ev.EventLog | None = None,
         heartbeat_s: float = 1.0,
         node_expiry_s: float | None = None,
+        am_expiry_s: float | None = None,
+        max_am_attempts: int = 2,
+        am_resources: Resources | None = None,
         policy_errors: str = "raise",
     ) -> None:
         if policy_errors not in ("raise", "log"):
@@ -282,6 +305,12 @@ class ResourceManager:
         self.log = event_log if event_log is not None else ev.EventLog()
         self.heartbeat_s = heartbeat_s
         self.node_expiry_s = node_expiry_s if node_expiry_s is not None else 10 * heartbeat_s
+        self.am_expiry_s = am_expiry_s if am_expiry_s is not None else 10 * heartbeat_s
+        if max_am_attempts < 1:
+            raise ValueError("max_am_attempts must be >= 1")
+        self.max_am_attempts = max_am_attempts
+        self.am_resources = am_resources or Resources(vcores=1, memory_mb=1024)
+        self._am_launches: list[Container] = []
         self._policy_errors = policy_errors
         self.rejected_placements = 0
         self.policy_failures = 0
@@ -408,6 +437,8 @@ class ResourceManager:
         self._version += 1
         self.log.emit(now, ev.NODE_LOST, node=node_id)
         for c in list(node.containers.values()):
+            if c.container_id not in node.containers:
+                continue  # already ended with its failed AM attempt
             status = ContainerStatus(c.container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
             self._container_done(c, status, now)
         node.free = ZERO
@@ -441,7 +472,69 @@ class ResourceManager:
             alone_jct_s=sub.alone_jct_s,
         )
         self.policy.on_app_added(app, self.view)
+        if sub.managed_am:
+            self._ask_am_container(app)
         return app_id
+
+    # ------------------------------------------------------------------ AM attempts
+    def _ask_am_container(self, app: Application) -> None:
+        was_pending = app.pending > 0
+        app.set_ask(Ask(AM_PRIORITY, self.am_resources, 1))
+        st = self.state
+        if st._min_ask is not None:
+            st._min_ask = st._min_ask.componentwise_min(self.am_resources)
+        self.pending_epoch += 1
+        self._update_pending(app, was_pending)
+
+    def take_am_launches(self) -> list[Container]:
+        """AM containers allocated since the last call: the host must start them on their
+        NMs with the AM's command line (YARN's AMLauncher)."""
+        out, self._am_launches = self._am_launches, []
+        return out
+
+    def awaiting_am(self) -> list[Application]:
+        """Running unmanaged applications whose next AM attempt has not registered."""
+        return [a for a in self.state.apps.values() if not a.am_registered and not a.managed_am]
+
+    def register_application_master(self, app_id: str, now: float) -> AmRegistration:
+        app = self._running_app(app_id)
+        if not app.am_registered:
+            app.attempt += 1
+            app.am_registered = True
+            self.log.emit(now, ev.ATTEMPT_STARTED, job=app_id, attempt=app.attempt)
+        app.am_last_seen_s = now
+        return AmRegistration(app.attempt, tuple(app.done_tasks), app.job)
+
+    def expire_am_attempts(self, now: float) -> list[str]:
+        """Fail AM attempts that have not called Allocate within the expiry."""
+        late = [
+            a.app_id
+            for a in self.state.apps.values()
+            if a.am_registered and now - a.am_last_seen_s > self.am_expiry_s
+        ]
+        for app_id in late:
+            self.fail_attempt(app_id, f"AM missed Allocate calls for {self.am_expiry_s:g} s", now)
+        return late
+
+    def fail_attempt(self, app_id: str, reason: str, now: float) -> None:
+        """The current AM attempt died: kill its containers; retry or fail the application."""
+        app = self._running_app(app_id)
+        self.log.emit(now, ev.ATTEMPT_FAILED, job=app_id, attempt=app.attempt, reason=reason)
+        for c in list(app.containers.values()):
+            self._release(c, now, killed=True)
+        was_pending = app.pending > 0
+        for p in list(app.asks):
+            app.set_ask(Ask(p, ZERO, 0))
+        self._update_pending(app, was_pending)
+        app.undelivered = []
+        app.completed_reports = []
+        app.am_registered = False
+        app.am_container = None
+        if app.attempt >= self.max_am_attempts:
+            app.diagnostics = f"attempt {app.attempt} failed: {reason}"
+            self.finish_application(app_id, FinalStatus.FAILED, now)
+        elif app.managed_am:
+            self._ask_am_container(app)
 
     def _running_app(self, app_id: str) -> Application:
         app = self.state.apps.get(app_id)
@@ -455,7 +548,12 @@ class ResourceManager:
         st = self.state
         st.now = now
         app = self._running_app(req.app_id)
+        if not app.am_registered:
+            raise ConflictError(f"application {req.app_id!r} has no registered AM attempt")
         self._validate_asks(req.asks)
+        app.am_last_seen_s = now
+        for task in req.completed_tasks:
+            app.done_tasks[task] = None
         for cid in req.releases:
             c = app.containers.get(cid)
             if c is not None:
@@ -624,7 +722,11 @@ class ResourceManager:
         node.containers[cid] = c
         app.containers[cid] = c
         app.allocated = app.allocated + res
-        app.undelivered.append(c)
+        if ask.priority == AM_PRIORITY:
+            app.am_container = cid
+            self._am_launches.append(c)
+        else:
+            app.undelivered.append(c)
         was_pending = True
         if ask.count > 1:
             app.set_ask(
@@ -722,9 +824,16 @@ class ResourceManager:
             state=str(status.state),
             exit_status=status.exit_status,
         )
-        if app is not None:
-            app.completed_reports.append(status)
         self.policy.on_container_finished(c, status, self.view)
+        if app is None:
+            return
+        if c.container_id == app.am_container:
+            app.am_container = None
+            self.fail_attempt(
+                app.app_id, f"AM container exited ({status.state}, {status.exit_status})", t
+            )
+        else:
+            app.completed_reports.append(status)
 
     def _release(self, c: Container, now: float, *, killed: bool = False) -> None:
         """The AM gave a container back (or its application ended): free it, stop it."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from treadle.model import JobSpec
 from treadle.resources import ZERO, Resources
 
 
@@ -20,6 +21,7 @@ class AskKind(StrEnum):
 
 
 class ContainerState(StrEnum):
+    RUNNING = "RUNNING"
     COMPLETE = "COMPLETE"
     FAILED = "FAILED"
     KILLED = "KILLED"
@@ -112,6 +114,20 @@ class AppSubmission:
     queue: str
     tasks: int = 0
     alone_jct_s: float | None = None
+    #: The job itself, handed to each AM attempt at registration (None in tests that
+    #: drive the RM alone).
+    job: JobSpec | None = None
+    #: Run the AM in a container the RM allocates (YARN's default) instead of unmanaged.
+    managed_am: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AmRegistration:
+    """What an AM attempt learns when it registers."""
+
+    attempt: int
+    completed_tasks: tuple[tuple[int, int], ...]
+    job: JobSpec | None
 
 
 @dataclass(slots=True)
@@ -120,6 +136,8 @@ class AllocateRequest:
     asks: list[Ask] = field(default_factory=list)
     releases: list[str] = field(default_factory=list)
     progress: float = 0.0
+    #: (stage, task) pairs finished since the last call: a later attempt skips them.
+    completed_tasks: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)

@@ -236,6 +236,7 @@ class Simulation:
                     ),
                     t,
                 )
+                rm.register_application_master(app_id, t)
                 am = ApplicationMaster(job, app_id, self.make_strategy())
                 active[app_id] = am
                 self._push(t, _AM, am)

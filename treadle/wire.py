@@ -43,6 +43,7 @@ _STATE_TO_PB = {
     ContainerState.KILLED: pb.CONTAINER_STATE_KILLED,
     ContainerState.LOST: pb.CONTAINER_STATE_LOST,
     ContainerState.PREEMPTED: pb.CONTAINER_STATE_PREEMPTED,
+    ContainerState.RUNNING: pb.CONTAINER_STATE_RUNNING,
 }
 _STATE_FROM_PB = {v: k for k, v in _STATE_TO_PB.items()}
 _STATUS_TO_PB = {

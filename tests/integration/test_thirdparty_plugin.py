@@ -69,8 +69,9 @@ def test_installed_policy_runs_through_the_cli(plugin_env: dict[str, str], tmp_p
     wl.write_text(WORKLOAD)
     lifo = _run(["sim", str(wl), "--policy", "lifo", "--out", str(tmp_path / "lifo")], plugin_env)
     assert lifo.returncode == 0, lifo.stderr
-    # The first job starts alone; when it ends the newest waiting job goes before the older.
-    assert _finish_order(tmp_path / "lifo") == ["first", "third", "second"]
+    # "first" starts alone on both slots; when its first wave ends, the newest job is served
+    # before the older ones, "first" included.
+    assert _finish_order(tmp_path / "lifo") == ["third", "second", "first"]
     summary = json.loads((tmp_path / "lifo" / "summary.json").read_text())
     assert summary["policy"] == "lifo"
     assert summary["finished"] == 3

@@ -53,6 +53,7 @@ class _ContainerStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Contai
     CONTAINER_STATE_KILLED: _ContainerState.ValueType  # 3
     CONTAINER_STATE_LOST: _ContainerState.ValueType  # 4
     CONTAINER_STATE_PREEMPTED: _ContainerState.ValueType  # 5
+    CONTAINER_STATE_RUNNING: _ContainerState.ValueType  # 6
 
 class ContainerState(_ContainerState, metaclass=_ContainerStateEnumTypeWrapper): ...
 
@@ -62,6 +63,7 @@ CONTAINER_STATE_FAILED: ContainerState.ValueType  # 2
 CONTAINER_STATE_KILLED: ContainerState.ValueType  # 3
 CONTAINER_STATE_LOST: ContainerState.ValueType  # 4
 CONTAINER_STATE_PREEMPTED: ContainerState.ValueType  # 5
+CONTAINER_STATE_RUNNING: ContainerState.ValueType  # 6
 Global___ContainerState: _TypeAlias = ContainerState  # noqa: Y015
 
 class _FinalStatus:

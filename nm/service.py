@@ -1,0 +1,198 @@
+"""NodeManager host: one process running many NM cores, their heartbeats and their
+ContainerManager service.
+
+The heartbeat loop sends every hosted NM's heartbeat each interval, unary (one call per
+NM, like a real NM) or batched (one call for all). StartContainers routes each launch to
+the NM it names. An AM container's launch carries a command: the NM runs it as its own
+OS process and the container ends when the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import grpc
+import structlog
+
+from nm.core import NodeManager
+from treadle import wire
+from treadle.clock import EmulatedClock
+from treadle.errors import InvalidRequestError, NotFoundError
+from treadle.model import NodeSpec
+from treadle.rpc.v1 import (
+    container_manager_pb2 as cm_pb,
+    container_manager_pb2_grpc as cm_grpc,
+    resource_tracker_pb2 as rt_pb,
+    resource_tracker_pb2_grpc as rt_grpc,
+)
+from treadle.rpcutil import channel, map_errors
+
+log = structlog.get_logger("nm")
+
+
+class NodeHost:
+    """The NM cores of one process and their link to the RM."""
+
+    def __init__(
+        self, nodes: Sequence[NodeSpec], rm_address: str, *, batch: bool, address: str = ""
+    ) -> None:
+        if not nodes:
+            raise InvalidRequestError("an NM host needs at least one node")
+        self.nms = {n.node_id: NodeManager(n.node_id, n.resources, n.rack) for n in nodes}
+        self.rm_address = rm_address
+        self.batch = batch
+        self.address = address
+        self.clock = EmulatedClock()
+        self.interval_s = 1.0
+        self.processes: dict[str, asyncio.subprocess.Process] = {}
+        self._channel: grpc.aio.Channel | None = None
+        self._stub: Any = None
+
+    def nm(self, node_id: str) -> NodeManager:
+        nm = self.nms.get(node_id)
+        if nm is None:
+            raise NotFoundError(f"node {node_id!r} is not hosted here")
+        return nm
+
+    async def connect(self) -> None:
+        self._channel = channel(self.rm_address)
+        self._stub = rt_grpc.ResourceTrackerStub(self._channel)
+
+    async def close(self) -> None:
+        for proc in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        if self._channel is not None:
+            await self._channel.close()
+
+    async def register(self, node_ids: Sequence[str] | None = None) -> None:
+        for node_id in node_ids or list(self.nms):
+            nm = self.nms[node_id]
+            resp = await self._stub.RegisterNode(
+                wire.registration_to_pb(nm.registration(self.address)), timeout=30
+            )
+            self.clock = _adopt(self.clock, resp.clock.epoch_unix_s, resp.clock.dilation)
+            self.interval_s = resp.heartbeat_interval_s or 1.0
+
+    async def heartbeat_once(self) -> None:
+        now = self.clock.now()
+        hbs = [nm.heartbeat(now) for nm in self.nms.values()]
+        if self.batch:
+            req = rt_pb.NodeHeartbeatBatchRequest(heartbeats=[wire.heartbeat_to_pb(h) for h in hbs])
+            resp = await self._stub.NodeHeartbeatBatch(req, timeout=30)
+            answers = list(resp.responses)
+        else:
+            answers = await asyncio.gather(
+                *(self._stub.NodeHeartbeat(wire.heartbeat_to_pb(h), timeout=30) for h in hbs)
+            )
+        resync = []
+        for hb, answer in zip(hbs, answers, strict=True):
+            nm = self.nms[hb.node_id]
+            for cid in answer.stop:
+                self._stop(nm, cid, now)
+            if answer.resync:
+                resync.append(hb.node_id)
+        if resync:
+            log.warning("nm_resync", nodes=resync)
+            await self.register(resync)
+
+    async def heartbeat_loop(self, stop: asyncio.Event) -> None:
+        t = self.clock.now()
+        while not stop.is_set():
+            t += self.interval_s
+            await self.clock.sleep_until(t)
+            try:
+                await self.heartbeat_once()
+            except grpc.aio.AioRpcError as e:
+                log.warning("heartbeat_failed", code=str(e.code()), details=e.details())
+            if self.clock.now() > t + self.interval_s:
+                t = self.clock.now()  # fell behind: do not fire a burst to catch up
+
+    def _stop(self, nm: NodeManager, cid: str, now: float) -> bool:
+        proc = self.processes.pop(cid, None)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        return nm.stop_container(cid, now)
+
+    async def launch_process(self, nm: NodeManager, cid: str, command: Sequence[str]) -> None:
+        """Run an AM container's command; the container completes when it exits."""
+        env = dict(os.environ, TREADLE_CONTAINER_ID=cid, TREADLE_NODE_ID=nm.node_id)
+        argv = [sys.executable if a == "{python}" else a for a in command]
+        proc = await asyncio.create_subprocess_exec(*argv, env=env)
+        self.processes[cid] = proc
+        asyncio.get_running_loop().create_task(self._reap(nm, cid, proc))
+
+    async def _reap(self, nm: NodeManager, cid: str, proc: asyncio.subprocess.Process) -> None:
+        code = await proc.wait()
+        if self.processes.pop(cid, None) is not None:
+            nm.finish_container(cid, self.clock.now(), code)
+            log.info("am_process_exited", container=cid, node=nm.node_id, exit_code=code)
+
+
+def _adopt(clock: EmulatedClock, epoch: float, dilation: float) -> EmulatedClock:
+    if clock.epoch == epoch and clock.dilation == dilation:
+        return clock
+    fresh = EmulatedClock(epoch, dilation)
+    fresh.timers = clock.timers
+    return fresh
+
+
+@map_errors
+class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
+    def __init__(self, host: NodeHost) -> None:
+        self.host = host
+
+    async def StartContainers(
+        self, request: cm_pb.StartContainersRequest, context: Any
+    ) -> cm_pb.StartContainersResponse:
+        host = self.host
+        now = host.clock.now()
+        resp = cm_pb.StartContainersResponse()
+        for m in request.launches:
+            try:
+                launch = wire.launch_from_pb(m)
+                nm = host.nm(launch.node_id)
+                if m.command:
+                    launch = type(launch)(
+                        launch.container_id,
+                        launch.app_id,
+                        launch.node_id,
+                        launch.resources,
+                        math.inf,
+                    )
+                nm.start_container(launch, now)
+                if m.command:
+                    await host.launch_process(nm, launch.container_id, list(m.command))
+                resp.started.append(launch.container_id)
+            except Exception as e:  # one bad launch must not fail the others
+                resp.failed[m.container_id] = str(e)
+        return resp
+
+    async def StopContainers(
+        self, request: cm_pb.StopContainersRequest, context: Any
+    ) -> cm_pb.StopContainersResponse:
+        nm = self.host.nm(request.node_id)
+        now = self.host.clock.now()
+        stopped = [c for c in request.container_ids if self.host._stop(nm, c, now)]
+        return cm_pb.StopContainersResponse(stopped=stopped)
+
+    async def GetContainerStatuses(
+        self, request: cm_pb.GetContainerStatusesRequest, context: Any
+    ) -> cm_pb.GetContainerStatusesResponse:
+        nm = self.host.nm(request.node_id)
+        now = self.host.clock.now()
+        resp = cm_pb.GetContainerStatusesResponse()
+        for cid in request.container_ids:
+            status = nm.container_status(cid, now)
+            if status is None:
+                resp.unknown.append(cid)
+            else:
+                resp.statuses.append(wire.status_to_pb(status))
+        return resp
