@@ -112,6 +112,7 @@ class Application:
         "containers",
         "diagnostics",
         "done_tasks",
+        "finish_s",
         "job",
         "managed_am",
         "name",
@@ -122,6 +123,7 @@ class Application:
         "seq",
         "started",
         "state",
+        "submission",
         "submit_s",
         "tasks",
         "undelivered",
@@ -149,6 +151,7 @@ class Application:
         self.started = False
         self.progress = 0.0
         self.job = sub.job
+        self.submission = sub
         self.managed_am = sub.managed_am
         self.attempt = 0  # AM attempts started so far
         self.am_registered = False
@@ -156,6 +159,7 @@ class Application:
         self.am_container: str | None = None
         self.done_tasks: dict[tuple[int, int], None] = {}  # ordered set
         self.diagnostics = ""
+        self.finish_s: float | None = None
 
     @property
     def running(self) -> int:
@@ -503,7 +507,15 @@ class ResourceManager:
             app.am_registered = True
             self.log.emit(now, ev.ATTEMPT_STARTED, job=app_id, attempt=app.attempt)
         app.am_last_seen_s = now
-        return AmRegistration(app.attempt, tuple(app.done_tasks), app.job)
+        return AmRegistration(
+            app.attempt,
+            tuple(app.done_tasks),
+            app.job,
+            app.user,
+            app.queue,
+            app.submission.ask_strategy,
+            app.submission.ask_params_json,
+        )
 
     def expire_am_attempts(self, now: float) -> list[str]:
         """Fail AM attempts that have not called Allocate within the expiry."""
@@ -625,10 +637,18 @@ class ResourceManager:
             out = out.componentwise_max(r)
         return out
 
-    def finish_application(self, app_id: str, status: FinalStatus, now: float) -> None:
+    def finished_app_ids(self) -> list[str]:
+        return list(self._finished)
+
+    def finish_application(
+        self, app_id: str, status: FinalStatus, now: float, diagnostics: str = ""
+    ) -> None:
         st = self.state
         st.now = now
         app = self._running_app(app_id)
+        if diagnostics:
+            app.diagnostics = diagnostics
+        app.finish_s = now
         for c in list(app.containers.values()):
             # Containers still held by a finished application are killed (YARN does too).
             self._release(c, now, killed=True)

@@ -119,6 +119,9 @@ class AppSubmission:
     job: JobSpec | None = None
     #: Run the AM in a container the RM allocates (YARN's default) instead of unmanaged.
     managed_am: bool = False
+    #: The AM's ask strategy (a treadle.asks plugin) and its parameters as JSON.
+    ask_strategy: str = "greedy"
+    ask_params_json: str = "{}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,10 @@ class AmRegistration:
     attempt: int
     completed_tasks: tuple[tuple[int, int], ...]
     job: JobSpec | None
+    user: str = ""
+    queue: str = ""
+    ask_strategy: str = "greedy"
+    ask_params_json: str = "{}"
 
 
 @dataclass(slots=True)

@@ -29,7 +29,6 @@ from treadle.model import JobSpec, StageSpec, topological_stages
 from treadle.resources import Resources
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
-    client_pb2 as client_pb,
     common_pb2 as pb,
     container_manager_pb2 as cm_pb,
     resource_tracker_pb2 as rt_pb,
@@ -278,11 +277,11 @@ def launch_from_pb(m: cm_pb.ContainerLaunch) -> ContainerLaunch:
 
 
 # Client -----------------------------------------------------------------------------------
-def job_to_pb(job: JobSpec) -> client_pb.JobSpec:
-    return client_pb.JobSpec(
+def job_to_pb(job: JobSpec) -> pb.JobSpec:
+    return pb.JobSpec(
         name=job.name,
         stages=[
-            client_pb.StageSpec(
+            pb.StageSpec(
                 name=s.name,
                 resources=resources_to_pb(s.resources),
                 durations=list(s.durations),
@@ -293,7 +292,7 @@ def job_to_pb(job: JobSpec) -> client_pb.JobSpec:
     )
 
 
-def job_from_pb(m: client_pb.JobSpec, user: str, queue: str, submit_s: float) -> JobSpec:
+def job_from_pb(m: pb.JobSpec, user: str, queue: str, submit_s: float) -> JobSpec:
     if not m.name:
         raise InvalidRequestError("job name must not be empty")
     if not m.stages:

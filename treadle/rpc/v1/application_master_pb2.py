@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from treadle.rpc.v1 import common_pb2 as treadle_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#treadle/v1/application_master.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"D\n RegisterApplicationMasterRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x10\n\x08\x61m_token\x18\x02 \x01(\t\",\n\rCompletedTask\x12\r\n\x05stage\x18\x01 \x01(\x05\x12\x0c\n\x04task\x18\x02 \x01(\x05\"\xcf\x01\n!RegisterApplicationMasterResponse\x12 \n\x05\x63lock\x18\x01 \x01(\x0b\x32\x11.treadle.v1.Clock\x12\x1b\n\x13\x61llocate_interval_s\x18\x02 \x01(\x01\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x32\n\x0f\x63ompleted_tasks\x18\x04 \x03(\x0b\x32\x19.treadle.v1.CompletedTask\x12&\n\x07\x63luster\x18\x05 \x01(\x0b\x32\x15.treadle.v1.Resources\"\xa8\x01\n\x03\x41sk\x12\x10\n\x08priority\x18\x01 \x01(\x05\x12(\n\tresources\x18\x02 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\x12!\n\x04kind\x18\x04 \x01(\x0e\x32\x13.treadle.v1.AskKind\x12\x1b\n\x13\x65xpected_duration_s\x18\x05 \x01(\x01\x12\x16\n\x0eremaining_work\x18\x06 \x01(\x01\"\xaa\x01\n\x0f\x41llocateRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x1d\n\x04\x61sks\x18\x02 \x03(\x0b\x32\x0f.treadle.v1.Ask\x12\x10\n\x08releases\x18\x03 \x03(\t\x12\x10\n\x08progress\x18\x04 \x01(\x01\x12\x10\n\x08\x61m_token\x18\x05 \x01(\t\x12\x32\n\x0fnewly_completed\x18\x06 \x03(\x0b\x32\x19.treadle.v1.CompletedTask\"\xf3\x01\n\x10\x41llocateResponse\x12(\n\tallocated\x18\x01 \x03(\x0b\x32\x15.treadle.v1.Container\x12.\n\tcompleted\x18\x02 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12\x11\n\tpreempted\x18\x03 \x03(\t\x12$\n\x05share\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x11\n\thas_share\x18\x05 \x01(\x08\x12&\n\x07\x63luster\x18\x06 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x11\n\tnum_nodes\x18\x07 \x01(\x05\"\x80\x01\n\x1e\x46inishApplicationMasterRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\'\n\x06status\x18\x02 \x01(\x0e\x32\x17.treadle.v1.FinalStatus\x12\x13\n\x0b\x64iagnostics\x18\x03 \x01(\t\x12\x10\n\x08\x61m_token\x18\x04 \x01(\t\"!\n\x1f\x46inishApplicationMasterResponse2\xc8\x02\n\x11\x41pplicationMaster\x12x\n\x19RegisterApplicationMaster\x12,.treadle.v1.RegisterApplicationMasterRequest\x1a-.treadle.v1.RegisterApplicationMasterResponse\x12\x45\n\x08\x41llocate\x12\x1b.treadle.v1.AllocateRequest\x1a\x1c.treadle.v1.AllocateResponse\x12r\n\x17\x46inishApplicationMaster\x12*.treadle.v1.FinishApplicationMasterRequest\x1a+.treadle.v1.FinishApplicationMasterResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#treadle/v1/application_master.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"D\n RegisterApplicationMasterRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x10\n\x08\x61m_token\x18\x02 \x01(\t\",\n\rCompletedTask\x12\r\n\x05stage\x18\x01 \x01(\x05\x12\x0c\n\x04task\x18\x02 \x01(\x05\"\xbd\x02\n!RegisterApplicationMasterResponse\x12 \n\x05\x63lock\x18\x01 \x01(\x0b\x32\x11.treadle.v1.Clock\x12\x1b\n\x13\x61llocate_interval_s\x18\x02 \x01(\x01\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\x05\x12\x32\n\x0f\x63ompleted_tasks\x18\x04 \x03(\x0b\x32\x19.treadle.v1.CompletedTask\x12&\n\x07\x63luster\x18\x05 \x01(\x0b\x32\x15.treadle.v1.Resources\x12 \n\x03job\x18\x06 \x01(\x0b\x32\x13.treadle.v1.JobSpec\x12-\n\x0c\x61sk_strategy\x18\x07 \x01(\x0b\x32\x17.treadle.v1.AskStrategy\x12\x0c\n\x04user\x18\x08 \x01(\t\x12\r\n\x05queue\x18\t \x01(\t\"\xa8\x01\n\x03\x41sk\x12\x10\n\x08priority\x18\x01 \x01(\x05\x12(\n\tresources\x18\x02 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\x12!\n\x04kind\x18\x04 \x01(\x0e\x32\x13.treadle.v1.AskKind\x12\x1b\n\x13\x65xpected_duration_s\x18\x05 \x01(\x01\x12\x16\n\x0eremaining_work\x18\x06 \x01(\x01\"\xaa\x01\n\x0f\x41llocateRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x1d\n\x04\x61sks\x18\x02 \x03(\x0b\x32\x0f.treadle.v1.Ask\x12\x10\n\x08releases\x18\x03 \x03(\t\x12\x10\n\x08progress\x18\x04 \x01(\x01\x12\x10\n\x08\x61m_token\x18\x05 \x01(\t\x12\x32\n\x0fnewly_completed\x18\x06 \x03(\x0b\x32\x19.treadle.v1.CompletedTask\"\xf3\x01\n\x10\x41llocateResponse\x12(\n\tallocated\x18\x01 \x03(\x0b\x32\x15.treadle.v1.Container\x12.\n\tcompleted\x18\x02 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12\x11\n\tpreempted\x18\x03 \x03(\t\x12$\n\x05share\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x11\n\thas_share\x18\x05 \x01(\x08\x12&\n\x07\x63luster\x18\x06 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x11\n\tnum_nodes\x18\x07 \x01(\x05\"\x80\x01\n\x1e\x46inishApplicationMasterRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\'\n\x06status\x18\x02 \x01(\x0e\x32\x17.treadle.v1.FinalStatus\x12\x13\n\x0b\x64iagnostics\x18\x03 \x01(\t\x12\x10\n\x08\x61m_token\x18\x04 \x01(\t\"!\n\x1f\x46inishApplicationMasterResponse2\xc8\x02\n\x11\x41pplicationMaster\x12x\n\x19RegisterApplicationMaster\x12,.treadle.v1.RegisterApplicationMasterRequest\x1a-.treadle.v1.RegisterApplicationMasterResponse\x12\x45\n\x08\x41llocate\x12\x1b.treadle.v1.AllocateRequest\x1a\x1c.treadle.v1.AllocateResponse\x12r\n\x17\x46inishApplicationMaster\x12*.treadle.v1.FinishApplicationMasterRequest\x1a+.treadle.v1.FinishApplicationMasterResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,17 +38,17 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPLETEDTASK']._serialized_start=146
   _globals['_COMPLETEDTASK']._serialized_end=190
   _globals['_REGISTERAPPLICATIONMASTERRESPONSE']._serialized_start=193
-  _globals['_REGISTERAPPLICATIONMASTERRESPONSE']._serialized_end=400
-  _globals['_ASK']._serialized_start=403
-  _globals['_ASK']._serialized_end=571
-  _globals['_ALLOCATEREQUEST']._serialized_start=574
-  _globals['_ALLOCATEREQUEST']._serialized_end=744
-  _globals['_ALLOCATERESPONSE']._serialized_start=747
-  _globals['_ALLOCATERESPONSE']._serialized_end=990
-  _globals['_FINISHAPPLICATIONMASTERREQUEST']._serialized_start=993
-  _globals['_FINISHAPPLICATIONMASTERREQUEST']._serialized_end=1121
-  _globals['_FINISHAPPLICATIONMASTERRESPONSE']._serialized_start=1123
-  _globals['_FINISHAPPLICATIONMASTERRESPONSE']._serialized_end=1156
-  _globals['_APPLICATIONMASTER']._serialized_start=1159
-  _globals['_APPLICATIONMASTER']._serialized_end=1487
+  _globals['_REGISTERAPPLICATIONMASTERRESPONSE']._serialized_end=510
+  _globals['_ASK']._serialized_start=513
+  _globals['_ASK']._serialized_end=681
+  _globals['_ALLOCATEREQUEST']._serialized_start=684
+  _globals['_ALLOCATEREQUEST']._serialized_end=854
+  _globals['_ALLOCATERESPONSE']._serialized_start=857
+  _globals['_ALLOCATERESPONSE']._serialized_end=1100
+  _globals['_FINISHAPPLICATIONMASTERREQUEST']._serialized_start=1103
+  _globals['_FINISHAPPLICATIONMASTERREQUEST']._serialized_end=1231
+  _globals['_FINISHAPPLICATIONMASTERRESPONSE']._serialized_start=1233
+  _globals['_FINISHAPPLICATIONMASTERRESPONSE']._serialized_end=1266
+  _globals['_APPLICATIONMASTER']._serialized_start=1269
+  _globals['_APPLICATIONMASTER']._serialized_end=1597
 # @@protoc_insertion_point(module_scope)

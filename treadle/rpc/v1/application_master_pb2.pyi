@@ -73,18 +73,26 @@ class RegisterApplicationMasterResponse(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     COMPLETED_TASKS_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
+    JOB_FIELD_NUMBER: _builtins.int
+    ASK_STRATEGY_FIELD_NUMBER: _builtins.int
+    USER_FIELD_NUMBER: _builtins.int
+    QUEUE_FIELD_NUMBER: _builtins.int
     allocate_interval_s: _builtins.float
     attempt: _builtins.int
+    user: _builtins.str
+    queue: _builtins.str
     @_builtins.property
     def clock(self) -> _common_pb2.Clock: ...
     @_builtins.property
     def completed_tasks(self) -> _containers.RepeatedCompositeFieldContainer[Global___CompletedTask]:
-        """For a restarted attempt: containers of earlier attempts that completed successfully,
-        as (priority, container id) pairs the AM recorded in its progress reports.
-        """
+        """For a restarted attempt: the tasks earlier attempts finished (reported in Allocate)."""
 
     @_builtins.property
     def cluster(self) -> _common_pb2.Resources: ...
+    @_builtins.property
+    def job(self) -> _common_pb2.JobSpec: ...
+    @_builtins.property
+    def ask_strategy(self) -> _common_pb2.AskStrategy: ...
     def __init__(
         self,
         *,
@@ -93,10 +101,14 @@ class RegisterApplicationMasterResponse(_message.Message):
         attempt: _builtins.int = ...,
         completed_tasks: _abc.Iterable[Global___CompletedTask] | None = ...,
         cluster: _common_pb2.Resources | None = ...,
+        job: _common_pb2.JobSpec | None = ...,
+        ask_strategy: _common_pb2.AskStrategy | None = ...,
+        user: _builtins.str = ...,
+        queue: _builtins.str = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["clock", b"clock", "cluster", b"cluster"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ask_strategy", b"ask_strategy", "clock", b"clock", "cluster", b"cluster", "job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocate_interval_s", b"allocate_interval_s", "attempt", b"attempt", "clock", b"clock", "cluster", b"cluster", "completed_tasks", b"completed_tasks"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocate_interval_s", b"allocate_interval_s", "ask_strategy", b"ask_strategy", "attempt", b"attempt", "clock", b"clock", "cluster", b"cluster", "completed_tasks", b"completed_tasks", "job", b"job", "queue", b"queue", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

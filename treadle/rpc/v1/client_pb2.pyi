@@ -21,60 +21,6 @@ else:
 DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
-class StageSpec(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    NAME_FIELD_NUMBER: _builtins.int
-    RESOURCES_FIELD_NUMBER: _builtins.int
-    DURATIONS_FIELD_NUMBER: _builtins.int
-    PARENTS_FIELD_NUMBER: _builtins.int
-    name: _builtins.str
-    @_builtins.property
-    def resources(self) -> _common_pb2.Resources: ...
-    @_builtins.property
-    def durations(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]: ...
-    @_builtins.property
-    def parents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
-    def __init__(
-        self,
-        *,
-        name: _builtins.str = ...,
-        resources: _common_pb2.Resources | None = ...,
-        durations: _abc.Iterable[_builtins.float] | None = ...,
-        parents: _abc.Iterable[_builtins.str] | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["durations", b"durations", "name", b"name", "parents", b"parents", "resources", b"resources"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___StageSpec: _TypeAlias = StageSpec  # noqa: Y015
-
-@_typing.final
-class JobSpec(_message.Message):
-    DESCRIPTOR: _descriptor.Descriptor
-
-    NAME_FIELD_NUMBER: _builtins.int
-    STAGES_FIELD_NUMBER: _builtins.int
-    name: _builtins.str
-    @_builtins.property
-    def stages(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageSpec]: ...
-    def __init__(
-        self,
-        *,
-        name: _builtins.str = ...,
-        stages: _abc.Iterable[Global___StageSpec] | None = ...,
-    ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
-    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "stages", b"stages"]  # noqa: Y015
-    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
-
-Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
-
-@_typing.final
 class SubmitApplicationRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -84,6 +30,7 @@ class SubmitApplicationRequest(_message.Message):
     ALONE_JCT_S_FIELD_NUMBER: _builtins.int
     HAS_ALONE_JCT_FIELD_NUMBER: _builtins.int
     MANAGED_AM_FIELD_NUMBER: _builtins.int
+    ASK_STRATEGY_FIELD_NUMBER: _builtins.int
     user: _builtins.str
     queue: _builtins.str
     alone_jct_s: _builtins.float
@@ -91,20 +38,23 @@ class SubmitApplicationRequest(_message.Message):
     managed_am: _builtins.bool
     """run the AM in a container on an NM instead of unmanaged"""
     @_builtins.property
-    def job(self) -> Global___JobSpec: ...
+    def job(self) -> _common_pb2.JobSpec: ...
+    @_builtins.property
+    def ask_strategy(self) -> _common_pb2.AskStrategy: ...
     def __init__(
         self,
         *,
         user: _builtins.str = ...,
         queue: _builtins.str = ...,
-        job: Global___JobSpec | None = ...,
+        job: _common_pb2.JobSpec | None = ...,
         alone_jct_s: _builtins.float = ...,
         has_alone_jct: _builtins.bool = ...,
         managed_am: _builtins.bool = ...,
+        ask_strategy: _common_pb2.AskStrategy | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["job", b"job"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["ask_strategy", b"ask_strategy", "job", b"job"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["alone_jct_s", b"alone_jct_s", "has_alone_jct", b"has_alone_jct", "job", b"job", "managed_am", b"managed_am", "queue", b"queue", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["alone_jct_s", b"alone_jct_s", "ask_strategy", b"ask_strategy", "has_alone_jct", b"has_alone_jct", "job", b"job", "managed_am", b"managed_am", "queue", b"queue", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -165,6 +115,8 @@ class ApplicationReport(_message.Message):
     PROGRESS_FIELD_NUMBER: _builtins.int
     ATTEMPT_FIELD_NUMBER: _builtins.int
     DIAGNOSTICS_FIELD_NUMBER: _builtins.int
+    AWAITING_AM_FIELD_NUMBER: _builtins.int
+    MANAGED_AM_FIELD_NUMBER: _builtins.int
     app_id: _builtins.str
     name: _builtins.str
     user: _builtins.str
@@ -176,6 +128,9 @@ class ApplicationReport(_message.Message):
     progress: _builtins.float
     attempt: _builtins.int
     diagnostics: _builtins.str
+    awaiting_am: _builtins.bool
+    """an unmanaged application whose next AM attempt is not running"""
+    managed_am: _builtins.bool
     def __init__(
         self,
         *,
@@ -189,10 +144,12 @@ class ApplicationReport(_message.Message):
         progress: _builtins.float = ...,
         attempt: _builtins.int = ...,
         diagnostics: _builtins.str = ...,
+        awaiting_am: _builtins.bool = ...,
+        managed_am: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "attempt", b"attempt", "diagnostics", b"diagnostics", "finish_s", b"finish_s", "name", b"name", "progress", b"progress", "queue", b"queue", "state", b"state", "submit_s", b"submit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "attempt", b"attempt", "awaiting_am", b"awaiting_am", "diagnostics", b"diagnostics", "finish_s", b"finish_s", "managed_am", b"managed_am", "name", b"name", "progress", b"progress", "queue", b"queue", "state", b"state", "submit_s", b"submit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -202,12 +159,16 @@ Global___ApplicationReport: _TypeAlias = ApplicationReport  # noqa: Y015
 class ListApplicationsRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    AWAITING_AM_ONLY_FIELD_NUMBER: _builtins.int
+    awaiting_am_only: _builtins.bool
     def __init__(
         self,
+        *,
+        awaiting_am_only: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["awaiting_am_only", b"awaiting_am_only"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -261,6 +222,8 @@ class ClusterMetrics(_message.Message):
     PENDING_CONTAINERS_FIELD_NUMBER: _builtins.int
     NOW_S_FIELD_NUMBER: _builtins.int
     POLICY_FIELD_NUMBER: _builtins.int
+    CLOCK_FIELD_NUMBER: _builtins.int
+    HEARTBEAT_INTERVAL_S_FIELD_NUMBER: _builtins.int
     nodes: _builtins.int
     lost_nodes: _builtins.int
     running_apps: _builtins.int
@@ -268,10 +231,13 @@ class ClusterMetrics(_message.Message):
     pending_containers: _builtins.int
     now_s: _builtins.float
     policy: _builtins.str
+    heartbeat_interval_s: _builtins.float
     @_builtins.property
     def capacity(self) -> _common_pb2.Resources: ...
     @_builtins.property
     def used(self) -> _common_pb2.Resources: ...
+    @_builtins.property
+    def clock(self) -> _common_pb2.Clock: ...
     def __init__(
         self,
         *,
@@ -284,10 +250,12 @@ class ClusterMetrics(_message.Message):
         pending_containers: _builtins.int = ...,
         now_s: _builtins.float = ...,
         policy: _builtins.str = ...,
+        clock: _common_pb2.Clock | None = ...,
+        heartbeat_interval_s: _builtins.float = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "used", b"used"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "clock", b"clock", "used", b"used"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "finished_apps", b"finished_apps", "lost_nodes", b"lost_nodes", "nodes", b"nodes", "now_s", b"now_s", "pending_containers", b"pending_containers", "policy", b"policy", "running_apps", b"running_apps", "used", b"used"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity", "clock", b"clock", "finished_apps", b"finished_apps", "heartbeat_interval_s", b"heartbeat_interval_s", "lost_nodes", b"lost_nodes", "nodes", b"nodes", "now_s", b"now_s", "pending_containers", b"pending_containers", "policy", b"policy", "running_apps", b"running_apps", "used", b"used"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

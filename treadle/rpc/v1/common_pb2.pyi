@@ -216,3 +216,83 @@ class Clock(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Clock: _TypeAlias = Clock  # noqa: Y015
+
+@_typing.final
+class StageSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    RESOURCES_FIELD_NUMBER: _builtins.int
+    DURATIONS_FIELD_NUMBER: _builtins.int
+    PARENTS_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def resources(self) -> Global___Resources: ...
+    @_builtins.property
+    def durations(self) -> _containers.RepeatedScalarFieldContainer[_builtins.float]:
+        """one per task, emulated seconds"""
+
+    @_builtins.property
+    def parents(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        resources: Global___Resources | None = ...,
+        durations: _abc.Iterable[_builtins.float] | None = ...,
+        parents: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["durations", b"durations", "name", b"name", "parents", b"parents", "resources", b"resources"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StageSpec: _TypeAlias = StageSpec  # noqa: Y015
+
+@_typing.final
+class JobSpec(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    STAGES_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    @_builtins.property
+    def stages(self) -> _containers.RepeatedCompositeFieldContainer[Global___StageSpec]: ...
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        stages: _abc.Iterable[Global___StageSpec] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "stages", b"stages"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___JobSpec: _TypeAlias = JobSpec  # noqa: Y015
+
+@_typing.final
+class AskStrategy(_message.Message):
+    """How the job's AM computes its asks: a plugin of the treadle.asks group."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    NAME_FIELD_NUMBER: _builtins.int
+    PARAMS_JSON_FIELD_NUMBER: _builtins.int
+    name: _builtins.str
+    params_json: _builtins.str
+    def __init__(
+        self,
+        *,
+        name: _builtins.str = ...,
+        params_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "params_json", b"params_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AskStrategy: _TypeAlias = AskStrategy  # noqa: Y015

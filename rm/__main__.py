@@ -1,0 +1,112 @@
+"""``python -m rm``: the ResourceManager process."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import structlog
+
+from rm.core import ResourceManager
+from rm.service import RmSettings, serve
+from treadle import events as ev
+from treadle.errors import TreadleError
+from treadle.proc import ArgumentParser, add_common, fail, host_port, setup_logging, write_port_file
+from treadle.registry import build, parse_settings
+
+PROG = "python -m rm"
+log = structlog.get_logger("rm")
+
+
+def parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, description="Run a treadle ResourceManager.")
+    p.add_argument("--policy", required=True, help="scheduling policy (treadle policies)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter"
+    )
+    p.add_argument("--listen", default="127.0.0.1:0", help="host:port to serve on (port 0: any)")
+    p.add_argument("--advertise", help="host:port AM processes use to reach this RM")
+    p.add_argument("--dilation", type=float, default=1.0, help="emulated seconds per wall second")
+    p.add_argument("--workload", help="workload whose queues and users configure the RM")
+    p.add_argument("--heartbeat-s", type=float, help="NM heartbeat interval (emulated s)")
+    p.add_argument("--am-interval-s", type=float, default=1.0, help="AM allocate interval")
+    p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
+    p.add_argument("--max-am-attempts", type=int, default=2)
+    p.add_argument("--events", help="stream the event log to this JSON-lines file")
+    add_common(p)
+    return p
+
+
+async def main_async(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    setup_logging(args.log_level, PROG)
+    if not args.dilation > 0:
+        fail(PROG, f"--dilation must be > 0, got {args.dilation}")
+    if args.expiry_intervals < 1 or args.max_am_attempts < 1:
+        fail(PROG, "--expiry-intervals and --max-am-attempts must be >= 1")
+    try:
+        policy = build("policies", args.policy, parse_settings(args.set))
+        queues = users = None
+        heartbeat_s = args.heartbeat_s or 1.0
+        if args.workload:
+            from treadle.workload import load_workload
+
+            wl = load_workload(args.workload)
+            queues, users = wl.queues, wl.users
+            heartbeat_s = args.heartbeat_s or wl.cluster.heartbeat_s
+    except TreadleError as e:
+        fail(PROG, str(e))
+    if not heartbeat_s > 0:
+        fail(PROG, f"--heartbeat-s must be > 0, got {heartbeat_s}")
+    sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115
+    log_ = ev.EventLog(sink)
+    rm = ResourceManager(
+        policy,
+        queues=queues,
+        users=users,
+        event_log=log_,
+        heartbeat_s=heartbeat_s,
+        node_expiry_s=args.expiry_intervals * heartbeat_s,
+        am_expiry_s=args.expiry_intervals * args.am_interval_s,
+        max_am_attempts=args.max_am_attempts,
+        policy_errors="log",
+    )
+    settings = RmSettings(dilation=args.dilation, am_interval_s=args.am_interval_s)
+    try:
+        server, state, port = await serve(rm, settings, args.listen)
+    except (OSError, RuntimeError) as e:
+        fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
+    address = host_port(args.listen, port)
+    settings.advertise = args.advertise or address
+    log_.emit(
+        state.now(),
+        ev.RUN_STARTED,
+        policy=args.policy,
+        mode="local",
+        dilation=args.dilation,
+        heartbeat_s=heartbeat_s,
+    )
+    stop = asyncio.Event()
+    from treadle.rpcutil import install_stop_signals
+
+    install_stop_signals(stop)
+    housekeeping = asyncio.create_task(state.housekeeping(stop))
+    write_port_file(args.port_file, address)
+    log.info("rm_started", address=address, policy=args.policy, dilation=args.dilation)
+    await stop.wait()
+    log.info("rm_stopping")
+    await server.stop(grace=2.0)
+    housekeeping.cancel()
+    log_.flush()
+    if sink is not None:
+        sink.close()
+    log.info("rm_stopped", events=len(log_), timers=state.clock.timers.summary())
+    return 0
+
+
+def main() -> None:
+    sys.exit(asyncio.run(main_async(sys.argv[1:])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,348 @@
+"""The ResourceManager's gRPC services: thin adapters around the RM core.
+
+Each RPC converts its request (treadle.wire), calls the core with the emulated ``now`` and
+converts the answer back; errors become status codes in treadle.rpcutil.map_errors. All
+handlers run on one asyncio loop, so core calls never interleave. Background tasks expire
+silent NMs and AM attempts, tick the policy and launch managed AMs' containers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import structlog
+
+from rm.core import ResourceManager
+from treadle import events as ev, wire
+from treadle.clock import EmulatedClock
+from treadle.errors import ConflictError, InvalidRequestError
+from treadle.messages import AppSubmission, FinalStatus
+from treadle.rpc.v1 import (
+    application_master_pb2 as am_pb,
+    application_master_pb2_grpc as am_grpc,
+    client_pb2 as client_pb,
+    client_pb2_grpc as client_grpc,
+    common_pb2 as pb,
+    container_manager_pb2 as cm_pb,
+    container_manager_pb2_grpc as cm_grpc,
+    resource_tracker_pb2 as rt_pb,
+    resource_tracker_pb2_grpc as rt_grpc,
+)
+from treadle.rpcutil import add_health, channel, map_errors
+
+log = structlog.get_logger("rm")
+
+SERVICES = (
+    "treadle.v1.ResourceTracker",
+    "treadle.v1.ApplicationMaster",
+    "treadle.v1.Client",
+)
+
+
+@dataclass
+class RmSettings:
+    dilation: float = 1.0
+    am_interval_s: float = 1.0
+    am_command: Sequence[str] = ("{python}", "-m", "am")
+    advertise: str = ""  # the address NMs' AM processes use to reach this RM
+
+
+class RmServer:
+    """The RM core, its clock, and the bookkeeping the adapters share."""
+
+    def __init__(self, rm: ResourceManager, settings: RmSettings) -> None:
+        self.rm = rm
+        self.settings = settings
+        self.clock = EmulatedClock(dilation=settings.dilation)
+        self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def clock_pb(self) -> pb.Clock:
+        return pb.Clock(epoch_unix_s=self.clock.epoch, dilation=self.clock.dilation)
+
+    def after_scheduling(self) -> None:
+        """Start any AM containers the last scheduling pass allocated."""
+        for c in self.rm.take_am_launches():
+            task = asyncio.get_running_loop().create_task(
+                self._launch_am(c.container_id, c.app_id, c.node_id)
+            )
+            self._tasks.append(task)
+
+    async def _launch_am(self, container_id: str, app_id: str, node_id: str) -> None:
+        address = self.addresses.get(node_id, "")
+        command = [*self.settings.am_command, "--rm", self.settings.advertise, "--app-id", app_id]
+        app = self.rm.state.apps.get(app_id)
+        if app is None:
+            return
+        launch = cm_pb.ContainerLaunch(
+            container_id=container_id,
+            app_id=app_id,
+            node_id=node_id,
+            resources=wire.resources_to_pb(self.rm.am_resources),
+            command=command,
+        )
+        try:
+            async with channel(address) as ch:
+                stub: Any = cm_grpc.ContainerManagerStub(ch)
+                resp = await stub.StartContainers(
+                    cm_pb.StartContainersRequest(launches=[launch]), timeout=10
+                )
+            if container_id in resp.failed:
+                raise RuntimeError(resp.failed[container_id])
+        except Exception as e:
+            log.warning("am_launch_failed", app=app_id, node=node_id, error=str(e))
+            with contextlib.suppress(Exception):
+                self.rm.fail_attempt(app_id, f"AM container failed to launch: {e}", self.now())
+
+    async def housekeeping(self, stop: asyncio.Event) -> None:
+        """Expire silent NMs and AMs; tick the policy."""
+        rm = self.rm
+        tick = rm.policy.tick_interval_s
+        next_tick = self.now() + tick if tick else float("inf")
+        while not stop.is_set():
+            await self.clock.sleep(rm.heartbeat_s)
+            now = self.now()
+            for node in rm.expire_nodes(now):
+                log.warning("node_lost", node=node)
+            for app in rm.expire_am_attempts(now):
+                log.warning("am_attempt_expired", app=app)
+            if now >= next_tick:
+                rm.tick(now)
+                next_tick = now + (tick or 0.0)
+            self.after_scheduling()
+
+    def report(self, app_id: str) -> client_pb.ApplicationReport:
+        app = self.rm.application(app_id)
+        return client_pb.ApplicationReport(
+            app_id=app.app_id,
+            name=app.name,
+            user=app.user,
+            queue=app.queue,
+            state=str(app.state),
+            submit_s=app.submit_s,
+            finish_s=app.finish_s or 0.0,
+            progress=app.progress,
+            attempt=app.attempt,
+            diagnostics=app.diagnostics,
+            awaiting_am=not app.am_registered
+            and not app.managed_am
+            and app.app_id in self.rm.state.apps,
+            managed_am=app.managed_am,
+        )
+
+
+@map_errors
+class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
+    def __init__(self, server: RmServer) -> None:
+        self.s = server
+
+    async def RegisterNode(
+        self, request: rt_pb.RegisterNodeRequest, context: Any
+    ) -> rt_pb.RegisterNodeResponse:
+        s = self.s
+        reg = wire.registration_from_pb(request)
+        with structlog.contextvars.bound_contextvars(node=reg.node_id):
+            s.rm.register_node(reg, s.now())
+            s.addresses[reg.node_id] = reg.address
+            log.info("node_registered", address=reg.address, capacity=reg.resources.to_dict())
+        return rt_pb.RegisterNodeResponse(clock=s.clock_pb(), heartbeat_interval_s=s.rm.heartbeat_s)
+
+    async def NodeHeartbeat(
+        self, request: rt_pb.NodeHeartbeatRequest, context: Any
+    ) -> rt_pb.NodeHeartbeatResponse:
+        resp = self._heartbeat(request)
+        self.s.after_scheduling()
+        return resp
+
+    def _heartbeat(self, request: rt_pb.NodeHeartbeatRequest) -> rt_pb.NodeHeartbeatResponse:
+        with structlog.contextvars.bound_contextvars(node=request.node_id):
+            hb = wire.heartbeat_from_pb(request)
+            return wire.hb_response_to_pb(self.s.rm.on_node_heartbeat(hb, self.s.now()))
+
+    async def NodeHeartbeatBatch(
+        self, request: rt_pb.NodeHeartbeatBatchRequest, context: Any
+    ) -> rt_pb.NodeHeartbeatBatchResponse:
+        out = rt_pb.NodeHeartbeatBatchResponse()
+        for hb in request.heartbeats:
+            try:
+                out.responses.append(self._heartbeat(hb))
+                out.errors.append("")
+            except InvalidRequestError as e:  # one bad heartbeat must not fail the batch
+                out.responses.append(rt_pb.NodeHeartbeatResponse(resync=True))
+                out.errors.append(str(e))
+        self.s.after_scheduling()
+        return out
+
+
+@map_errors
+class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
+    def __init__(self, server: RmServer) -> None:
+        self.s = server
+
+    async def RegisterApplicationMaster(
+        self, request: am_pb.RegisterApplicationMasterRequest, context: Any
+    ) -> am_pb.RegisterApplicationMasterResponse:
+        s = self.s
+        with structlog.contextvars.bound_contextvars(app=request.app_id):
+            reg = s.rm.register_application_master(request.app_id, s.now())
+            log.info("am_registered", attempt=reg.attempt)
+        resp = am_pb.RegisterApplicationMasterResponse(
+            clock=s.clock_pb(),
+            allocate_interval_s=s.settings.am_interval_s,
+            attempt=reg.attempt,
+            completed_tasks=[am_pb.CompletedTask(stage=a, task=b) for a, b in reg.completed_tasks],
+            cluster=wire.resources_to_pb(s.rm.state.capacity),
+            ask_strategy=pb.AskStrategy(name=reg.ask_strategy, params_json=reg.ask_params_json),
+            user=reg.user,
+            queue=reg.queue,
+        )
+        if reg.job is not None:
+            resp.job.CopyFrom(wire.job_to_pb(reg.job))
+        return resp
+
+    async def Allocate(
+        self, request: am_pb.AllocateRequest, context: Any
+    ) -> am_pb.AllocateResponse:
+        s = self.s
+        with structlog.contextvars.bound_contextvars(app=request.app_id):
+            req = wire.allocate_from_pb(request)
+            resp = s.rm.on_allocate(req, s.now())
+        return wire.allocate_response_to_pb(resp, s.addresses)
+
+    async def FinishApplicationMaster(
+        self, request: am_pb.FinishApplicationMasterRequest, context: Any
+    ) -> am_pb.FinishApplicationMasterResponse:
+        s = self.s
+        status = wire.final_status_from_pb(request.status)
+        with structlog.contextvars.bound_contextvars(app=request.app_id):
+            now = s.now()
+            s.rm.finish_application(request.app_id, status, now, request.diagnostics)
+            log.info("app_finished", status=str(status))
+        return am_pb.FinishApplicationMasterResponse()
+
+
+@map_errors
+class ClientServicer(client_grpc.ClientServicer):
+    def __init__(self, server: RmServer) -> None:
+        self.s = server
+
+    async def SubmitApplication(
+        self, request: client_pb.SubmitApplicationRequest, context: Any
+    ) -> client_pb.SubmitApplicationResponse:
+        s = self.s
+        now = s.now()
+        if not request.user:
+            raise InvalidRequestError("user must not be empty")
+        job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
+        strategy = request.ask_strategy.name or "greedy"
+        params = request.ask_strategy.params_json or "{}"
+        try:
+            if not isinstance(json.loads(params), dict):
+                raise ValueError("not an object")
+        except ValueError as e:
+            raise InvalidRequestError(f"ask_strategy.params_json: {e}") from None
+        sub = AppSubmission(
+            job.name,
+            request.user,
+            job.queue,
+            job.tasks,
+            request.alone_jct_s if request.has_alone_jct else None,
+            job,
+            request.managed_am,
+            strategy,
+            params,
+        )
+        app_id = s.rm.submit_application(sub, now)
+        s.after_scheduling()
+        log.info("app_submitted", app=app_id, name=job.name, user=request.user)
+        return client_pb.SubmitApplicationResponse(app_id=app_id)
+
+    async def GetApplicationReport(
+        self, request: client_pb.GetApplicationReportRequest, context: Any
+    ) -> client_pb.ApplicationReport:
+        return self.s.report(request.app_id)
+
+    async def ListApplications(
+        self, request: client_pb.ListApplicationsRequest, context: Any
+    ) -> client_pb.ListApplicationsResponse:
+        rm = self.s.rm
+        if request.awaiting_am_only:
+            ids = [a.app_id for a in rm.awaiting_am()]
+        else:
+            ids = [*rm.finished_app_ids(), *rm.state.apps]
+        return client_pb.ListApplicationsResponse(applications=[self.s.report(i) for i in ids])
+
+    async def GetClusterMetrics(
+        self, request: client_pb.GetClusterMetricsRequest, context: Any
+    ) -> client_pb.ClusterMetrics:
+        s = self.s
+        st = s.rm.state
+        nodes = list(st.nodes.values())
+        return client_pb.ClusterMetrics(
+            nodes=sum(1 for n in nodes if n.alive),
+            lost_nodes=sum(1 for n in nodes if not n.alive),
+            capacity=wire.resources_to_pb(st.capacity),
+            used=wire.resources_to_pb(st.used),
+            running_apps=len(st.apps),
+            finished_apps=len(s.rm.finished_app_ids()),
+            pending_containers=sum(a.pending for a in st.apps.values()),
+            now_s=s.now(),
+            policy=s.rm.policy_name,
+            clock=s.clock_pb(),
+            heartbeat_interval_s=s.rm.heartbeat_s,
+        )
+
+    async def KillApplication(
+        self, request: client_pb.KillApplicationRequest, context: Any
+    ) -> client_pb.KillApplicationResponse:
+        s = self.s
+        now = s.now()
+        s.rm.finish_application(request.app_id, FinalStatus.KILLED, now, "killed by a client")
+        return client_pb.KillApplicationResponse()
+
+    async def SetQueueBudget(
+        self, request: client_pb.SetQueueBudgetRequest, context: Any
+    ) -> client_pb.SetQueueBudgetResponse:
+        setter = getattr(self.s.rm.policy, "set_queue_budget", None)
+        if setter is None:
+            raise ConflictError(f"policy {self.s.rm.policy_name!r} has no queue budgets")
+        setter(request.queue, request.budget, request.spending_rate)
+        return client_pb.SetQueueBudgetResponse()
+
+    async def GetEvents(
+        self, request: client_pb.GetEventsRequest, context: Any
+    ) -> client_pb.GetEventsResponse:
+        if request.offset < 0 or request.limit < 0:
+            raise InvalidRequestError("offset and limit must be >= 0")
+        records = self.s.rm.log.records
+        limit = request.limit or 10_000
+        chunk = records[request.offset : request.offset + limit]
+        return client_pb.GetEventsResponse(
+            records=[ev.dumps(r) for r in chunk], next_offset=request.offset + len(chunk)
+        )
+
+
+async def serve(
+    rm: ResourceManager, settings: RmSettings, address: str
+) -> tuple[grpc.aio.Server, RmServer, int]:
+    """Build and start the RM's server; return it, the shared state and the bound port."""
+    state = RmServer(rm, settings)
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    rt_grpc.add_ResourceTrackerServicer_to_server(ResourceTrackerServicer(state), server)
+    am_grpc.add_ApplicationMasterServicer_to_server(ApplicationMasterServicer(state), server)
+    client_grpc.add_ClientServicer_to_server(ClientServicer(state), server)
+    add_health(server, SERVICES)
+    port = server.add_insecure_port(address)
+    if port == 0:
+        raise OSError(f"cannot listen on {address}")
+    await server.start()
+    return server, state, port
