@@ -1,0 +1,181 @@
+"""The treadle command as a user runs it: real processes, real files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
+TREADLE = [sys.executable, "-m", "treadle.cli"]
+
+GOOD_JOB = "{name: s, tasks: 2, duration_s: 5, resources: {vcores: 1, memory_mb: 512}}"
+CLUSTER = "cluster:\n  nodes: [{count: 1, resources: {vcores: 4, memory_mb: 8192}}]\n"
+
+
+def treadle(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(TREADLE + list(args), capture_output=True, text=True, timeout=300)
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+BAD_WORKLOADS = [
+    ("malformed yaml", CLUSTER + "jobs: [ {name: a\n", ["line"]),
+    (
+        "unknown field",
+        CLUSTER + f"jobs:\n  - {{name: a, user: u, stagez: [{GOOD_JOB}]}}\n",
+        ["jobs[0]", "stagez"],
+    ),
+    (
+        "negative resources",
+        CLUSTER
+        + "jobs:\n  - {name: a, user: u, stages: "
+        + "[{name: s, tasks: 1, duration_s: 1, resources: {vcores: -1}}]}\n",
+        ["jobs[0].stages[0].resources.vcores", "greater than or equal to 0"],
+    ),
+    (
+        "task larger than every node",
+        CLUSTER
+        + "jobs:\n  - {name: a, user: u, stages: "
+        + "[{name: s, tasks: 1, duration_s: 1, resources: {vcores: 64}}]}\n",
+        ["jobs[0].stages[0].resources", "fits no node"],
+    ),
+    (
+        "dag cycle",
+        CLUSTER
+        + "jobs:\n  - name: a\n    user: u\n    stages:\n"
+        + "      - {name: x, tasks: 1, duration_s: 1, resources: {vcores: 1}, after: [y]}\n"
+        + "      - {name: y, tasks: 1, duration_s: 1, resources: {vcores: 1}, after: [x]}\n",
+        ["jobs[0].stages", "cycle"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "text", "expected"), BAD_WORKLOADS, ids=[c[0] for c in BAD_WORKLOADS]
+)
+def test_bad_workload_is_one_clear_line(
+    case: str, text: str, expected: list[str], tmp_path: Path
+) -> None:
+    wl = tmp_path / "bad.yaml"
+    wl.write_text(text)
+    out = tmp_path / "out"
+    line = one_line_error(treadle("sim", str(wl), "--policy", "fifo", "--out", str(out)))
+    assert str(wl) in line
+    for fragment in expected:
+        assert fragment in line
+    assert not out.exists(), "nothing is written for a bad input"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--policy", "nosuch"], ["unknown policy 'nosuch'", "fifo"]),
+        (["--policy", "drf", "--set", "across=racks"], ["drf", "across"]),
+        (["--policy", "fifo", "--set", "speed=3"], ["fifo", "speed", "unknown parameter"]),
+        (["--policy", "fifo", "--set", "novalue"], ["--set", "key=value"]),
+    ],
+    ids=["unknown policy", "bad parameter value", "unknown parameter", "malformed --set"],
+)
+def test_bad_policy_is_one_clear_line(args: list[str], expected: list[str], tmp_path: Path) -> None:
+    line = one_line_error(treadle("sim", "tiny", *args, "--out", str(tmp_path / "o")))
+    for fragment in expected:
+        assert fragment in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_compare_rejects_unknown_policy_before_running(tmp_path: Path) -> None:
+    line = one_line_error(
+        treadle("compare", "tiny", "--policies", "fifo,nosuch", "--out", str(tmp_path / "c"))
+    )
+    assert "nosuch" in line
+    assert not (tmp_path / "c").exists()
+
+
+def test_policies_lists_the_builtins() -> None:
+    proc = treadle("policies", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    names = {r["name"] for r in data["policies"]}
+    assert {"fifo", "capacity", "fair", "drf"} <= names
+    assert all(
+        r["description"] and not r["description"].startswith("(broken") for r in data["policies"]
+    )
+    assert "greedy" in {r["name"] for r in data["asks"]}
+    assert "oracle" in {r["name"] for r in data["estimators"]}
+
+
+def _events(out: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("trace", "jobs", "tasks"),
+    [
+        ("sls/inputsls.json", 2, 5),
+        ("sls/sls_dag.json", 2, 5),
+        ("sls/2jobs2min-rumen-jh.json", 3, 193),
+    ],
+)
+def test_sim_runs_the_sample_traces_to_completion(
+    trace: str, jobs: int, tasks: int, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    proc = treadle("sim", str(TRACES / trace), "--policy", "fifo", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs"] == jobs
+    assert summary["finished"] == jobs
+    events = _events(out)
+    done = [e for e in events if e["event"] == "container_finished" and e["state"] == "COMPLETE"]
+    assert len(done) == tasks
+    header = (out / "jobs.csv").read_text().splitlines()[0].split(",")
+    assert header[:10] == [
+        "job", "name", "user", "queue", "submit_s", "start_s", "finish_s", "jct_s", "slowdown",
+        "tasks",
+    ]  # fmt: skip
+
+
+def test_sls_trace_with_a_nodes_file(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = treadle(
+        "sim", str(TRACES / "sls/inputsls.json"), "--nodes-file", str(TRACES / "sls/nodes.json"),
+        "--policy", "drf", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    registered = [e for e in _events(out) if e["event"] == "node_registered"]
+    assert len(registered) == 19
+
+
+def test_compare_writes_the_report(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    proc = treadle("compare", "tiny", "--policies", "all", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert {"fifo", "capacity", "fair", "drf"} <= comparison.keys()
+    for name, summary in comparison.items():
+        assert summary["finished"] == summary["jobs"], name
+        assert (out / name / "events.jsonl").exists()
+    report = (out / "report.md").read_text()
+    assert "jct_cdf.png" in report
+    assert "utilization.png" in report
+    for png in ("jct_cdf.png", "utilization.png"):
+        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_same_seed_same_event_log_bytes(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for out in (a, b):
+        proc = treadle("sim", "demo", "--policy", "fair", "--out", str(out))
+        assert proc.returncode == 0, proc.stderr
+    assert (a / "events.jsonl").read_bytes() == (b / "events.jsonl").read_bytes()
+    assert (a / "summary.json").read_bytes() == (b / "summary.json").read_bytes()
