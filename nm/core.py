@@ -35,6 +35,7 @@ class NodeManager:
     __slots__ = (
         "_completed",
         "_finish_heap",
+        "_inflight",
         "_started",
         "capacity",
         "node_id",
@@ -54,6 +55,7 @@ class NodeManager:
         self._started: list[ContainerStatus] = []
         self._completed: list[ContainerStatus] = []
         self._finish_heap: list[tuple[float, str]] = []
+        self._inflight: tuple[int, int, int] | None = None  # (seq, started, completed)
 
     def registration(self, address: str = "") -> NodeRegistration:
         return NodeRegistration(self.node_id, self.capacity, self.rack, address)
@@ -132,9 +134,18 @@ class NodeManager:
             )
 
     def heartbeat(self, now: float) -> NodeHeartbeat:
+        """The next heartbeat. Reports stay queued until ``acknowledge(seq)``: a heartbeat
+        lost on the way is sent again in the next one (the RM ignores repeats)."""
         self._collect_finished(now)
         self.seq += 1
-        hb = NodeHeartbeat(self.node_id, self.seq, self._started, self._completed, ())
-        self._started = []
-        self._completed = []
-        return hb
+        self._inflight = (self.seq, len(self._started), len(self._completed))
+        return NodeHeartbeat(self.node_id, self.seq, list(self._started), list(self._completed), ())
+
+    def acknowledge(self, seq: int) -> None:
+        """The RM answered heartbeat ``seq``: drop what it carried."""
+        inflight = self._inflight
+        if inflight is None or inflight[0] != seq:
+            return
+        del self._started[: inflight[1]]
+        del self._completed[: inflight[2]]
+        self._inflight = None

@@ -53,6 +53,9 @@ class NodeHost:
         self.processes: dict[str, asyncio.subprocess.Process] = {}
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
+        self._hb_lock = asyncio.Lock()
+        self._oob: dict[str, None] = {}  # nodes owing an out-of-band heartbeat
+        self._oob_task: asyncio.Task[None] | None = None
 
     def nm(self, node_id: str) -> NodeManager:
         nm = self.nms.get(node_id)
@@ -81,26 +84,57 @@ class NodeHost:
             self.interval_s = resp.heartbeat_interval_s or 1.0
 
     async def heartbeat_once(self) -> None:
-        now = self.clock.now()
-        hbs = [nm.heartbeat(now) for nm in self.nms.values()]
-        if self.batch:
-            req = rt_pb.NodeHeartbeatBatchRequest(heartbeats=[wire.heartbeat_to_pb(h) for h in hbs])
-            resp = await self._stub.NodeHeartbeatBatch(req, timeout=30)
-            answers = list(resp.responses)
-        else:
-            answers = await asyncio.gather(
-                *(self._stub.NodeHeartbeat(wire.heartbeat_to_pb(h), timeout=30) for h in hbs)
-            )
-        resync = []
-        for hb, answer in zip(hbs, answers, strict=True):
-            nm = self.nms[hb.node_id]
-            for cid in answer.stop:
-                self._stop(nm, cid, now)
-            if answer.resync:
-                resync.append(hb.node_id)
+        await self.heartbeat(list(self.nms))
+
+    async def heartbeat(self, node_ids: Sequence[str]) -> None:
+        """Send these NMs' heartbeats. One round at a time: a node's heartbeats must reach
+        the RM in sequence order, or the RM would ignore the older one."""
+        async with self._hb_lock:
+            now = self.clock.now()
+            hbs = [self.nms[n].heartbeat(now) for n in node_ids]
+            if self.batch:
+                req = rt_pb.NodeHeartbeatBatchRequest(
+                    heartbeats=[wire.heartbeat_to_pb(h) for h in hbs]
+                )
+                resp = await self._stub.NodeHeartbeatBatch(req, timeout=30)
+                answers = list(resp.responses)
+            else:
+                answers = await asyncio.gather(
+                    *(self._stub.NodeHeartbeat(wire.heartbeat_to_pb(h), timeout=30) for h in hbs)
+                )
+            resync = []
+            for hb, answer in zip(hbs, answers, strict=True):
+                nm = self.nms[hb.node_id]
+                nm.acknowledge(hb.seq)
+                for cid in answer.stop:
+                    self._stop(nm, cid, now)
+                if answer.resync:
+                    resync.append(hb.node_id)
         if resync:
             log.warning("nm_resync", nodes=resync)
             await self.register(resync)
+
+    def out_of_band(self, node_id: str) -> None:
+        """A container ended: report it now rather than at the next regular heartbeat (as
+        YARN's NodeStatusUpdater does). Requests arriving together share one round."""
+        self._oob[node_id] = None
+        if self._oob_task is None or self._oob_task.done():
+            self._oob_task = asyncio.get_running_loop().create_task(self._flush_oob())
+
+    async def _flush_oob(self) -> None:
+        while self._oob:
+            nodes = list(self._oob)
+            self._oob.clear()
+            try:
+                await self.heartbeat(nodes)
+            except grpc.aio.AioRpcError as e:
+                log.warning("oob_heartbeat_failed", code=str(e.code()), details=e.details())
+
+    def schedule_completion(self, node_id: str, duration_s: float) -> None:
+        if duration_s == math.inf:
+            return
+        delay = max(0.0, self.clock.wall_seconds(duration_s))
+        asyncio.get_running_loop().call_later(delay, self.out_of_band, node_id)
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
         t = self.clock.now()
@@ -133,6 +167,7 @@ class NodeHost:
         code = await proc.wait()
         if self.processes.pop(cid, None) is not None:
             nm.finish_container(cid, self.clock.now(), code)
+            self.out_of_band(nm.node_id)
             log.info("am_process_exited", container=cid, node=nm.node_id, exit_code=code)
 
 
@@ -168,6 +203,7 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
                         math.inf,
                     )
                 nm.start_container(launch, now)
+                host.schedule_completion(launch.node_id, launch.duration_s)
                 if m.command:
                     await host.launch_process(nm, launch.container_id, list(m.command))
                 resp.started.append(launch.container_id)

@@ -315,6 +315,7 @@ class ResourceManager:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources or Resources(vcores=1, memory_mb=1024)
         self._am_launches: list[Container] = []
+        self._largest: Resources | None = None
         self._policy_errors = policy_errors
         self.rejected_placements = 0
         self.policy_failures = 0
@@ -377,6 +378,7 @@ class ResourceManager:
         # A new node, or a LOST one coming back empty (its containers were already failed).
         node = Node(reg, now)
         st.nodes[reg.node_id] = node
+        self._largest = None
         st.capacity = st.capacity + node.capacity
         self._version += 1
         self.log.emit(
@@ -437,6 +439,7 @@ class ResourceManager:
         if node is None or not node.alive:
             return
         node.alive = False
+        self._largest = None
         st.capacity = st.capacity - node.capacity
         self._version += 1
         self.log.emit(now, ev.NODE_LOST, node=node_id)
@@ -594,6 +597,7 @@ class ResourceManager:
                         st._min_ask = narrowed
                         self.pending_epoch += 1
             self._update_pending(app, was_pending)
+            self._version += 1  # demand changed: shares may too
         app.progress = req.progress
         resp = AllocateResponse(
             allocated=app.undelivered,
@@ -629,13 +633,16 @@ class ResourceManager:
                 )
 
     def _largest_node(self) -> Resources | None:
-        nodes = [n.capacity for n in self.state.nodes.values() if n.alive]
-        if not nodes:
-            return None
-        out = nodes[0]
-        for r in nodes[1:]:
-            out = out.componentwise_max(r)
-        return out
+        """The componentwise maximum of live nodes (cached; nodes come and go rarely)."""
+        if self._largest is None:
+            nodes = [n.capacity for n in self.state.nodes.values() if n.alive]
+            if not nodes:
+                return None
+            out = nodes[0]
+            for r in nodes[1:]:
+                out = out.componentwise_max(r)
+            self._largest = out
+        return self._largest
 
     def finished_app_ids(self) -> list[str]:
         return list(self._finished)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,13 +49,14 @@ class SimResult:
 
 
 class _SimNode:
-    __slots__ = ("due", "index", "nm", "phase")
+    __slots__ = ("due", "index", "nm", "phase", "token")
 
     def __init__(self, nm: NodeManager, phase: float, index: int) -> None:
         self.nm = nm
         self.phase = phase
         self.index = index
         self.due: float | None = None  # time of this node's live heartbeat event
+        self.token = 0  # heap entries carrying an older token are stale
 
 
 class Simulation:
@@ -102,13 +104,19 @@ class Simulation:
         heapq.heappush(self._heap, (t, self._seq, kind, payload))
 
     def _next_phase(self, node: _SimNode, t: float) -> float:
-        """The first heartbeat time of ``node`` at or after ``t``."""
+        """The first regular heartbeat time of ``node`` at or after ``t``."""
         k = math.ceil((t - node.phase) / self.h - 1e-9)
+        return node.phase + max(k, 0) * self.h
+
+    def _phase_after(self, node: _SimNode, t: float) -> float:
+        """The first regular heartbeat time of ``node`` strictly after ``t``."""
+        k = math.floor((t - node.phase) / self.h + 1e-9) + 1
         return node.phase + max(k, 0) * self.h
 
     def _schedule_hb(self, node: _SimNode, t: float) -> None:
         node.due = t
-        self._push(t, _HB, node)
+        node.token += 1
+        self._push(t, _HB, (node, node.token))
 
     def _wake(self, t: float) -> None:
         """Asks appeared: sleeping nodes that could take one heartbeat at their next phase."""
@@ -153,10 +161,12 @@ class Simulation:
             nodes=n,
             capacity=wl.cluster.capacity.to_dict(),
         )
+        # Nodes heartbeat at random phases (drawn from the seed), as real NMs do.
+        phases = random.Random(f"phases:{wl.seed}")
         for i, nspec in enumerate(wl.cluster.nodes):
             nm = NodeManager(nspec.node_id, nspec.resources, nspec.rack)
             rm.register_node(nm.registration(), 0.0)
-            node = _SimNode(nm, self.h * i / n, i)
+            node = _SimNode(nm, phases.random() * self.h, i)
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
         for jspec in wl.jobs:
@@ -172,31 +182,35 @@ class Simulation:
         last_progress_t = 0.0
         stalled: str | None = None
         heap = self._heap
-        h = self.h
         t = 0.0
         stats = self.stats
         sleepers = self._sleepers
         while heap and finished < total:
             t, _, kind, payload = heapq.heappop(heap)
             if kind == _HB:
-                node = payload
-                if node.due != t:
+                node, token = payload
+                if node.token != token:
                     continue  # superseded by an earlier wake-up
                 stats["heartbeats"] += 1
                 nm = node.nm
-                hb_resp = rm.on_node_heartbeat(nm.heartbeat(t), t)
+                hb = nm.heartbeat(t)
+                hb_resp = rm.on_node_heartbeat(hb, t)
+                nm.acknowledge(hb.seq)
                 stopped = False
                 for cid in hb_resp.stop:
                     stopped |= nm.stop_container(cid, t)
+                # Regular heartbeats follow the node's phase; a container's end triggers an
+                # out-of-band one (as YARN's NodeStatusUpdater does).
+                nf = nm.next_finish_s
                 if stopped or rm.could_place_on(nm.node_id):
-                    self._schedule_hb(node, t + h)
+                    self._schedule_hb(node, min(self._phase_after(node, t), nf))
                     sleepers.pop(nm.node_id, None)
                 else:
-                    nf = nm.next_finish_s
                     if nf != math.inf:
-                        self._schedule_hb(node, self._next_phase(node, nf))
+                        self._schedule_hb(node, nf)
                     else:
                         node.due = None
+                        node.token += 1
                     sleepers[nm.node_id] = node
             elif kind == _AM:
                 am: ApplicationMaster = payload
@@ -205,7 +219,7 @@ class Simulation:
                 for launch in am.on_allocate_response(resp, t):
                     node = self._nodes[launch.node_id]
                     node.nm.start_container(launch, t)
-                    due = self._next_phase(node, t + launch.duration_s)
+                    due = t + launch.duration_s  # its out-of-band heartbeat
                     if node.due is None or due < node.due:
                         self._schedule_hb(node, due)
                 if am.finished:

@@ -1,0 +1,156 @@
+"""fair: YARN FairScheduler (weighted queues, fair shares by water-filling).
+
+Serving order at each level of the queue tree (YARN's FairSharePolicy comparator): queues
+below their min share first (``min_share=capacity``: a queue's absolute capacity, capped by
+its demand; lowest used / min share first), then lowest used / weight, ties by name. Inside
+a leaf, applications by ``inner``: ``fair`` (lowest usage, ties by submission), ``drf``
+(lowest dominant share) or ``fifo``. Usage is a fraction of the cluster per ``resource``:
+``dominant`` share (default here, so vcore-only and memory-only workloads both work), or
+``memory`` / ``vcores`` alone like YARN. The order is recomputed after every placement.
+
+``shares()``: weighted water-filling at each level (the whole cluster to the root, a
+queue's share to its children by weight, each capped by its demand = used + asked for,
+excess redistributed; a leaf's share to its applications equally, or in submission order
+with ``inner=fifo``). An application's share is its own demand vector scaled to its fair
+fraction (a resource vector of its task shape). Like YARN's update thread, shares are
+recomputed at most every ``update_interval_s`` (0: on every change) and when an
+application is added. O(apps log apps).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from itertools import accumulate
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, QueueView, first_fit_ask
+from treadle.resources import ZERO, Resources, total
+
+
+class FairParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    resource: Literal["dominant", "memory", "vcores"] = "dominant"
+    inner: Literal["fair", "drf", "fifo"] = "fair"
+    min_share: Literal["none", "capacity"] = "none"
+    #: Recompute shares at most this often (YARN's update thread: 500 ms); 0: on every change.
+    update_interval_s: float = Field(0.5, ge=0.0)
+
+
+def water_fill(amount: float, weights: Sequence[float], caps: Sequence[float]) -> list[float]:
+    """Split ``amount`` in proportion to ``weights``, none above its cap, excess redistributed."""
+    out = [0.0] * len(caps)
+    order = sorted((i for i, w in enumerate(weights) if w > 0), key=lambda i: caps[i] / weights[i])
+    wsum = sum(weights[i] for i in order)
+    for i in order:
+        out[i] = min(caps[i], weights[i] * amount / wsum)
+        amount, wsum = amount - out[i], wsum - weights[i]
+    return out
+
+
+class FairPolicy(Policy):
+    description = "YARN fair scheduler: weighted queues, water-filled shares, fair/drf/fifo inside"
+    Params = FairParams
+
+    def usage(self, r: Resources, cap: Resources) -> float:
+        kind = self.params.resource
+        if kind == "dominant":
+            return r.dominant_share(cap)
+        return r[kind] / cap[kind] if cap[kind] else 0.0
+
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        cap, inner = cluster.capacity, self.params.inner
+
+        def app_key(app: AppView) -> tuple[float, int, AppView]:
+            if inner == "fifo":
+                return (0.0, app.seq, app)
+            r = app.allocated
+            return (r.dominant_share(cap) if inner == "drf" else self.usage(r, cap), app.seq, app)
+
+        heaps: dict[str, list[tuple[float, int, AppView]]] = {}
+        asked: dict[str, Resources] = {}  # per queue
+        for app in cluster.pending_apps():
+            heaps.setdefault(app.queue, []).append(app_key(app))
+            q: QueueView | None = cluster.queues[app.queue]
+            while q is not None and self.params.min_share == "capacity":
+                asked[q.name], q = asked.get(q.name, ZERO) + app.demand, q.parent
+        for h in heaps.values():
+            heapq.heapify(h)
+        # A queue's min share capped by its demand (used + asked: constant while placing).
+        min_shares = {
+            n: min(cluster.queues[n].abs_capacity, self.usage(cluster.queues[n].used + d, cap))
+            for n, d in asked.items()
+        }
+
+        def key(q: QueueView) -> tuple[int, float, str]:
+            used = self.usage(q.used, cap)
+            if q.name in min_shares:
+                min_share = min_shares[q.name]
+                if used < min_share:
+                    return (0, used / min_share, q.name)
+            return (1, used / q.weight if q.weight > 0 else math.inf, q.name)
+
+        def pick(q: QueueView) -> QueueView | None:
+            if q.is_leaf:
+                return q if heaps.get(q.name) else None
+            return next(filter(None, map(pick, sorted(q.children, key=key))), None)
+
+        while (leaf := pick(cluster.root_queue)) is not None:
+            heap = heaps[leaf.name]
+            app = heapq.heappop(heap)[2]
+            ask = first_fit_ask(app, node.free)
+            if ask is not None:  # else nothing of this app fits this node any more: drop it
+                yield Placement(app.app_id, ask.priority)
+                if app.pending:
+                    heapq.heappush(heap, app_key(app))
+
+    _cached: tuple[float, Mapping[str, Resources]] | None = None
+
+    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
+        self._cached = None
+
+    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
+        """Cached for ``update_interval_s`` or until an application is added."""
+        c = self._cached
+        if c is None or not c[0] <= cluster.now < c[0] + self.params.update_interval_s:
+            c = self._cached = (cluster.now, self.fair_shares(cluster))
+        return c[1]
+
+    def fair_shares(self, cluster: ClusterView) -> dict[str, Resources]:
+        cap, out = cluster.capacity, dict[str, Resources]()
+        want: dict[str, Resources] = {}  # used + asked for, per queue
+        apps_of: dict[str, list[tuple[AppView, Resources]]] = {}
+        for app in cluster.apps.values():
+            apps_of.setdefault(app.queue, []).append((app, app.allocated + app.demand))
+        for leaf, apps in apps_of.items():
+            d = total([d for _, d in apps])
+            q: QueueView | None = cluster.queues[leaf]
+            while q is not None:
+                want[q.name], q = want.get(q.name, ZERO) + d, q.parent
+
+        def split(q: QueueView, share: float) -> None:
+            if not q.is_leaf:
+                kids = [k for k in q.children if k.name in want]
+                caps = [self.usage(want[k.name], cap) for k in kids]
+                got = water_fill(share, [k.weight for k in kids], caps)
+                for k, s in zip(kids, got, strict=True):
+                    split(k, s)
+                return
+            apps = apps_of.get(q.name, [])
+            caps = [self.usage(d, cap) for _, d in apps]
+            if self.params.inner == "fifo":  # in submission order, each up to its demand
+                before = accumulate(caps, initial=0.0)
+                got = [min(c, max(0.0, share - b)) for c, b in zip(caps, before, strict=False)]
+            else:
+                got = water_fill(share, [1.0] * len(apps), caps)
+            for (app, d), c, s in zip(apps, caps, got, strict=True):
+                if c > 0:
+                    out[app.app_id] = d * (s / c)
+
+        if not cap.is_zero():
+            split(cluster.root_queue, 1.0)
+        return out
