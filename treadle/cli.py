@@ -20,12 +20,10 @@ from treadle.registry import GROUPS, describe, parse_settings
 from treadle.runner import (
     PolicyChoice,
     RunOptions,
+    compare as run_compare,
     resolve_policies,
     run_sim,
     split_policy_settings,
-)
-from treadle.runner import (
-    compare as run_compare,
 )
 from treadle.sim import ProgressFn
 
@@ -65,6 +63,26 @@ SlowdownOpt = Annotated[
     ),
 ]
 LogLevelOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
+LIVE_TIMEOUT_S = 3600.0
+DilationOpt = Annotated[
+    float,
+    typer.Option("--dilation", help="Local clusters: emulated seconds per wall second."),
+]
+NmProcessesOpt = Annotated[
+    int,
+    typer.Option("--nm-processes", help="Local clusters: NM host processes to spread nodes over."),
+]
+ManagedAmOpt = Annotated[
+    bool,
+    typer.Option(
+        "--managed-am/--unmanaged-am",
+        help="Run AMs in containers launched by the NMs instead of one unmanaged-AM host.",
+    ),
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
+]
 
 
 def _fail(message: str, code: int = 1) -> NoReturn:
@@ -213,7 +231,10 @@ def compare(
     policies: Annotated[
         str, typer.Option("--policies", help="Comma-separated policy names, or 'all'.")
     ] = "all",
-    mode: Annotated[str, typer.Option("--mode", help="sim (local and docker come later).")] = "sim",
+    mode: Annotated[
+        str,
+        typer.Option("--mode", help="sim (simulator) or local (a real local cluster per policy)."),
+    ] = "sim",
     settings: Annotated[
         list[str] | None,
         typer.Option("--set", help="POLICY.PARAM=VALUE for one compared policy (repeatable)."),
@@ -226,13 +247,19 @@ def compare(
     asks: AsksOpt = "greedy",
     ask_settings: AskSetOpt = None,
     slowdown: SlowdownOpt = True,
+    dilation: DilationOpt = 10.0,
+    nm_processes: NmProcessesOpt = 1,
+    managed_am: ManagedAmOpt = False,
+    timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with _errors():
         logs.configure(log_level)
-        if mode != "sim":
-            _fail(f"--mode {mode!r} is not available yet; use --mode sim", 2)
+        if mode == "docker":
+            _fail("--mode docker is not available yet; use --mode sim or --mode local", 2)
+        if mode not in ("sim", "local"):
+            _fail(f"unknown --mode {mode!r}; use sim or local", 2)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
@@ -242,16 +269,35 @@ def compare(
         options = RunOptions(
             asks, parse_settings(ask_settings or [], "--ask-set"), slowdown=slowdown
         )
+        choices = [PolicyChoice(n, per_policy[n]) for n in names]
         wl = _load(workload, fmt, nodes_file)
         with _progress() as progress:
-            result = run_compare(
-                wl,
-                [PolicyChoice(n, per_policy[n]) for n in names],
-                out_dir,
-                options=options,
-                baseline=baseline,
-                on_policy=lambda n: _tracker(progress, n, len(wl.jobs)),
-            )
+            if mode == "local":
+                from treadle.driver import compare_local, run_async
+
+                result = run_async(
+                    compare_local(
+                        wl,
+                        choices,
+                        out_dir,
+                        options=options,
+                        baseline=baseline,
+                        dilation=dilation,
+                        nm_processes=nm_processes,
+                        managed_am=managed_am,
+                        timeout_s=timeout_s,
+                        on_policy=lambda n: _tracker(progress, n, len(wl.jobs)),
+                    )
+                )
+            else:
+                result = run_compare(
+                    wl,
+                    choices,
+                    out_dir,
+                    options=options,
+                    baseline=baseline,
+                    on_policy=lambda n: _tracker(progress, n, len(wl.jobs)),
+                )
     table = Table(show_edge=False)
     for col in ("policy", "finished", "makespan s", "mean JCT s", "p95 JCT s", "slowdown"):
         table.add_column(col)
@@ -270,6 +316,207 @@ def compare(
     stalled = [n for n, r in result.results.items() if r.stalled]
     if stalled:
         _fail(f"simulation stalled under {', '.join(stalled)}")
+
+
+@app.command("run")
+def run_live(
+    workload: WorkloadArg,
+    rm: Annotated[str, typer.Option("--rm", help="The RM's host:port.")],
+    out_dir: OutOpt,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    asks: AsksOpt = "greedy",
+    ask_settings: AskSetOpt = None,
+    managed_am: ManagedAmOpt = False,
+    timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
+    slowdown: SlowdownOpt = True,
+    log_level: LogLevelOpt = "warning",
+) -> None:
+    """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does."""
+    with _errors():
+        logs.configure(log_level)
+        from treadle import metrics
+        from treadle.driver import probe, replay, run_async
+        from treadle.registry import build
+        from treadle.runner import alone_jcts
+
+        params = parse_settings(ask_settings or [], "--ask-set")
+        build("asks", asks, params)  # a bad strategy fails before anything else
+        live = run_async(probe(rm))  # an unreachable RM fails before the simulations
+        wl = _load(workload, fmt, nodes_file)
+        options = RunOptions(asks, params, slowdown=slowdown)
+        alone = alone_jcts(wl, options) if slowdown else None
+        with _progress() as progress:
+            records = run_async(
+                replay(
+                    rm,
+                    wl,
+                    alone=alone,
+                    ask_strategy=asks,
+                    ask_params=params,
+                    managed_am=managed_am,
+                    timeout_s=timeout_s,
+                    progress=_tracker(progress, live.policy or "replay", len(wl.jobs)),
+                )
+            )
+        policy = str(records[0].get("policy") or "unknown")
+        weights = {name: u.weight for name, u in wl.users.items()}
+        s = metrics.write_run_outputs(records, out_dir, policy=policy, user_weights=weights)
+    out.print(
+        f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {_num(s['makespan_s'])} s, "
+        f"mean JCT {_num(s['mean_jct_s'])} s -> {out_dir}",
+        markup=False,
+        highlight=False,
+    )
+
+
+cluster_app = typer.Typer(
+    no_args_is_help=True, help="Start, inspect and stop a detached local cluster."
+)
+app.add_typer(cluster_app, name="cluster")
+
+DirOpt = Annotated[
+    Path, typer.Option("--dir", help="Directory of the cluster's state file and logs.")
+]
+DEFAULT_CLUSTER_DIR = Path(".treadle/cluster")
+
+
+@cluster_app.command("up")
+def cluster_up(
+    policy: Annotated[str, typer.Option("--policy", help="Policy name (see `treadle policies`).")],
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", help="Number of nodes (default: the workload's).")
+    ] = None,
+    settings: SetOpt = None,
+    dilation: DilationOpt = 10.0,
+    resources: Annotated[
+        str, typer.Option("--resources", help="Each node's capacity as name=amount,...")
+    ] = "vcores=8,memory_mb=16384",
+    rack: Annotated[
+        str, typer.Option("--rack", help="Rack of the --nodes nodes.")
+    ] = "default-rack",
+    heartbeat_s: Annotated[
+        float | None,
+        typer.Option("--heartbeat-s", help="NM heartbeat (emulated s; default: workload's or 1)."),
+    ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", help="Workload whose queues and users (and nodes) to use."),
+    ] = None,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    nm_processes: NmProcessesOpt = 1,
+    managed_am: ManagedAmOpt = False,
+    cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
+    log_level: LogLevelOpt = "warning",
+) -> None:
+    """Start a local cluster that keeps running after this command; print the RM address."""
+    with _errors():
+        logs.configure(log_level)
+        from treadle.driver import run_async
+        from treadle.launcher import LocalCluster, cluster_workload, parse_node_resources
+        from treadle.model import NodeSpec
+
+        params = parse_settings(settings or [])
+        like = _load(workload, fmt, nodes_file) if workload else None
+        if nodes is not None:
+            if nodes < 1:
+                _fail(f"--nodes must be >= 1, got {nodes}", 2)
+            res = parse_node_resources(resources, "--resources")
+            specs = [NodeSpec(f"node{i}", res, rack) for i in range(1, nodes + 1)]
+        elif like is not None:
+            specs = list(like.cluster.nodes)
+        else:
+            _fail("give --nodes N (and --resources) or --workload WL for the cluster's nodes", 2)
+        hb = heartbeat_s or (like.cluster.heartbeat_s if like is not None else 1.0)
+        cluster = LocalCluster(
+            cluster_workload(specs, hb, like),
+            policy,
+            params,
+            workdir=cluster_dir,
+            dilation=dilation,
+            nm_processes=nm_processes,
+            managed_am=managed_am,
+            detached=True,
+        )
+        address = run_async(cluster.start())
+    out.print(address, markup=False, highlight=False)
+    err.print(
+        f"cluster up: {len(specs)} nodes, policy {policy}, dilation {dilation:g}; state in "
+        f"{cluster_dir}; stop it with: treadle cluster down --dir {cluster_dir}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@cluster_app.command("status")
+def cluster_status(
+    cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show the cluster recorded in --dir: its processes and, if it runs, its RM's view."""
+    with _errors():
+        from treadle.driver import probe, run_async
+        from treadle.launcher import pid_alive, read_state, recorded_processes
+
+        state = read_state(cluster_dir)
+        if state is None:
+            _fail(f"no cluster is recorded in {cluster_dir}")
+        procs = recorded_processes(state)
+        alive = {p.name: pid_alive(p.pid, p.started) for p in procs}
+        metrics_: dict[str, Any] | None = None
+        if alive.get("rm"):
+            try:
+                m = run_async(probe(str(state.get("rm")), timeout_s=3.0))
+                metrics_ = {
+                    "nodes": m.nodes,
+                    "lost_nodes": m.lost_nodes,
+                    "running_apps": m.running_apps,
+                    "finished_apps": m.finished_apps,
+                    "now_s": round(m.now_s, 3),
+                }
+            except TreadleError:
+                metrics_ = None
+    if as_json:
+        data = dict(state, alive=alive, rm_metrics=metrics_)
+        out.print_json(json.dumps(data, default=str))
+        return
+    running = sum(alive.values())
+    out.print(
+        f"rm {state.get('rm')}  policy {state.get('policy')}  dilation {state.get('dilation')}  "
+        f"nodes {state.get('nodes')}  ({running}/{len(procs)} processes running)",
+        markup=False,
+        highlight=False,
+    )
+    for p in procs:
+        out.print(
+            f"  {p.name:<6} pid {p.pid:<8} {'running' if alive[p.name] else 'exited'}  {p.log}",
+            markup=False,
+            highlight=False,
+        )
+    if metrics_ is not None:
+        out.print(
+            f"  rm view: {metrics_['nodes']} nodes up, {metrics_['lost_nodes']} lost, "
+            f"{metrics_['running_apps']} apps running, {metrics_['finished_apps']} finished, "
+            f"t={metrics_['now_s']:.1f} s",
+            markup=False,
+            highlight=False,
+        )
+
+
+@cluster_app.command("down")
+def cluster_down(cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR) -> None:
+    """Stop the cluster recorded in --dir (SIGTERM, then SIGKILL) and remove its state."""
+    with _errors():
+        from treadle.launcher import stop_recorded
+
+        state = stop_recorded(cluster_dir)
+    out.print(
+        f"stopped the cluster in {cluster_dir} (rm was at {state.get('rm')})",
+        markup=False,
+        highlight=False,
+    )
 
 
 def _num(v: Any) -> str:

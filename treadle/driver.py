@@ -1,0 +1,374 @@
+"""Replaying a workload on a live cluster, and comparing policies on local clusters.
+
+``replay`` is a YARN client: it reads the RM's clock, submits every job at its emulated
+submission time, waits until every application has ended, then fetches the RM's event log
+through GetEvents and keeps this run's records (its applications' records and the node
+events), headed by a ``run_started`` record that carries what the metrics need. The
+records are then analysed by treadle.metrics exactly as a simulation's are.
+
+``compare_local`` starts a fresh ``LocalCluster`` of the workload's shape per policy,
+replays the workload on it, stops it, and writes the same files and report as the
+simulator's comparison (``treadle compare --mode local``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import signal
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+import structlog
+
+from treadle import events as ev, metrics, report, wire
+from treadle.clock import EmulatedClock
+from treadle.errors import TreadleError
+from treadle.launcher import LocalCluster
+from treadle.model import Workload
+from treadle.registry import build
+from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
+from treadle.rpcutil import channel
+from treadle.runner import Comparison, PolicyChoice, RunOptions, alone_jcts, build_policy
+from treadle.sim import ProgressFn, SimResult
+
+log = structlog.get_logger("driver")
+T = TypeVar("T")
+
+FINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
+NODE_EVENTS = frozenset({ev.NODE_REGISTERED, ev.NODE_LOST})
+DEFAULT_TIMEOUT_S = 3600.0
+CONNECT_TIMEOUT_S = 5.0
+RPC_TIMEOUT_S = 30.0
+EVENTS_PAGE = 5000
+TIMERS_JSON = "timers.json"
+
+
+def _rpc_error(what: str, address: str, e: grpc.aio.AioRpcError) -> TreadleError:
+    code = e.code()
+    name = code.name if code is not None else "UNKNOWN"
+    detail = (e.details() or "").splitlines()[0] if e.details() else ""
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return TreadleError(f"cannot reach the RM at {address}: {detail or name}")
+    return TreadleError(f"{what} failed at the RM {address}: {name}: {detail}")
+
+
+async def _call(what: str, address: str, rpc: Any, request: Any, timeout: float) -> Any:
+    try:
+        return await rpc(request, timeout=timeout)
+    except grpc.aio.AioRpcError as e:
+        raise _rpc_error(what, address, e) from None
+
+
+async def probe(rm_address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> client_pb.ClusterMetrics:
+    """The RM's cluster metrics; a TreadleError naming the address when it does not answer."""
+    async with channel(rm_address) as ch:
+        stub: Any = client_grpc.ClientStub(ch)
+        m: client_pb.ClusterMetrics = await _call(
+            "GetClusterMetrics",
+            rm_address,
+            stub.GetClusterMetrics,
+            client_pb.GetClusterMetricsRequest(),
+            timeout_s,
+        )
+        return m
+
+
+def _run_started(
+    m: client_pb.ClusterMetrics, workload: Workload, mode: str, t0: float
+) -> ev.Record:
+    return {
+        "t": round(t0, 6),
+        "event": ev.RUN_STARTED,
+        "policy": m.policy,
+        "workload": workload.name,
+        "mode": mode,
+        "seed": workload.seed,
+        "dilation": m.clock.dilation,
+        "heartbeat_s": m.heartbeat_interval_s,
+        "nodes": m.nodes,
+        "capacity": {k: m.capacity.amounts[k] for k in sorted(m.capacity.amounts)},
+    }
+
+
+def _check_shape(m: client_pb.ClusterMetrics, workload: Workload, address: str) -> None:
+    want = workload.cluster.capacity
+    have = wire.resources_from_pb(m.capacity, "cluster capacity")
+    if have != want or m.nodes != len(workload.cluster.nodes):
+        log.warning(
+            "cluster_differs_from_workload",
+            rm=address,
+            nodes=m.nodes,
+            capacity=have.to_dict(),
+            workload_nodes=len(workload.cluster.nodes),
+            workload_capacity=want.to_dict(),
+        )
+
+
+async def fetch_events(stub: Any, address: str, page: int = EVENTS_PAGE) -> list[ev.Record]:
+    """The RM's whole event log so far, page by page."""
+    out: list[ev.Record] = []
+    offset = 0
+    while True:
+        resp = await _call(
+            "GetEvents",
+            address,
+            stub.GetEvents,
+            client_pb.GetEventsRequest(offset=offset, limit=page),
+            RPC_TIMEOUT_S,
+        )
+        for line in resp.records:
+            out.append(json.loads(line))
+        if not resp.records or resp.next_offset <= offset:
+            return out
+        offset = resp.next_offset
+
+
+async def replay(
+    rm_address: str,
+    workload: Workload,
+    *,
+    alone: Mapping[str, float] | None = None,
+    ask_strategy: str = "greedy",
+    ask_params: Mapping[str, Any] | None = None,
+    managed_am: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    progress: ProgressFn | None = None,
+    mode: str = "live",
+    poll_s: float | None = None,
+) -> list[ev.Record]:
+    """Replay ``workload``'s jobs on the cluster whose RM listens at ``rm_address``.
+
+    Jobs are submitted at t0 + submit_s in emulated time, t0 being the RM's clock when the
+    replay starts. ``timeout_s`` bounds the whole replay in wall seconds; when it runs out
+    the unfinished applications are killed and a TreadleError names them. Returns this
+    run's records: ``run_started`` (t = t0) first, then every record of the submitted
+    applications and every node event, sorted by time.
+    """
+    build("asks", ask_strategy, ask_params or {})  # a bad strategy fails before submitting
+    if not timeout_s > 0:
+        raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
+    params_json = json.dumps(dict(ask_params or {}))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    async with channel(rm_address) as ch:
+        stub: Any = client_grpc.ClientStub(ch)
+        m = await _call(
+            "GetClusterMetrics",
+            rm_address,
+            stub.GetClusterMetrics,
+            client_pb.GetClusterMetricsRequest(),
+            CONNECT_TIMEOUT_S,
+        )
+        _check_shape(m, workload, rm_address)
+        clock = EmulatedClock(m.clock.epoch_unix_s, m.clock.dilation or 1.0)
+        t0 = clock.now()
+        if poll_s is None:
+            poll_s = min(0.5, max(0.02, clock.wall_seconds(m.heartbeat_interval_s or 1.0)))
+        jobs = sorted(workload.jobs, key=lambda j: j.submit_s)
+        names: dict[str, str] = {}  # app id -> job name
+
+        async def submit_all() -> None:
+            for job in jobs:
+                await clock.sleep_until(t0 + job.submit_s)
+                a = (alone or {}).get(job.name)
+                request = client_pb.SubmitApplicationRequest(
+                    user=job.user,
+                    queue=job.queue,
+                    job=wire.job_to_pb(job),
+                    alone_jct_s=a if a is not None and math.isfinite(a) else 0.0,
+                    has_alone_jct=a is not None and math.isfinite(a),
+                    managed_am=managed_am,
+                    ask_strategy=pb.AskStrategy(name=ask_strategy, params_json=params_json),
+                )
+                what = f"SubmitApplication of job {job.name!r}"
+                resp = await _call(what, rm_address, stub.SubmitApplication, request, RPC_TIMEOUT_S)
+                names[resp.app_id] = job.name
+
+        submitter = asyncio.create_task(submit_all())
+        states: dict[str, str] = {}
+        try:
+            while True:
+                await asyncio.sleep(poll_s)
+                if submitter.done():
+                    submitter.result()  # a failed submission ends the replay
+                listing = await _call(
+                    "ListApplications",
+                    rm_address,
+                    stub.ListApplications,
+                    client_pb.ListApplicationsRequest(),
+                    RPC_TIMEOUT_S,
+                )
+                states = {a.app_id: a.state for a in listing.applications if a.app_id in names}
+                done = sum(1 for s in states.values() if s in FINAL_STATES)
+                if progress is not None:
+                    progress(done, len(jobs), max(0.0, clock.now() - t0))
+                if submitter.done() and done == len(jobs):
+                    break
+                if loop.time() > deadline:
+                    await _give_up(stub, names, states, rm_address, timeout_s, len(jobs))
+        except BaseException:
+            if not submitter.done():
+                submitter.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await submitter
+            raise
+        everything = await fetch_events(stub, rm_address)
+    ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
+    ours.sort(key=lambda r: float(r["t"]))
+    end = max((float(r["t"]) for r in ours), default=t0)
+    finished = sum(1 for s in states.values() if s == "FINISHED")
+    tail: ev.Record = {
+        "t": round(end, 6),
+        "event": ev.RUN_FINISHED,
+        "finished": finished,
+        "unfinished": len(jobs) - finished,
+        "stalled": None,
+        "submit_timers": clock.timers.summary(),
+    }
+    return [_run_started(m, workload, mode, t0), *ours, tail]
+
+
+async def _give_up(
+    stub: Any,
+    names: Mapping[str, str],
+    states: Mapping[str, str],
+    address: str,
+    timeout_s: float,
+    total: int,
+) -> None:
+    open_ = [a for a in names if states.get(a) not in FINAL_STATES]
+    for app_id in open_:  # leave nothing running on a shared cluster
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await stub.KillApplication(client_pb.KillApplicationRequest(app_id=app_id), timeout=5)
+    never = total - len(names)
+    listed = [f"{names[a]} ({a}, {states.get(a, 'unknown')})" for a in open_]
+    shown = ", ".join(listed[:10]) + (f" and {len(listed) - 10} more" if len(listed) > 10 else "")
+    extra = f"; {never} job(s) not yet submitted" if never else ""
+    raise TreadleError(
+        f"replay on {address} timed out after {timeout_s:g} s: "
+        f"{len(open_)} job(s) unfinished: {shown or '-'}{extra}"
+    )
+
+
+def finished_count(records: Iterable[Mapping[str, Any]]) -> int:
+    return sum(
+        1
+        for r in records
+        if r.get("event") == ev.JOB_FINISHED and r.get("status", "SUCCEEDED") == "SUCCEEDED"
+    )
+
+
+async def compare_local(
+    workload: Workload,
+    policies: Iterable[PolicyChoice],
+    out_dir: Path,
+    *,
+    options: RunOptions | None = None,
+    baseline: str | None = None,
+    dilation: float = 10.0,
+    nm_processes: int = 1,
+    managed_am: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_policy: Callable[[str], ProgressFn | None] | None = None,
+    ready_timeout_s: float = 30.0,
+    log_level: str = "info",
+) -> Comparison:
+    """Run every policy on a fresh local cluster of ``workload``'s shape and write
+    ``out_dir``'s per-policy files (plus the cluster's logs under POLICY/cluster/) and the
+    comparison report."""
+    options = options or RunOptions()
+    choices = list(policies)
+    # Every check first: a bad name or parameter fails before any process starts.
+    for c in choices:
+        build_policy(c)
+    build("asks", options.ask_strategy, options.ask_params or {})
+    if not timeout_s > 0:
+        raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
+    clusters = [
+        LocalCluster(
+            workload,
+            c.name,
+            dict(c.params),
+            workdir=out_dir / c.name / "cluster",
+            dilation=dilation,
+            nm_processes=nm_processes,
+            managed_am=managed_am,
+            am_interval_s=options.am_interval_s,
+            ready_timeout_s=ready_timeout_s,
+            log_level=log_level,
+        )
+        for c in choices
+    ]
+    alone = alone_jcts(workload, options) if options.slowdown else {}
+    weights = {name: u.weight for name, u in workload.users.items()}
+    runs: dict[str, metrics.RunMetrics] = {}
+    results: dict[str, SimResult] = {}
+    for c, cluster in zip(choices, clusters, strict=True):
+        progress = on_policy(c.name) if on_policy else None
+        async with cluster:
+            records = await cluster.guard(
+                replay(
+                    cluster.rm_address,
+                    workload,
+                    alone=alone,
+                    ask_strategy=options.ask_strategy,
+                    ask_params=options.ask_params,
+                    managed_am=managed_am,
+                    timeout_s=timeout_s,
+                    progress=progress,
+                    mode="local",
+                )
+            )
+        run_dir = out_dir / c.name
+        run = metrics.analyze(records, policy=c.name, user_weights=weights)
+        metrics.write_run_outputs(records, run_dir, policy=c.name, user_weights=weights, run=run)
+        timers = {"dilation": dilation, "processes": cluster.timer_stats()}
+        for r in records:
+            if r["event"] == ev.RUN_FINISHED:
+                timers["driver_submit"] = r.get("submit_timers")
+        metrics.write_json(metrics.rounded(timers), run_dir / TIMERS_JSON)
+        runs[c.name] = run
+        done = finished_count(records)
+        end = max((float(r["t"]) for r in records), default=0.0)
+        results[c.name] = SimResult(records, len(workload.jobs), done, end, None, {})
+    title = (
+        f"treadle: {workload.name} under {len(choices)} policies "
+        f"(local cluster, dilation {dilation:g})"
+    )
+    path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
+    return Comparison(runs, results, path)
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """``asyncio.run`` that also turns SIGTERM into cancellation, so that ``finally``
+    blocks (stopping local clusters) run before the process exits."""
+
+    async def main() -> T:
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        terminated = False
+
+        def on_term() -> None:
+            nonlocal terminated
+            terminated = True
+            if task is not None:
+                task.cancel()
+
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, on_term)
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            if terminated:
+                raise TreadleError("terminated by SIGTERM; local processes were stopped") from None
+            raise
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGTERM)
+
+    return asyncio.run(main())
