@@ -35,10 +35,13 @@ class ApplicationMaster:
         *,
         max_task_attempts: int = 4,
         completed_tasks: Sequence[tuple[int, int]] = (),
+        attempt: int = 0,
     ) -> None:
         self._job = job
         self.app_id = app_id
         self.strategy = strategy
+        self.attempt = attempt
+        self.response_id = 0  # the last Allocate response received
         self.max_task_attempts = max_task_attempts
         n = len(job.stages)
         self._unassigned: list[deque[int]] = [deque(range(s.tasks)) for s in job.stages]
@@ -123,9 +126,20 @@ class ApplicationMaster:
         self._sent = {p: c for p, c in sent.items() if c}
         releases, self._releases = self._releases, []
         done, self._newly_done = self._newly_done, []
-        return AllocateRequest(self.app_id, asks + withdrawn, releases, self.progress, done)
+        return AllocateRequest(
+            self.app_id,
+            asks + withdrawn,
+            releases,
+            self.progress,
+            done,
+            self.attempt,
+            self.response_id,
+        )
 
     def on_allocate_response(self, resp: AllocateResponse, now: float) -> list[ContainerLaunch]:
+        if resp.response_id and resp.response_id <= self.response_id:
+            return []  # an answer we already had (the RM repeated it)
+        self.response_id = resp.response_id
         self.share = resp.share
         self.cluster = resp.cluster
         for status in resp.completed:
@@ -145,6 +159,18 @@ class ApplicationMaster:
                 ContainerLaunch(c.container_id, self.app_id, c.node_id, c.resources, duration)
             )
         return launches
+
+    def on_launch_failed(self, container_id: str) -> None:
+        """A container we were given could not be started on its NM: its task goes back to
+        the front of its stage's queue and the container is released with the next request.
+        A launch failure is not the task's fault, so it does not count as a task attempt."""
+        key = self._task_of.pop(container_id, None)
+        if key is None:
+            return  # unknown, or already reported complete
+        stage, task = key
+        self._running[stage] -= 1
+        self._unassigned[stage].appendleft(task)
+        self._releases.append(container_id)
 
     def _on_completed(self, status: ContainerStatus) -> None:
         key = self._task_of.pop(status.container_id, None)

@@ -114,12 +114,14 @@ class Application:
         "done_tasks",
         "finish_s",
         "job",
+        "last_response",
         "managed_am",
         "name",
         "next_container",
         "pending",
         "progress",
         "queue",
+        "response_id",
         "seq",
         "started",
         "state",
@@ -160,6 +162,8 @@ class Application:
         self.done_tasks: dict[tuple[int, int], None] = {}  # ordered set
         self.diagnostics = ""
         self.finish_s: float | None = None
+        self.response_id = 0
+        self.last_response: AllocateResponse | None = None
 
     @property
     def running(self) -> int:
@@ -508,6 +512,8 @@ class ResourceManager:
         if not app.am_registered:
             app.attempt += 1
             app.am_registered = True
+            app.response_id = 0
+            app.last_response = None
             self.log.emit(now, ev.ATTEMPT_STARTED, job=app_id, attempt=app.attempt)
         app.am_last_seen_s = now
         return AmRegistration(
@@ -563,16 +569,25 @@ class ResourceManager:
         st = self.state
         st.now = now
         app = self._running_app(req.app_id)
-        if not app.am_registered:
-            raise ConflictError(f"application {req.app_id!r} has no registered AM attempt")
-        self._validate_asks(req.asks)
+        self._check_attempt(app, req.attempt)
         app.am_last_seen_s = now
+        if app.last_response is not None and req.response_id + 1 == app.response_id:
+            # The AM did not get our last answer: send it again. Releases and finished
+            # tasks are idempotent and applied; asks were counted without that answer's
+            # grants, so they wait for the AM's next call.
+            self._apply_releases(app, req.releases, now)
+            for task in req.completed_tasks:
+                app.done_tasks[task] = None
+            return app.last_response
+        if req.response_id != app.response_id:
+            raise ConflictError(
+                f"application {req.app_id!r}: allocate out of sync (response id "
+                f"{req.response_id}, expected {app.response_id}); register again"
+            )
+        self._validate_asks(req.asks)
         for task in req.completed_tasks:
             app.done_tasks[task] = None
-        for cid in req.releases:
-            c = app.containers.get(cid)
-            if c is not None:
-                self._release(c, now)
+        self._apply_releases(app, req.releases, now)
         if req.asks:
             undelivered: dict[int, int] = {}
             for c in app.undelivered:
@@ -608,7 +623,24 @@ class ResourceManager:
         )
         app.undelivered = []
         app.completed_reports = []
+        app.response_id += 1
+        resp.response_id = app.response_id
+        app.last_response = resp
         return resp
+
+    def _apply_releases(self, app: Application, releases: Sequence[str], now: float) -> None:
+        for cid in releases:
+            c = app.containers.get(cid)
+            if c is not None and cid != app.am_container:
+                self._release(c, now)
+
+    def _check_attempt(self, app: Application, attempt: int) -> None:
+        if not app.am_registered:
+            raise ConflictError(f"application {app.app_id!r} has no registered AM attempt")
+        if attempt and attempt != app.attempt:
+            raise ConflictError(
+                f"application {app.app_id!r}: attempt {attempt} was replaced by {app.attempt}"
+            )
 
     def _validate_asks(self, asks: Sequence[Ask]) -> None:
         """Check every ask before applying any (nothing is half-applied)."""
@@ -648,11 +680,20 @@ class ResourceManager:
         return list(self._finished)
 
     def finish_application(
-        self, app_id: str, status: FinalStatus, now: float, diagnostics: str = ""
+        self,
+        app_id: str,
+        status: FinalStatus,
+        now: float,
+        diagnostics: str = "",
+        *,
+        attempt: int = 0,
     ) -> None:
+        """End an application. ``attempt`` (when given) must be the current AM attempt."""
         st = self.state
         st.now = now
         app = self._running_app(app_id)
+        if attempt:
+            self._check_attempt(app, attempt)
         if diagnostics:
             app.diagnostics = diagnostics
         app.finish_s = now

@@ -61,7 +61,7 @@ class RmServer:
         self.settings = settings
         self.clock = EmulatedClock(dilation=settings.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
 
     def now(self) -> float:
         return self.clock.now()
@@ -75,7 +75,8 @@ class RmServer:
             task = asyncio.get_running_loop().create_task(
                 self._launch_am(c.container_id, c.app_id, c.node_id)
             )
-            self._tasks.append(task)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     async def _launch_am(self, container_id: str, app_id: str, node_id: str) -> None:
         address = self.addresses.get(node_id, "")
@@ -225,7 +226,9 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
         status = wire.final_status_from_pb(request.status)
         with structlog.contextvars.bound_contextvars(app=request.app_id):
             now = s.now()
-            s.rm.finish_application(request.app_id, status, now, request.diagnostics)
+            s.rm.finish_application(
+                request.app_id, status, now, request.diagnostics, attempt=request.attempt
+            )
             log.info("app_finished", status=str(status))
         return am_pb.FinishApplicationMasterResponse()
 
@@ -344,5 +347,8 @@ async def serve(
     port = server.add_insecure_port(address)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
+    if not settings.advertise:
+        host = address.rsplit(":", 1)[0]
+        settings.advertise = f"{host}:{port}"
     await server.start()
     return server, state, port

@@ -145,6 +145,11 @@ class AllocateRequest:
     progress: float = 0.0
     #: (stage, task) pairs finished since the last call: a later attempt skips them.
     completed_tasks: list[tuple[int, int]] = field(default_factory=list)
+    #: The AM attempt making the call (0: unchecked); a replaced attempt is refused.
+    attempt: int = 0
+    #: The id of the last response the AM received (YARN's responseId): a request that
+    #: repeats it is answered with that response again, so a lost answer loses nothing.
+    response_id: int = 0
 
 
 @dataclass(slots=True)
@@ -155,6 +160,7 @@ class AllocateResponse:
     share: Resources | None = None
     cluster: Resources = ZERO
     num_nodes: int = 0
+    response_id: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -197,12 +197,27 @@ def ask_to_pb(a: Ask) -> am_pb.Ask:
     )
 
 
+def completed_task_from_pb(m: am_pb.CompletedTask) -> tuple[int, int]:
+    if m.stage < 0 or m.task < 0:
+        raise InvalidRequestError(
+            f"completed task (stage {m.stage}, task {m.task}): indices must be >= 0"
+        )
+    return (m.stage, m.task)
+
+
+def completed_task_to_pb(t: tuple[int, int]) -> am_pb.CompletedTask:
+    return am_pb.CompletedTask(stage=t[0], task=t[1])
+
+
 def allocate_from_pb(m: am_pb.AllocateRequest) -> AllocateRequest:
     return AllocateRequest(
         m.app_id,
         [ask_from_pb(a) for a in m.asks],
         list(m.releases),
         _finite(m.progress, "progress"),
+        [completed_task_from_pb(t) for t in m.newly_completed],
+        m.attempt,
+        m.response_id,
     )
 
 
@@ -212,6 +227,9 @@ def allocate_to_pb(r: AllocateRequest) -> am_pb.AllocateRequest:
         asks=[ask_to_pb(a) for a in r.asks],
         releases=r.releases,
         progress=r.progress,
+        newly_completed=[completed_task_to_pb(t) for t in r.completed_tasks],
+        attempt=r.attempt,
+        response_id=r.response_id,
     )
 
 
@@ -224,6 +242,7 @@ def allocate_response_to_pb(
         preempted=r.preempted,
         cluster=resources_to_pb(r.cluster),
         num_nodes=r.num_nodes,
+        response_id=r.response_id,
     )
     if r.share is not None:
         msg.share.CopyFrom(resources_to_pb(r.share))
@@ -239,6 +258,7 @@ def allocate_response_from_pb(m: am_pb.AllocateResponse) -> AllocateResponse:
         resources_from_pb(m.share) if m.has_share else None,
         resources_from_pb(m.cluster),
         m.num_nodes,
+        m.response_id,
     )
 
 

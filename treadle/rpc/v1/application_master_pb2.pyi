@@ -159,9 +159,15 @@ class AllocateRequest(_message.Message):
     PROGRESS_FIELD_NUMBER: _builtins.int
     AM_TOKEN_FIELD_NUMBER: _builtins.int
     NEWLY_COMPLETED_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    RESPONSE_ID_FIELD_NUMBER: _builtins.int
     app_id: _builtins.str
     progress: _builtins.float
     am_token: _builtins.str
+    attempt: _builtins.int
+    """0: not checked"""
+    response_id: _builtins.int
+    """the id of the last response received (YARN's responseId)"""
     @_builtins.property
     def asks(self) -> _containers.RepeatedCompositeFieldContainer[Global___Ask]: ...
     @_builtins.property
@@ -179,10 +185,12 @@ class AllocateRequest(_message.Message):
         progress: _builtins.float = ...,
         am_token: _builtins.str = ...,
         newly_completed: _abc.Iterable[Global___CompletedTask] | None = ...,
+        attempt: _builtins.int = ...,
+        response_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["am_token", b"am_token", "app_id", b"app_id", "asks", b"asks", "newly_completed", b"newly_completed", "progress", b"progress", "releases", b"releases"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["am_token", b"am_token", "app_id", b"app_id", "asks", b"asks", "attempt", b"attempt", "newly_completed", b"newly_completed", "progress", b"progress", "releases", b"releases", "response_id", b"response_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -199,8 +207,10 @@ class AllocateResponse(_message.Message):
     HAS_SHARE_FIELD_NUMBER: _builtins.int
     CLUSTER_FIELD_NUMBER: _builtins.int
     NUM_NODES_FIELD_NUMBER: _builtins.int
+    RESPONSE_ID_FIELD_NUMBER: _builtins.int
     has_share: _builtins.bool
     num_nodes: _builtins.int
+    response_id: _builtins.int
     @_builtins.property
     def allocated(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Container]: ...
     @_builtins.property
@@ -223,10 +233,11 @@ class AllocateResponse(_message.Message):
         has_share: _builtins.bool = ...,
         cluster: _common_pb2.Resources | None = ...,
         num_nodes: _builtins.int = ...,
+        response_id: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "share", b"share"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "cluster", b"cluster", "completed", b"completed", "has_share", b"has_share", "num_nodes", b"num_nodes", "preempted", b"preempted", "share", b"share"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["allocated", b"allocated", "cluster", b"cluster", "completed", b"completed", "has_share", b"has_share", "num_nodes", b"num_nodes", "preempted", b"preempted", "response_id", b"response_id", "share", b"share"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -240,10 +251,13 @@ class FinishApplicationMasterRequest(_message.Message):
     STATUS_FIELD_NUMBER: _builtins.int
     DIAGNOSTICS_FIELD_NUMBER: _builtins.int
     AM_TOKEN_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
     app_id: _builtins.str
     status: _common_pb2.FinalStatus.ValueType
     diagnostics: _builtins.str
     am_token: _builtins.str
+    attempt: _builtins.int
+    """0: not checked"""
     def __init__(
         self,
         *,
@@ -251,10 +265,11 @@ class FinishApplicationMasterRequest(_message.Message):
         status: _common_pb2.FinalStatus.ValueType = ...,
         diagnostics: _builtins.str = ...,
         am_token: _builtins.str = ...,
+        attempt: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["am_token", b"am_token", "app_id", b"app_id", "diagnostics", b"diagnostics", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["am_token", b"am_token", "app_id", b"app_id", "attempt", b"attempt", "diagnostics", b"diagnostics", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
