@@ -29,7 +29,11 @@ from treadle import events as ev
 from treadle.messages import AppSubmission
 from treadle.model import JobSpec, Workload
 
-_HB, _AM, _SUBMIT, _TICK = 0, 1, 2, 3
+# Event kinds, in the order they run when they fall at the same instant. A container ends
+# exactly ``duration`` after the AM call that launched it, so the AM's call at that same
+# instant runs first: a real launch takes a moment, and the AM learns of the end on its
+# next call, as on a live cluster.
+_SUBMIT, _AM, _TICK, _HB = 0, 1, 2, 3
 
 ProgressFn = Callable[[int, int, float], None]  # (jobs done, jobs total, sim time)
 
@@ -92,7 +96,7 @@ class Simulation:
         self.stall_s = stall_s
         self.progress = progress
         self.mode = mode
-        self._heap: list[tuple[float, int, int, Any]] = []
+        self._heap: list[tuple[float, int, int, Any]] = []  # (t, kind, seq, payload)
         self._seq = 0
         self._nodes: dict[str, _SimNode] = {}
         self._sleepers: dict[str, _SimNode] = {}
@@ -101,7 +105,7 @@ class Simulation:
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
-        heapq.heappush(self._heap, (t, self._seq, kind, payload))
+        heapq.heappush(self._heap, (t, kind, self._seq, payload))
 
     def _next_phase(self, node: _SimNode, t: float) -> float:
         """The first regular heartbeat time of ``node`` at or after ``t``."""
@@ -186,7 +190,7 @@ class Simulation:
         stats = self.stats
         sleepers = self._sleepers
         while heap and finished < total:
-            t, _, kind, payload = heapq.heappop(heap)
+            t, kind, _, payload = heapq.heappop(heap)
             if kind == _HB:
                 node, token = payload
                 if node.token != token:
