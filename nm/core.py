@@ -141,6 +141,18 @@ class NodeManager:
         self._inflight = (self.seq, len(self._started), len(self._completed))
         return NodeHeartbeat(self.node_id, self.seq, list(self._started), list(self._completed), ())
 
+    def reset(self) -> list[str]:
+        """The RM no longer knows this node (it was LOST, or the RM restarted): drop every
+        container and report, as a YARN NM does on RESYNC; returns the containers killed."""
+        killed = list(self.running)
+        self.running.clear()
+        self._finish_heap.clear()
+        self._started.clear()
+        self._completed.clear()
+        self._inflight = None
+        self.used = ZERO
+        return killed
+
     def acknowledge(self, seq: int) -> None:
         """The RM answered heartbeat ``seq``: drop what it carried."""
         inflight = self._inflight

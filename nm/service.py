@@ -111,6 +111,14 @@ class NodeHost:
                 if answer.resync:
                     resync.append(hb.node_id)
         if resync:
+            # The RM lost these nodes and failed their containers: kill what still runs
+            # (the RM would never account for it) and register afresh.
+            for node_id in resync:
+                for cid in self.nms[node_id].reset():
+                    proc = self.processes.pop(cid, None)
+                    if proc is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            proc.terminate()
             log.warning("nm_resync", nodes=resync)
             await self.register(resync)
 

@@ -571,7 +571,8 @@ class ResourceManager:
         app = self._running_app(req.app_id)
         self._check_attempt(app, req.attempt)
         app.am_last_seen_s = now
-        if app.last_response is not None and req.response_id + 1 == app.response_id:
+        rid = req.response_id
+        if rid is not None and app.last_response is not None and rid + 1 == app.response_id:
             # The AM did not get our last answer: send it again. Releases and finished
             # tasks are idempotent and applied; asks were counted without that answer's
             # grants, so they wait for the AM's next call.
@@ -579,10 +580,10 @@ class ResourceManager:
             for task in req.completed_tasks:
                 app.done_tasks[task] = None
             return app.last_response
-        if req.response_id != app.response_id:
+        if rid is not None and rid != app.response_id:
             raise ConflictError(
                 f"application {req.app_id!r}: allocate out of sync (response id "
-                f"{req.response_id}, expected {app.response_id}); register again"
+                f"{rid}, expected {app.response_id}); register again"
             )
         self._validate_asks(req.asks)
         for task in req.completed_tasks:

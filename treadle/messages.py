@@ -149,7 +149,8 @@ class AllocateRequest:
     attempt: int = 0
     #: The id of the last response the AM received (YARN's responseId): a request that
     #: repeats it is answered with that response again, so a lost answer loses nothing.
-    response_id: int = 0
+    #: None skips the check (in-process callers that cannot lose an answer).
+    response_id: int | None = None
 
 
 @dataclass(slots=True)

@@ -229,7 +229,7 @@ def allocate_to_pb(r: AllocateRequest) -> am_pb.AllocateRequest:
         progress=r.progress,
         newly_completed=[completed_task_to_pb(t) for t in r.completed_tasks],
         attempt=r.attempt,
-        response_id=r.response_id,
+        response_id=r.response_id or 0,
     )
 
 
