@@ -40,7 +40,7 @@ from treadle.messages import (
     NodeRegistration,
 )
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec
-from treadle.resources import ZERO, Resources
+from treadle.resources import ZERO, Accumulator, Resources
 
 log = structlog.get_logger("rm")
 
@@ -62,11 +62,11 @@ class Node:
     """A node as the RM sees it (a NodeView for policies)."""
 
     __slots__ = (
+        "_free",
         "address",
         "alive",
         "capacity",
         "containers",
-        "free",
         "last_heartbeat_s",
         "last_seq",
         "node_id",
@@ -79,7 +79,7 @@ class Node:
         self.rack = reg.rack
         self.address = reg.address
         self.capacity = reg.resources
-        self.free = reg.resources
+        self._free = Accumulator(reg.resources)
         self.containers: dict[str, Container] = {}
         self.last_seq = -1
         self.last_heartbeat_s = now
@@ -87,8 +87,12 @@ class Node:
         self.to_stop: list[str] = []
 
     @property
+    def free(self) -> Resources:
+        return self._free.value
+
+    @property
     def used(self) -> Resources:
-        return self.capacity - self.free
+        return self.capacity - self._free.value
 
     @property
     def num_containers(self) -> int:
@@ -99,8 +103,8 @@ class Application:
     """An application as the RM sees it (an AppView for policies)."""
 
     __slots__ = (
+        "_allocated",
         "_sorted_asks",
-        "allocated",
         "alone_jct_s",
         "am_container",
         "am_last_seen_s",
@@ -145,7 +149,7 @@ class Application:
         self.asks: dict[int, Ask] = {}
         self._sorted_asks: list[Ask] | None = None
         self.pending = 0
-        self.allocated = ZERO
+        self._allocated = Accumulator()
         self.containers: dict[str, Container] = {}
         self.undelivered: list[Container] = []
         self.completed_reports: list[ContainerStatus] = []
@@ -164,6 +168,10 @@ class Application:
         self.finish_s: float | None = None
         self.response_id = 0
         self.last_response: AllocateResponse | None = None
+
+    @property
+    def allocated(self) -> Resources:
+        return self._allocated.value
 
     @property
     def running(self) -> int:
@@ -197,6 +205,7 @@ class Queue:
     """A queue in the hierarchy (a QueueView for policies)."""
 
     __slots__ = (
+        "_used",
         "abs_capacity",
         "abs_max_capacity",
         "capacity",
@@ -205,7 +214,6 @@ class Queue:
         "name",
         "parent",
         "path",
-        "used",
         "weight",
     )
 
@@ -222,8 +230,12 @@ class Queue:
         self.max_capacity = spec.max_capacity / 100.0
         self.abs_capacity = capacity * (parent.abs_capacity if parent else 1.0)
         self.abs_max_capacity = self.max_capacity * (parent.abs_max_capacity if parent else 1.0)
-        self.used = ZERO
+        self._used = Accumulator()
         self.children: list[Queue] = []
+
+    @property
+    def used(self) -> Resources:
+        return self._used.value
 
     @property
     def is_leaf(self) -> bool:
@@ -231,13 +243,17 @@ class Queue:
 
 
 class User:
-    __slots__ = ("budget", "name", "used", "weight")
+    __slots__ = ("_used", "budget", "name", "weight")
 
     def __init__(self, spec: UserSpec) -> None:
         self.name = spec.name
         self.weight = spec.weight
         self.budget = spec.budget
-        self.used = ZERO
+        self._used = Accumulator()
+
+    @property
+    def used(self) -> Resources:
+        return self._used.value
 
 
 def _build_queues(root: QueueSpec) -> dict[str, Queue]:
@@ -265,7 +281,7 @@ class ClusterState:
     def __init__(self, queues: QueueSpec, users: Mapping[str, UserSpec]) -> None:
         self.now = 0.0
         self.capacity = ZERO
-        self.used = ZERO
+        self._used = Accumulator()
         self.nodes: dict[str, Node] = {}
         self.apps: dict[str, Application] = {}
         self.queues: dict[str, Queue] = _build_queues(queues)
@@ -274,6 +290,10 @@ class ClusterState:
         self._pending: dict[str, Application] = {}
         self._pending_sorted: list[Application] | None = None
         self._min_ask: Resources | None = None
+
+    @property
+    def used(self) -> Resources:
+        return self._used.value
 
     def pending_apps(self) -> list[Application]:
         if self._pending_sorted is None:
@@ -319,7 +339,8 @@ class ResourceManager:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources or Resources(vcores=1, memory_mb=1024)
         self._am_launches: list[Container] = []
-        self._largest: Resources | None = None
+        self._largest: Resources | None = None  # cached: see _largest_node
+        self._live_nodes: int | None = None  # cached: see live_nodes
         self._policy_errors = policy_errors
         self.rejected_placements = 0
         self.policy_failures = 0
@@ -365,6 +386,12 @@ class ResourceManager:
         return app
 
     @property
+    def live_nodes(self) -> int:
+        if self._live_nodes is None:
+            self._live_nodes = sum(1 for n in self.state.nodes.values() if n.alive)
+        return self._live_nodes
+
+    @property
     def active_apps(self) -> int:
         return len(self.state.apps)
 
@@ -382,7 +409,7 @@ class ResourceManager:
         # A new node, or a LOST one coming back empty (its containers were already failed).
         node = Node(reg, now)
         st.nodes[reg.node_id] = node
-        self._largest = None
+        self._largest = self._live_nodes = None
         st.capacity = st.capacity + node.capacity
         self._version += 1
         self.log.emit(
@@ -443,7 +470,7 @@ class ResourceManager:
         if node is None or not node.alive:
             return
         node.alive = False
-        self._largest = None
+        self._largest = self._live_nodes = None
         st.capacity = st.capacity - node.capacity
         self._version += 1
         self.log.emit(now, ev.NODE_LOST, node=node_id)
@@ -452,7 +479,7 @@ class ResourceManager:
                 continue  # already ended with its failed AM attempt
             status = ContainerStatus(c.container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
             self._container_done(c, status, now)
-        node.free = ZERO
+        node._free = Accumulator()
 
     # ------------------------------------------------------------------ applications
     def submit_application(self, sub: AppSubmission, now: float) -> str:
@@ -620,7 +647,7 @@ class ResourceManager:
             completed=app.completed_reports,
             share=self._share_of(app.app_id),
             cluster=st.capacity,
-            num_nodes=sum(1 for n in st.nodes.values() if n.alive),
+            num_nodes=self.live_nodes,
         )
         app.undelivered = []
         app.completed_reports = []
@@ -787,10 +814,10 @@ class ResourceManager:
         cid = f"container_{app.seq + 1:05d}_{app.next_container:06d}"
         app.next_container += 1
         c = Container(cid, app.app_id, node.node_id, ask.priority, res, ask.kind)
-        node.free = node.free - res
+        node._free.sub(res)
         node.containers[cid] = c
         app.containers[cid] = c
-        app.allocated = app.allocated + res
+        app._allocated.add(res)
         if ask.priority == AM_PRIORITY:
             app.am_container = cid
             self._am_launches.append(c)
@@ -829,16 +856,22 @@ class ResourceManager:
         return True
 
     def _charge(self, app: Application, res: Resources, sign: int = 1) -> None:
+        """Add (sign 1) or remove (-1) ``res`` to the cluster's, the user's and every
+        enclosing queue's usage."""
         st = self.state
-        delta = res if sign > 0 else res * -1
-        st.used = st.used + delta
+        books = [st._used]
         user = st.users.get(app.user)
         if user is not None:
-            user.used = user.used + delta
+            books.append(user._used)
         q: Queue | None = st.queues.get(app.queue)
         while q is not None:
-            q.used = q.used + delta
+            books.append(q._used)
             q = q.parent
+        for acc in books:
+            if sign > 0:
+                acc.add(res)
+            else:
+                acc.sub(res)
         self._version += 1
 
     def _stop_on(self, node: Node, container_id: str) -> None:
@@ -874,10 +907,10 @@ class ResourceManager:
             and node.containers.pop(c.container_id, None) is not None
             and node.alive
         ):
-            node.free = node.free + c.resources
+            node._free.add(c.resources)
         app = st.apps.get(c.app_id)
         if app is not None and app.containers.pop(c.container_id, None) is not None:
-            app.allocated = app.allocated - c.resources
+            app._allocated.sub(c.resources)
             self._charge(app, c.resources, -1)
         return app
 

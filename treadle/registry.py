@@ -8,7 +8,7 @@ third-party package would register its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
@@ -109,6 +109,22 @@ def build(kind: str, name: str, params: Mapping[str, Any] | None = None) -> Any:
     info = lookup(kind, name)
     cls = load(info)
     return instantiate(cls, info, params or {})
+
+
+def factory(kind: str, name: str, params: Mapping[str, Any] | None = None) -> Callable[[], Any]:
+    """A constructor of fresh instances of plugin ``name``: discovery, loading and
+    parameter validation happen once, here (an AM strategy is built once per job)."""
+    info = lookup(kind, name)
+    cls = load(info)
+    first = instantiate(cls, info, params or {})
+    validated = first.params
+
+    def make() -> Any:
+        obj = cls(validated)
+        obj.name = info.name
+        return obj
+
+    return make
 
 
 def instantiate(cls: type, info: PluginInfo, params: Mapping[str, Any]) -> Any:

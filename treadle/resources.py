@@ -188,6 +188,43 @@ class Resources(Mapping[str, float]):
 ZERO = Resources()
 
 
+class Accumulator:
+    """A mutable running total for the RM's books (usage per node, app, queue, user).
+
+    Adding in place avoids building a new vector per change on the scheduling hot path;
+    ``value`` is an immutable snapshot, cached until the next change.
+    """
+
+    __slots__ = ("_d", "_snap")
+
+    def __init__(self, initial: Resources = ZERO) -> None:
+        self._d: dict[str, float] = dict(initial._d)
+        self._snap: Resources | None = initial
+
+    def add(self, r: Resources) -> None:
+        d = self._d
+        for k, v in r._d.items():
+            d[k] = d.get(k, 0) + v
+        self._snap = None
+
+    def sub(self, r: Resources) -> None:
+        d = self._d
+        for k, v in r._d.items():
+            x = d.get(k, 0) - v
+            if -1e-9 < x < 1e-9:  # float dust: a freed node equals its capacity again
+                d.pop(k, None)
+            else:
+                d[k] = x
+        self._snap = None
+
+    @property
+    def value(self) -> Resources:
+        snap = self._snap
+        if snap is None:
+            snap = self._snap = Resources._raw({k: v for k, v in self._d.items() if v})
+        return snap
+
+
 def _fmt(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 

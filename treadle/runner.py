@@ -16,7 +16,7 @@ from typing import Any
 from treadle import metrics, report
 from treadle.errors import InputError, PluginError
 from treadle.model import JobSpec, Workload
-from treadle.registry import build, discover
+from treadle.registry import build, discover, factory
 from treadle.sim import ProgressFn, SimResult, Simulation
 
 REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
@@ -70,9 +70,8 @@ def build_policy(choice: PolicyChoice) -> Any:
 
 
 def _strategy_factory(options: RunOptions) -> Callable[[], Any]:
-    # Build once to validate parameters at start-up, then one fresh instance per job.
-    build("asks", options.ask_strategy, options.ask_params or {})
-    return lambda: build("asks", options.ask_strategy, options.ask_params or {})
+    """Validates the parameters now; then one fresh strategy per job."""
+    return factory("asks", options.ask_strategy, options.ask_params or {})
 
 
 def _simulate(

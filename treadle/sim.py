@@ -13,6 +13,7 @@ the RM would have answered with nothing, so results equal those of heartbeating 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import random
@@ -33,7 +34,7 @@ from treadle.model import JobSpec, Workload
 # exactly ``duration`` after the AM call that launched it, so the AM's call at that same
 # instant runs first: a real launch takes a moment, and the AM learns of the end on its
 # next call, as on a live cluster.
-_SUBMIT, _AM, _TICK, _HB = 0, 1, 2, 3
+_SUBMIT, _AM, _TICK, _HB, _WAKE = 0, 1, 2, 3, 4
 
 ProgressFn = Callable[[int, int, float], None]  # (jobs done, jobs total, sim time)
 
@@ -101,6 +102,10 @@ class Simulation:
         self._nodes: dict[str, _SimNode] = {}
         self._sleepers: dict[str, _SimNode] = {}
         self._pending_seen = 0
+        self._by_phase: list[_SimNode] = []  # every node, by heartbeat phase
+        self._phases: list[float] = []
+        self._wake_cursor: list[Any] = [0.0, 0, 0]  # [period start, index, steps taken]
+        self._wake_scheduled = False
         self.stats = {"heartbeats": 0, "allocates": 0, "wakeups": 0}
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
@@ -122,19 +127,69 @@ class Simulation:
         node.token += 1
         self._push(t, _HB, (node, node.token))
 
-    def _wake(self, t: float) -> None:
-        """Asks appeared: sleeping nodes that could take one heartbeat at their next phase."""
+    def _heartbeat(self, node: _SimNode, t: float) -> None:
+        """One heartbeat of ``node`` at ``t``, and when its next one is due."""
         rm = self.rm
-        woken = []
-        for node in self._sleepers.values():
-            if rm.could_place_on(node.nm.node_id):
-                due = self._next_phase(node, t)
-                if node.due is None or due < node.due:
-                    self._schedule_hb(node, due)
-                woken.append(node.nm.node_id)
-        for nid in woken:
-            del self._sleepers[nid]
-        self.stats["wakeups"] += len(woken)
+        nm = node.nm
+        self.stats["heartbeats"] += 1
+        hb = nm.heartbeat(t)
+        hb_resp = rm.on_node_heartbeat(hb, t)
+        nm.acknowledge(hb.seq)
+        stopped = False
+        for cid in hb_resp.stop:
+            stopped |= nm.stop_container(cid, t)
+        # Regular heartbeats follow the node's phase; a container's end triggers an
+        # out-of-band one (as YARN's NodeStatusUpdater does).
+        nf = nm.next_finish_s
+        if stopped or rm.could_place_on(nm.node_id):
+            self._schedule_hb(node, min(self._phase_after(node, t), nf))
+            self._sleepers.pop(nm.node_id, None)
+        else:
+            if nf != math.inf:
+                self._schedule_hb(node, nf)
+            else:
+                node.due = None
+                node.token += 1
+            self._sleepers[nm.node_id] = node
+
+    def _wake(self, t: float) -> None:
+        """Asks appeared that sleeping nodes might take. Regular heartbeats resume in phase
+        order from ``t``, one node at a time and only while asks remain pending: once the
+        asks are placed, the other sleepers' heartbeats would change nothing. Every node
+        beats with the same period, so phase order is one static list walked cyclically."""
+        base = math.floor(t / self.h) * self.h
+        i = bisect.bisect_left(self._phases, t - base - 1e-12)
+        if i == len(self._phases):
+            i, base = 0, base + self.h
+        self._wake_cursor = [base, i, 0]
+        if not self._wake_scheduled:
+            self._wake_scheduled = True
+            self._push(base + self._phases[i], _WAKE, None)
+
+    def _wake_next(self, t: float) -> None:
+        self._wake_scheduled = False
+        rm = self.rm
+        cursor = self._wake_cursor
+        order = self._by_phase
+        n = len(order)
+        while cursor[2] < n and rm.has_pending:
+            base, i, _ = cursor
+            node = order[i]
+            due = base + node.phase
+            if due > t + 1e-12:
+                self._wake_scheduled = True
+                self._push(due, _WAKE, None)
+                return
+            cursor[1] = i + 1
+            if cursor[1] == n:
+                cursor[0], cursor[1] = base + self.h, 0
+            cursor[2] += 1
+            nid = node.nm.node_id
+            if nid not in self._sleepers or (node.due is not None and node.due <= t):
+                continue  # heartbeating on its own already
+            if rm.could_place_on(nid):
+                self.stats["wakeups"] += 1
+                self._heartbeat(node, t)
 
     def _after_rm_change(self, t: float) -> None:
         """Wake the nodes that an AM call or a tick gave something to do."""
@@ -173,6 +228,8 @@ class Simulation:
             node = _SimNode(nm, phases.random() * self.h, i)
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
+        self._by_phase = sorted(self._nodes.values(), key=lambda nd: (nd.phase, nd.index))
+        self._phases = [nd.phase for nd in self._by_phase]
         for jspec in wl.jobs:
             self._push(jspec.submit_s, _SUBMIT, jspec)
         tick = rm.policy.tick_interval_s
@@ -188,34 +245,14 @@ class Simulation:
         heap = self._heap
         t = 0.0
         stats = self.stats
-        sleepers = self._sleepers
         while heap and finished < total:
             t, kind, _, payload = heapq.heappop(heap)
             if kind == _HB:
                 node, token = payload
-                if node.token != token:
-                    continue  # superseded by an earlier wake-up
-                stats["heartbeats"] += 1
-                nm = node.nm
-                hb = nm.heartbeat(t)
-                hb_resp = rm.on_node_heartbeat(hb, t)
-                nm.acknowledge(hb.seq)
-                stopped = False
-                for cid in hb_resp.stop:
-                    stopped |= nm.stop_container(cid, t)
-                # Regular heartbeats follow the node's phase; a container's end triggers an
-                # out-of-band one (as YARN's NodeStatusUpdater does).
-                nf = nm.next_finish_s
-                if stopped or rm.could_place_on(nm.node_id):
-                    self._schedule_hb(node, min(self._phase_after(node, t), nf))
-                    sleepers.pop(nm.node_id, None)
-                else:
-                    if nf != math.inf:
-                        self._schedule_hb(node, nf)
-                    else:
-                        node.due = None
-                        node.token += 1
-                    sleepers[nm.node_id] = node
+                if node.token == token:  # else superseded by an earlier wake-up
+                    self._heartbeat(node, t)
+            elif kind == _WAKE:
+                self._wake_next(t)
             elif kind == _AM:
                 am: ApplicationMaster = payload
                 stats["allocates"] += 1

@@ -1,0 +1,241 @@
+"""Simulator throughput: simulated seconds per wall second on synthetic clusters.
+
+Workload (deterministic, seeded):
+
+- N nodes of 16 vcores / 65536 memory_mb, 1 s heartbeats (phases spread over the second);
+- every task asks 2 vcores / 8192 memory_mb, so a node holds 8 tasks and both
+  dimensions fill together; a job is one stage of 100 tasks of 30 s +- 5 s (uniform);
+- jobs arrive as a Poisson process sized for 80 % load: rate = 0.8 * 8 N slots /
+  (100 tasks * 30 s), spread over 10 users, submitted during the first S simulated
+  seconds only; the run then drains (every job finishes), so the simulated span reported
+  is the end time of the run, a little more than S.
+
+Each (size, policy) case runs in a fresh process so that peak RSS is its own. Wall time is
+``time.perf_counter`` around ``Simulation.run()`` alone (the workload is built first).
+
+Targets printed: the issue's goal of 300 simulated seconds per wall second at 1,000
+nodes, and Hadoop SLS, which replays in real time (1x).
+
+``--profile`` runs one case (default 1,000 nodes) under cProfile in this process instead
+and prints the top functions by own time and by cumulative time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import multiprocessing as mp
+import pstats
+import random
+import resource
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from treadle.messages import ContainerState
+from treadle.model import ClusterSpec, JobSpec, NodeSpec, StageSpec, UserSpec, Workload
+from treadle.registry import build, factory
+from treadle.resources import Resources
+from treadle.sim import Simulation
+
+NODE = Resources(vcores=16, memory_mb=65536)
+TASK = Resources(vcores=2, memory_mb=8192)
+SLOTS_PER_NODE = 8
+TASKS_PER_JOB = 100
+TASK_S = 30.0
+TASK_JITTER_S = 5.0
+LOAD = 0.8
+USERS = 10
+HEARTBEAT_S = 1.0
+
+DEFAULT_NODES = (100, 1000, 10000)
+#: Simulated seconds of arrivals per size (the whole suite runs in a few minutes on 2 cores).
+DEFAULT_SPAN_S = {100: 600.0, 1000: 300.0, 10000: 120.0}
+TARGET_AT_1000 = 300.0  # simulated seconds per wall second, at 1,000 nodes
+SLS_SPEED = 1.0  # Hadoop SLS replays in real time
+
+
+def default_span(nodes: int) -> float:
+    if nodes in DEFAULT_SPAN_S:
+        return DEFAULT_SPAN_S[nodes]
+    # Keep the number of tasks near that of the nearest default size.
+    return max(60.0, min(600.0, 300_000.0 / nodes))
+
+
+def make_workload(nodes: int, span_s: float, seed: int = 1) -> Workload:
+    rng = random.Random(seed)
+    cluster = ClusterSpec(
+        tuple(NodeSpec(f"node{i + 1}", NODE, rack=f"rack{i // 40}") for i in range(nodes)),
+        heartbeat_s=HEARTBEAT_S,
+    )
+    rate = LOAD * nodes * SLOTS_PER_NODE / (TASKS_PER_JOB * TASK_S)  # jobs per second
+    jobs = []
+    t = rng.expovariate(rate)
+    while t < span_s:
+        durations = tuple(
+            round(rng.uniform(TASK_S - TASK_JITTER_S, TASK_S + TASK_JITTER_S), 3)
+            for _ in range(TASKS_PER_JOB)
+        )
+        n = len(jobs)
+        stage = StageSpec("s0", TASK, durations)
+        jobs.append(JobSpec(f"job{n:06d}", f"user{n % USERS}", round(t, 6), (stage,)))
+        t += rng.expovariate(rate)
+    users = {f"user{i}": UserSpec(f"user{i}") for i in range(USERS)}
+    return Workload(f"bench-{nodes}", cluster, tuple(jobs), users=users, seed=seed)
+
+
+@dataclass
+class Row:
+    policy: str
+    nodes: int
+    jobs: int
+    tasks: int
+    sim_s: float
+    wall_s: float
+    tasks_completed: int
+    heartbeats: int
+    allocates: int
+    events: int
+    peak_rss_mb: float
+    finished: int
+
+    @property
+    def speed(self) -> float:
+        return self.sim_s / self.wall_s if self.wall_s > 0 else float("inf")
+
+
+def _peak_rss_mb() -> float:
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
+
+
+def run_case(policy: str, nodes: int, span_s: float, seed: int) -> Row:
+    wl = make_workload(nodes, span_s, seed)
+    sim = Simulation(wl, build("policies", policy), factory("asks", "greedy"))
+    t0 = time.perf_counter()
+    result = sim.run()
+    wall = time.perf_counter() - t0
+    complete = str(ContainerState.COMPLETE)
+    done = sum(
+        1
+        for r in result.records
+        if r["event"] == "container_finished" and r.get("state") == complete
+    )
+    return Row(
+        policy,
+        nodes,
+        len(wl.jobs),
+        wl.tasks,
+        result.end_s,
+        wall,
+        done,
+        result.stats.get("heartbeats", 0),
+        result.stats.get("allocates", 0),
+        len(result.records),
+        _peak_rss_mb(),
+        result.finished,
+    )
+
+
+def _child(q: Any, policy: str, nodes: int, span_s: float, seed: int) -> None:
+    q.put(asdict(run_case(policy, nodes, span_s, seed)))
+
+
+def run_isolated(policy: str, nodes: int, span_s: float, seed: int) -> Row:
+    ctx = mp.get_context("fork") if sys.platform != "win32" else mp.get_context()
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(q, policy, nodes, span_s, seed))
+    p.start()
+    out = q.get()
+    p.join()
+    return Row(**out)
+
+
+def print_table(rows: list[Row]) -> None:
+    head = (
+        f"{'policy':<8} {'nodes':>6} {'jobs':>6} {'sim s':>8} {'wall s':>8} "
+        f"{'sim s/wall s':>12} {'tasks done':>11} {'heartbeats':>11} {'allocates':>10} "
+        f"{'events':>9} {'peak RSS MB':>11} {'vs 300x':>8} {'vs SLS':>8}"
+    )
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(
+            f"{r.policy:<8} {r.nodes:>6} {r.jobs:>6} {r.sim_s:>8.0f} {r.wall_s:>8.2f} "
+            f"{r.speed:>12.1f} {r.tasks_completed:>11} {r.heartbeats:>11} {r.allocates:>10} "
+            f"{r.events:>9} {r.peak_rss_mb:>11.0f} {r.speed / TARGET_AT_1000:>7.2f}x "
+            f"{r.speed / SLS_SPEED:>7.0f}x"
+        )
+        if r.finished != r.jobs:
+            print(f"  warning: only {r.finished} of {r.jobs} jobs finished")
+
+
+def profile(policy: str, nodes: int, span_s: float, seed: int, top: int) -> None:
+    wl = make_workload(nodes, span_s, seed)
+    sim = Simulation(wl, build("policies", policy), factory("asks", "greedy"))
+    prof = cProfile.Profile()
+    t0 = time.perf_counter()
+    prof.enable()
+    result = sim.run()
+    prof.disable()
+    wall = time.perf_counter() - t0
+    print(
+        f"profiled {policy} at {nodes} nodes, {result.end_s:.0f} simulated s, {wall:.1f} wall s "
+        f"under cProfile ({len(wl.jobs)} jobs, {wl.tasks} tasks, stats {result.stats})"
+    )
+    for key in ("tottime", "cumtime"):
+        print(f"\n=== top {top} by {key} ===")
+        pstats.Stats(prof, stream=sys.stdout).sort_stats(key).print_stats(top)
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.benchmarks sim", description=__doc__)
+    ap.add_argument("--nodes", type=_int_list, default=list(DEFAULT_NODES), help="e.g. 100,1000")
+    ap.add_argument(
+        "--sim-seconds",
+        type=float,
+        default=None,
+        help="seconds of job arrivals (default per size: 600 s at 100 nodes, 300 s at "
+        "1,000, 120 s at 10,000)",
+    )
+    ap.add_argument("--policies", default="fifo", help="comma-separated, e.g. fifo,drf")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", action="store_true", help="cProfile one case instead")
+    ap.add_argument("--top", type=int, default=25, help="rows of the profile to print")
+    args = ap.parse_args(argv)
+
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if args.profile:
+        nodes = args.nodes[0] if args.nodes != list(DEFAULT_NODES) else 1000
+        span = args.sim_seconds if args.sim_seconds is not None else default_span(nodes)
+        profile(policies[0], nodes, span, args.seed, args.top)
+        return 0
+
+    print(
+        f"workload: nodes of {NODE}; tasks of {TASK} ({SLOTS_PER_NODE} per node); jobs of "
+        f"{TASKS_PER_JOB} tasks x {TASK_S:g} s +- {TASK_JITTER_S:g} s; Poisson arrivals for "
+        f"{LOAD:.0%} load; {USERS} users; heartbeat {HEARTBEAT_S:g} s; arrivals stop after the "
+        "span, then the run drains"
+    )
+    rows = []
+    for policy in policies:
+        for n in args.nodes:
+            span = args.sim_seconds if args.sim_seconds is not None else default_span(n)
+            row = run_isolated(policy, n, span, args.seed)
+            rows.append(row)
+            print(
+                f"  {policy} {n} nodes: {row.sim_s:.0f} sim s in {row.wall_s:.1f} wall s",
+                flush=True,
+            )
+    print()
+    print_table(rows)
+    print(
+        f"\nvs 300x: speed / {TARGET_AT_1000:g} (the issue's target, stated for 1,000 nodes); "
+        f"vs SLS: speed / {SLS_SPEED:g} (Hadoop SLS runs in real time)"
+    )
+    return 0
