@@ -12,6 +12,7 @@ Allocate call, where the AM collects them together with completed containers and
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
@@ -491,6 +492,9 @@ class ResourceManager:
             raise InvalidRequestError(f"queue {sub.queue!r} is not a leaf queue")
         if not sub.user:
             raise InvalidRequestError("user must not be empty")
+        a = sub.alone_jct_s
+        if a is not None and not (math.isfinite(a) and a >= 0):
+            raise InvalidRequestError(f"alone_jct_s must be a finite number >= 0, got {a}")
         if sub.user not in st.users:
             st.users[sub.user] = User(UserSpec(sub.user))
         seq = self._app_seq
