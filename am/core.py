@@ -51,6 +51,7 @@ class ApplicationMaster:
         self._task_of: dict[str, tuple[int, int]] = {}
         self._parents_left = [len(p) for p in job.parent_indices]
         self._remaining_work = job.work_s
+        self._tasks_left = job.tasks
         self._releases: list[str] = []
         self._newly_done: list[tuple[int, int]] = []
         self._sent: dict[int, int] = {}
@@ -93,9 +94,7 @@ class ApplicationMaster:
     # Lifecycle -------------------------------------------------------------------------
     @property
     def finished(self) -> bool:
-        return self.failed_reason is not None or all(
-            d == s.tasks for d, s in zip(self._done, self._job.stages, strict=True)
-        )
+        return self.failed_reason is not None or self._tasks_left == 0
 
     @property
     def final_status(self) -> FinalStatus:
@@ -147,7 +146,8 @@ class ApplicationMaster:
         launches: list[ContainerLaunch] = []
         for c in resp.allocated:
             stage = stage_of(c.priority)
-            queue = self._unassigned[stage] if 0 <= stage < len(self._unassigned) else None
+            valid = 0 <= stage < len(self._unassigned) and self._parents_left[stage] == 0
+            queue = self._unassigned[stage] if valid else None
             if not queue or self.finished:
                 self._releases.append(c.container_id)  # more than we need: give it back
                 continue
@@ -196,6 +196,7 @@ class ApplicationMaster:
 
     def _task_finished(self, stage: int, task: int) -> None:
         self._done[stage] += 1
+        self._tasks_left -= 1
         self._remaining_work -= self._job.stages[stage].durations[task]
         if self._done[stage] == self._job.stages[stage].tasks:
             for child in self._job.children[stage]:

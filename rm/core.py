@@ -113,6 +113,7 @@ class Application:
         "app_id",
         "asks",
         "attempt",
+        "books",
         "completed_reports",
         "containers",
         "diagnostics",
@@ -151,6 +152,8 @@ class Application:
         self._sorted_asks: list[Ask] | None = None
         self.pending = 0
         self._allocated = Accumulator()
+        #: Usage totals this app's containers count in (cluster, user, queue path).
+        self.books: tuple[Accumulator, ...] = ()
         self.containers: dict[str, Container] = {}
         self.undelivered: list[Container] = []
         self.completed_reports: list[ContainerStatus] = []
@@ -501,6 +504,7 @@ class ResourceManager:
         self._app_seq += 1
         app_id = f"application_{seq + 1:05d}"
         app = Application(app_id, seq, sub, now)
+        app.books = self._books_of(app)
         st.apps[app_id] = app
         self._version += 1
         self.log.emit(
@@ -862,21 +866,22 @@ class ResourceManager:
     def _charge(self, app: Application, res: Resources, sign: int = 1) -> None:
         """Add (sign 1) or remove (-1) ``res`` to the cluster's, the user's and every
         enclosing queue's usage."""
+        if sign > 0:
+            for acc in app.books:
+                acc.add(res)
+        else:
+            for acc in app.books:
+                acc.sub(res)
+        self._version += 1
+
+    def _books_of(self, app: Application) -> tuple[Accumulator, ...]:
         st = self.state
-        books = [st._used]
-        user = st.users.get(app.user)
-        if user is not None:
-            books.append(user._used)
+        books = [st._used, st.users[app.user]._used]
         q: Queue | None = st.queues.get(app.queue)
         while q is not None:
             books.append(q._used)
             q = q.parent
-        for acc in books:
-            if sign > 0:
-                acc.add(res)
-            else:
-                acc.sub(res)
-        self._version += 1
+        return tuple(books)
 
     def _stop_on(self, node: Node, container_id: str) -> None:
         node.to_stop.append(container_id)

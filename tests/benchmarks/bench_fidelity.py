@@ -1,0 +1,121 @@
+"""Fidelity: a workload replayed on a local cluster of real processes against the simulator.
+
+For each policy, ``compare WORKLOAD`` runs once in the simulator (mode sim) and once per
+dilation on a fresh local cluster (mode local: one RM, NM host processes and the
+unmanaged-AM host, as ``treadle compare --mode local`` starts them). Printed per policy
+and dilation: mean JCT and makespan in both modes and their ratio (local / sim; 1.000 is
+perfect), the wall time of the local run, and how late timers fired in the processes
+(mean and worst p99 over RM, NMs and AM host, in emulated seconds) and in the driver's
+submissions.
+
+Where the ratio comes from: the simulator fires node heartbeats and AM allocate calls on
+one aligned grid, so a container's completion is seen, and its successor placed, at the
+instant it happens; a live cluster pays on average about half a heartbeat plus half an AM
+interval per scheduling hop. The ratio therefore shrinks as tasks get longer relative to
+the heartbeat, and grows with the dilation once timers start to fire late.
+
+Run: ``python -m tests.benchmarks fidelity [--dilations 10,50]`` (or
+``python -m tests.benchmarks.bench_fidelity``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from treadle.driver import compare_local
+from treadle.runner import PolicyChoice, RunOptions, compare
+from treadle.workload import load_workload
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def _timers(run_dir: Path) -> dict[str, Any]:
+    import json
+
+    path = run_dir / "timers.json"
+    if not path.is_file():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _late(timers: dict[str, Any]) -> str:
+    procs: dict[str, dict[str, float]] = timers.get("processes") or {}
+    if not procs:
+        return "-"
+    mean = max(p.get("mean_late_s", 0.0) for p in procs.values())
+    p99 = max(p.get("p99_late_s", 0.0) for p in procs.values())
+    submit = (timers.get("driver_submit") or {}).get("max_late_s")
+    extra = f", submit max {submit:.3f}" if submit is not None else ""
+    return f"mean {mean:.3f} p99 {p99:.3f}{extra}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.benchmarks fidelity", description=__doc__)
+    ap.add_argument("--workload", default="demo", help="a workload file or built-in name")
+    ap.add_argument("--policies", default="fifo,drf", help="comma-separated policy names")
+    ap.add_argument("--dilations", type=_floats, default=[10.0], help="e.g. 10,50")
+    ap.add_argument("--nm-processes", type=int, default=1)
+    ap.add_argument("--out", type=Path, help="keep the result directories here")
+    args = ap.parse_args(argv)
+
+    wl = load_workload(args.workload)
+    choices = [PolicyChoice(p.strip(), {}) for p in args.policies.split(",") if p.strip()]
+    options = RunOptions(slowdown=False)  # JCT and makespan need no alone-JCT references
+    with tempfile.TemporaryDirectory(prefix="treadle-fidelity-") as tmp:
+        root = args.out or Path(tmp)
+        t = time.perf_counter()
+        sim = compare(wl, choices, root / "sim", options=options).runs
+        sim_wall = time.perf_counter() - t
+        print(
+            f"fidelity: {wl.name}, {len(wl.jobs)} jobs on {len(wl.cluster.nodes)} nodes, "
+            f"heartbeat {wl.cluster.heartbeat_s:g} s; simulator {sim_wall:.1f} s wall"
+        )
+        header = (
+            f"{'policy':<10}{'dilation':>9}{'JCT sim':>10}{'JCT local':>11}{'ratio':>8}"
+            f"{'span sim':>10}{'span local':>12}{'ratio':>8}{'wall s':>8}  timer lateness (emul. s)"
+        )
+        print(header)
+        print("-" * len(header))
+        worst = 1.0
+        for dilation in args.dilations:
+            out = root / f"local-x{dilation:g}"
+            for c in choices:
+                t = time.perf_counter()
+                local = asyncio.run(
+                    compare_local(
+                        wl,
+                        [c],
+                        out / c.name,
+                        options=options,
+                        dilation=dilation,
+                        nm_processes=args.nm_processes,
+                    )
+                ).runs[c.name]
+                wall = time.perf_counter() - t
+                s, l_ = sim[c.name].summary, local.summary
+                r_jct = l_["mean_jct_s"] / s["mean_jct_s"]
+                r_span = l_["makespan_s"] / s["makespan_s"]
+                worst = max(worst, abs(r_jct - 1) + 1, abs(r_span - 1) + 1)
+                print(
+                    f"{c.name:<10}{dilation:>9g}{s['mean_jct_s']:>10.1f}{l_['mean_jct_s']:>11.1f}"
+                    f"{r_jct:>8.3f}{s['makespan_s']:>10.1f}{l_['makespan_s']:>12.1f}"
+                    f"{r_span:>8.3f}{wall:>8.1f}  {_late(_timers(out / c.name / c.name))}",
+                    flush=True,
+                )
+        print(f"worst deviation from the simulator: {worst - 1:+.1%}")
+        if args.out:
+            print(f"results kept in {root}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
