@@ -17,7 +17,7 @@ from treadle.model import NodeSpec
 from treadle.proc import ArgumentParser, add_common, fail, host_port, setup_logging, write_port_file
 from treadle.resources import Resources
 from treadle.rpc.v1 import container_manager_pb2_grpc as cm_grpc
-from treadle.rpcutil import add_health, install_stop_signals, wait_ready
+from treadle.rpcutil import CHANNEL_OPTIONS, add_health, install_stop_signals, wait_ready
 
 PROG = "python -m nm"
 log = structlog.get_logger("nm")
@@ -100,7 +100,7 @@ async def main_async(argv: list[str]) -> int:
         specs = node_specs(args)
     except InvalidRequestError as e:
         fail(PROG, str(e))
-    server = grpc.aio.server()
+    server = grpc.aio.server(options=CHANNEL_OPTIONS)
     port = server.add_insecure_port(args.listen)
     address = host_port(args.listen, port)
     host = NodeHost(specs, args.rm, batch=args.batch, address=args.advertise or address)

@@ -41,7 +41,7 @@ from treadle.messages import (
     NodeRegistration,
 )
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec
-from treadle.resources import ZERO, Accumulator, Resources
+from treadle.resources import ZERO, Accumulator, Resources, total
 
 log = structlog.get_logger("rm")
 
@@ -408,6 +408,7 @@ class ResourceManager:
         if existing is not None and existing.alive:
             if existing.capacity == reg.resources and existing.rack == reg.rack:
                 existing.last_heartbeat_s = now
+                existing.last_seq = -1  # a restarted NM counts its heartbeats from 1 again
                 return  # idempotent re-registration
             raise ConflictError(f"node {reg.node_id!r} is already registered with other resources")
         # A new node, or a LOST one coming back empty (its containers were already failed).
@@ -475,7 +476,8 @@ class ResourceManager:
             return
         node.alive = False
         self._largest = self._live_nodes = None
-        st.capacity = st.capacity - node.capacity
+        # Summed afresh rather than subtracted, so float error cannot accumulate.
+        st.capacity = total([n.capacity for n in st.nodes.values() if n.alive])
         self._version += 1
         self.log.emit(now, ev.NODE_LOST, node=node_id)
         for c in list(node.containers.values()):

@@ -34,9 +34,11 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2 as rt_pb,
     resource_tracker_pb2_grpc as rt_grpc,
 )
-from treadle.rpcutil import add_health, channel, map_errors
+from treadle.rpcutil import CHANNEL_OPTIONS, add_health, channel, map_errors
 
 log = structlog.get_logger("rm")
+
+INT32_MAX = 2**31 - 1
 
 SERVICES = (
     "treadle.v1.ResourceTracker",
@@ -251,7 +253,7 @@ class ClientServicer(client_grpc.ClientServicer):
         try:
             if not isinstance(json.loads(params), dict):
                 raise ValueError("not an object")
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise InvalidRequestError(f"ask_strategy.params_json: {e}") from None
         sub = AppSubmission(
             job.name,
@@ -297,7 +299,7 @@ class ClientServicer(client_grpc.ClientServicer):
             used=wire.resources_to_pb(st.used),
             running_apps=len(st.apps),
             finished_apps=len(s.rm.finished_app_ids()),
-            pending_containers=sum(a.pending for a in st.apps.values()),
+            pending_containers=min(sum(a.pending for a in st.apps.values()), INT32_MAX),
             now_s=s.now(),
             policy=s.rm.policy_name,
             clock=s.clock_pb(),
@@ -339,7 +341,7 @@ async def serve(
 ) -> tuple[grpc.aio.Server, RmServer, int]:
     """Build and start the RM's server; return it, the shared state and the bound port."""
     state = RmServer(rm, settings)
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *CHANNEL_OPTIONS])
     rt_grpc.add_ResourceTrackerServicer_to_server(ResourceTrackerServicer(state), server)
     am_grpc.add_ApplicationMasterServicer_to_server(ApplicationMasterServicer(state), server)
     client_grpc.add_ClientServicer_to_server(ClientServicer(state), server)

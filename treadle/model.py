@@ -123,6 +123,9 @@ class JobSpec:
 def topological_stages(stages: list[StageSpec], job: str = "") -> tuple[StageSpec, ...]:
     """Order stages so parents come first; raise ValueError naming a cycle if there is one."""
     by_name = {s.name: s for s in stages}
+    if len(by_name) != len(stages):
+        dup = sorted({s.name for s in stages if sum(t.name == s.name for t in stages) > 1})
+        raise ValueError(f"duplicate stage names {dup}")
     g = nx.DiGraph()
     for s in stages:
         g.add_node(s.name)

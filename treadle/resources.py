@@ -50,7 +50,7 @@ class Resources(Mapping[str, float]):
         """Validate user input: names are lower_snake_case, amounts finite and >= 0."""
         d: dict[str, float] = {}
         for k, v in values.items():
-            if not isinstance(k, str) or not _NAME.match(k):
+            if not isinstance(k, str) or not _NAME.fullmatch(k):
                 raise ValueError(f"{where}: resource name {k!r} must be lower_snake_case")
             if isinstance(v, bool) or not isinstance(v, int | float):
                 raise ValueError(f"{where}.{k}: amount must be a number, got {v!r}")
@@ -210,8 +210,10 @@ class Accumulator:
     def sub(self, r: Resources) -> None:
         d = self._d
         for k, v in r._d.items():
-            x = d.get(k, 0) - v
-            if -1e-9 < x < 1e-9:  # float dust: a freed node equals its capacity again
+            prev = d.get(k, 0)
+            x = prev - v
+            # Float dust (relative to the amounts) is zero: a freed node equals its capacity.
+            if abs(x) <= 1e-9 + 1e-12 * abs(prev):
                 d.pop(k, None)
             else:
                 d[k] = x

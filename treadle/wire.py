@@ -52,7 +52,7 @@ _STATUS_TO_PB = {
 }
 _STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
 
-MAX_AMOUNT = 1e15  # larger amounts are nonsense and would break float arithmetic
+MAX_AMOUNT = 1e9  # larger amounts are nonsense and lose precision in sums
 MAX_COUNT = 10_000_000
 
 
