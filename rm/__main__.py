@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 
 import structlog
@@ -92,6 +93,10 @@ async def main_async(argv: list[str]) -> int:
     install_stop_signals(stop)
     housekeeping = asyncio.create_task(state.housekeeping(stop))
     write_port_file(args.port_file, address)
+    # Start-up objects never die: keep them out of every collection, so a full collection
+    # does not stall heartbeats for tens of milliseconds (measured in the heartbeat bench).
+    gc.collect()
+    gc.freeze()
     log.info("rm_started", address=address, policy=args.policy, dilation=args.dilation)
     await stop.wait()
     log.info("rm_stopping")
