@@ -32,8 +32,9 @@ unit: setup
 test: lint typecheck
 	$(BIN)/pytest
 
-bench: setup
-	$(PY) -m tests.benchmarks
+BENCH ?= sim
+bench: setup  # make bench BENCH=sim|heartbeats|fidelity
+	$(PY) -m tests.benchmarks $(BENCH)
 
 clean:
 	rm -rf $(VENV) results .mypy_cache .pytest_cache .ruff_cache
