@@ -80,6 +80,7 @@ class Simulation:
         stall_s: float = 3600.0,
         progress: ProgressFn | None = None,
         mode: str = "sim",
+        phase_seed: int = 0,
     ) -> None:
         self.workload = workload
         self.h = workload.cluster.heartbeat_s
@@ -98,6 +99,9 @@ class Simulation:
         self.stall_s = stall_s
         self.progress = progress
         self.mode = mode
+        #: Picks the nodes' heartbeat phases (with the workload's seed). Results depend on
+        #: the phases a little, as a live cluster's do: vary it to see that spread.
+        self.phase_seed = phase_seed
         self._heap: list[tuple[float, int, int, Any]] = []  # (t, kind, seq, payload)
         self._seq = 0
         self._nodes: dict[str, _SimNode] = {}
@@ -236,7 +240,7 @@ class Simulation:
             capacity=wl.cluster.capacity.to_dict(),
         )
         # Nodes heartbeat at random phases (drawn from the seed), as real NMs do.
-        phases = random.Random(f"phases:{wl.seed}")
+        phases = random.Random(f"phases:{wl.seed}:{self.phase_seed}")
         for i, nspec in enumerate(wl.cluster.nodes):
             nm = NodeManager(nspec.node_id, nspec.resources, nspec.rack)
             rm.register_node(nm.registration(), 0.0)
