@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -218,6 +218,26 @@ class Policy(ABC):
 
     def tick(self, cluster: ClusterView) -> None:  # noqa: B027
         """Periodic work (virtual clocks, budgets), every ``tick_interval_s``."""
+
+
+class SharesCache:
+    """Shares recomputed at most every ``interval_s`` (YARN's FairScheduler update thread
+    runs every 500 ms) and whenever invalidated (an application arrived)."""
+
+    def __init__(self, interval_s: float) -> None:
+        self.interval_s = interval_s
+        self._cached: tuple[float, Mapping[str, Resources]] | None = None
+
+    def invalidate(self) -> None:
+        self._cached = None
+
+    def get(
+        self, now: float, compute: Callable[[], Mapping[str, Resources]]
+    ) -> Mapping[str, Resources]:
+        c = self._cached
+        if c is None or not c[0] <= now < c[0] + self.interval_s:
+            c = self._cached = (now, compute())
+        return c[1]
 
 
 def fits(ask: Ask, free: Resources) -> bool:

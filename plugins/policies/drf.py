@@ -24,7 +24,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, first_fit_ask
+from rm.policy import (
+    AppView,
+    ClusterView,
+    NodeView,
+    Placement,
+    Policy,
+    SharesCache,
+    first_fit_ask,
+)
 from treadle.resources import Resources, total
 
 
@@ -95,6 +103,10 @@ class DrfPolicy(Policy):
             used = cluster.apps[name].allocated
         return used.dominant_share(cluster.capacity) / self.weight(name, cluster)
 
+    def __init__(self, params: BaseModel | None = None) -> None:
+        super().__init__(params)
+        self._shares_cache = SharesCache(self.params.update_interval_s)
+
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         jobs: dict[str, list[AppView]] = {}  # per entity, latest first (pop() drops the head)
         for app in reversed(cluster.pending_apps()):
@@ -109,17 +121,12 @@ class DrfPolicy(Policy):
             yield found
             heapq.heappush(heap, (self.key(name, cluster), first, name))
 
-    _cached: tuple[float, Mapping[str, Resources]] | None = None
-
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._cached = None
+        self._shares_cache.invalidate()
 
     def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
         """Cached for ``update_interval_s`` or until an application is added."""
-        c = self._cached
-        if c is None or not c[0] <= cluster.now < c[0] + self.params.update_interval_s:
-            c = self._cached = (cluster.now, self.entitlements(cluster))
-        return c[1]
+        return self._shares_cache.get(cluster.now, lambda: self.entitlements(cluster))
 
     def entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
         cap = cluster.capacity

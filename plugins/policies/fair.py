@@ -27,7 +27,16 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, QueueView, first_fit_ask
+from rm.policy import (
+    AppView,
+    ClusterView,
+    NodeView,
+    Placement,
+    Policy,
+    QueueView,
+    SharesCache,
+    first_fit_ask,
+)
 from treadle.resources import ZERO, Resources, total
 
 
@@ -61,6 +70,10 @@ class FairPolicy(Policy):
         if kind == "dominant":
             return r.dominant_share(cap)
         return r[kind] / cap[kind] if cap[kind] else 0.0
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        super().__init__(params)
+        self._shares_cache = SharesCache(self.params.update_interval_s)
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         cap, inner = cluster.capacity, self.params.inner
@@ -108,17 +121,12 @@ class FairPolicy(Policy):
                 if app.pending:
                     heapq.heappush(heap, app_key(app))
 
-    _cached: tuple[float, Mapping[str, Resources]] | None = None
-
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._cached = None
+        self._shares_cache.invalidate()
 
     def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
         """Cached for ``update_interval_s`` or until an application is added."""
-        c = self._cached
-        if c is None or not c[0] <= cluster.now < c[0] + self.params.update_interval_s:
-            c = self._cached = (cluster.now, self.fair_shares(cluster))
-        return c[1]
+        return self._shares_cache.get(cluster.now, lambda: self.fair_shares(cluster))
 
     def fair_shares(self, cluster: ClusterView) -> dict[str, Resources]:
         cap, out = cluster.capacity, dict[str, Resources]()
