@@ -21,7 +21,7 @@ from treadle.messages import (
     NodeHeartbeat,
     NodeRegistration,
 )
-from treadle.resources import ZERO, Resources
+from treadle.resources import Accumulator, Resources
 
 
 @dataclass(slots=True)
@@ -35,6 +35,7 @@ class NodeManager:
     __slots__ = (
         "_completed",
         "_finish_heap",
+        "_free",
         "_inflight",
         "_started",
         "capacity",
@@ -42,7 +43,6 @@ class NodeManager:
         "rack",
         "running",
         "seq",
-        "used",
     )
 
     def __init__(self, node_id: str, capacity: Resources, rack: str = "default-rack") -> None:
@@ -50,12 +50,16 @@ class NodeManager:
         self.capacity = capacity
         self.rack = rack
         self.running: dict[str, RunningContainer] = {}
-        self.used = ZERO
+        self._free = Accumulator(capacity)
         self.seq = 0
         self._started: list[ContainerStatus] = []
         self._completed: list[ContainerStatus] = []
         self._finish_heap: list[tuple[float, str]] = []
         self._inflight: tuple[int, int, int] | None = None  # (seq, started, completed)
+
+    @property
+    def used(self) -> Resources:
+        return self.capacity - self._free.value
 
     def registration(self, address: str = "") -> NodeRegistration:
         return NodeRegistration(self.node_id, self.capacity, self.rack, address)
@@ -73,14 +77,14 @@ class NodeManager:
             raise ConflictError(f"container {launch.container_id!r} is already running")
         if launch.duration_s < 0 or launch.duration_s != launch.duration_s:
             raise InvalidRequestError(f"container duration must be >= 0, got {launch.duration_s}")
-        if not launch.resources.fits_in(self.capacity - self.used):
+        if not launch.resources.fits_in(self._free.value):
             raise InvalidRequestError(
                 f"container {launch.container_id!r} needs {launch.resources}, "
-                f"node {self.node_id!r} has {self.capacity - self.used} free"
+                f"node {self.node_id!r} has {self._free.value} free"
             )
         finish = now + launch.duration_s
         self.running[launch.container_id] = RunningContainer(launch, now, finish)
-        self.used = self.used + launch.resources
+        self._free.sub(launch.resources)
         heapq.heappush(self._finish_heap, (finish, launch.container_id))
         self._started.append(
             ContainerStatus(launch.container_id, ContainerState.COMPLETE, EXIT_SUCCESS, now, 0.0)
@@ -91,7 +95,7 @@ class NodeManager:
         rc = self.running.pop(container_id, None)
         if rc is None:
             return False
-        self.used = self.used - rc.launch.resources
+        self._free.add(rc.launch.resources)
         exit_status = EXIT_KILLED_BY_AM if by_am else EXIT_ABORTED
         self._completed.append(
             ContainerStatus(container_id, ContainerState.KILLED, exit_status, rc.start_s, now)
@@ -103,7 +107,7 @@ class NodeManager:
         rc = self.running.pop(container_id, None)
         if rc is None:
             return False
-        self.used = self.used - rc.launch.resources
+        self._free.add(rc.launch.resources)
         state = ContainerState.COMPLETE if exit_status == 0 else ContainerState.FAILED
         self._completed.append(ContainerStatus(container_id, state, exit_status, rc.start_s, now))
         return True
@@ -128,7 +132,7 @@ class NodeManager:
             rc = self.running.pop(cid, None)
             if rc is None:
                 continue
-            self.used = self.used - rc.launch.resources
+            self._free.add(rc.launch.resources)
             self._completed.append(
                 ContainerStatus(cid, ContainerState.COMPLETE, EXIT_SUCCESS, rc.start_s, finish)
             )
@@ -150,7 +154,7 @@ class NodeManager:
         self._started.clear()
         self._completed.clear()
         self._inflight = None
-        self.used = ZERO
+        self._free = Accumulator(self.capacity)
         return killed
 
     def acknowledge(self, seq: int) -> None:

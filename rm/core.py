@@ -285,7 +285,6 @@ class ClusterState:
     def __init__(self, queues: QueueSpec, users: Mapping[str, UserSpec]) -> None:
         self.now = 0.0
         self.capacity = ZERO
-        self._used = Accumulator()
         self.nodes: dict[str, Node] = {}
         self.apps: dict[str, Application] = {}
         self.queues: dict[str, Queue] = _build_queues(queues)
@@ -297,7 +296,7 @@ class ClusterState:
 
     @property
     def used(self) -> Resources:
-        return self._used.value
+        return self.root_queue.used
 
     def pending_apps(self) -> list[Application]:
         if self._pending_sorted is None:
@@ -878,7 +877,8 @@ class ResourceManager:
 
     def _books_of(self, app: Application) -> tuple[Accumulator, ...]:
         st = self.state
-        books = [st._used, st.users[app.user]._used]
+        # The root queue's total is the cluster's: every application is in a leaf queue.
+        books = [st.users[app.user]._used]
         q: Queue | None = st.queues.get(app.queue)
         while q is not None:
             books.append(q._used)

@@ -213,7 +213,8 @@ class Accumulator:
             prev = d.get(k, 0)
             x = prev - v
             # Float dust (relative to the amounts) is zero: a freed node equals its capacity.
-            if abs(x) <= 1e-9 + 1e-12 * abs(prev):
+            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
+            if -tol <= x <= tol:
                 d.pop(k, None)
             else:
                 d[k] = x
