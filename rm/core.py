@@ -178,6 +178,11 @@ class Application:
         return self._allocated.value
 
     @property
+    def awaiting_am(self) -> bool:
+        """Running, unmanaged, and no AM attempt registered: an AM host should start one."""
+        return self.state is AppState.RUNNING and not self.am_registered and not self.managed_am
+
+    @property
     def running(self) -> int:
         return len(self.containers)
 
@@ -394,10 +399,6 @@ class ResourceManager:
             self._live_nodes = sum(1 for n in self.state.nodes.values() if n.alive)
         return self._live_nodes
 
-    @property
-    def active_apps(self) -> int:
-        return len(self.state.apps)
-
     # ------------------------------------------------------------------ nodes
     def register_node(self, reg: NodeRegistration, now: float) -> None:
         st = self.state
@@ -541,7 +542,7 @@ class ResourceManager:
 
     def awaiting_am(self) -> list[Application]:
         """Running unmanaged applications whose next AM attempt has not registered."""
-        return [a for a in self.state.apps.values() if not a.am_registered and not a.managed_am]
+        return [a for a in self.state.apps.values() if a.awaiting_am]
 
     def register_application_master(self, app_id: str, now: float) -> AmRegistration:
         app = self._running_app(app_id)

@@ -240,10 +240,6 @@ class SharesCache:
         return c[1]
 
 
-def fits(ask: Ask, free: Resources) -> bool:
-    return ask.resources.fits_in(free)
-
-
 def fill_node(app: AppView, node: NodeView) -> Iterator[Placement]:
     """Yield placements of ``app``'s asks on ``node``, most important priority first,
     while they fit (the RM updates ``node.free`` as each one is applied)."""

@@ -136,9 +136,7 @@ class RmServer:
             progress=app.progress,
             attempt=app.attempt,
             diagnostics=app.diagnostics,
-            awaiting_am=not app.am_registered
-            and not app.managed_am
-            and app.app_id in self.rm.state.apps,
+            awaiting_am=app.awaiting_am,
             managed_am=app.managed_am,
         )
 
