@@ -49,7 +49,18 @@ class JobProgress(Protocol):
 
     def unassigned_durations(self, stage: int) -> Sequence[float]: ...
     def running(self, stage: int) -> int: ...
+    def running_ends(self, stage: int) -> Sequence[float]:
+        """When ``stage``'s running tasks are expected to end: the time the AM launched each
+        plus its duration (the AM learns a container's real start only when it ends)."""
+        ...
+
     def done(self, stage: int) -> int: ...
+    @property
+    def task_events(self) -> int:
+        """Grows whenever a task finishes, fails, is preempted or could not be launched, so a
+        strategy that caches a plan knows when to make a new one."""
+        ...
+
     @property
     def remaining_work_s(self) -> float:
         """Task-seconds of the tasks not yet finished."""

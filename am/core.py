@@ -46,6 +46,9 @@ class ApplicationMaster:
         n = len(job.stages)
         self._unassigned: list[deque[int]] = [deque(range(s.tasks)) for s in job.stages]
         self._running: list[int] = [0] * n
+        # Per stage, container id -> expected end (launch time + duration).
+        self._ends: list[dict[str, float]] = [{} for _ in range(n)]
+        self._task_events = 0
         self._done: list[int] = [0] * n
         self._attempts: dict[tuple[int, int], int] = {}
         self._task_of: dict[str, tuple[int, int]] = {}
@@ -84,8 +87,15 @@ class ApplicationMaster:
     def running(self, stage: int) -> int:
         return self._running[stage]
 
+    def running_ends(self, stage: int) -> list[float]:
+        return list(self._ends[stage].values())
+
     def done(self, stage: int) -> int:
         return self._done[stage]
+
+    @property
+    def task_events(self) -> int:
+        return self._task_events
 
     @property
     def remaining_work_s(self) -> float:
@@ -155,6 +165,7 @@ class ApplicationMaster:
             self._task_of[c.container_id] = (stage, task)
             self._running[stage] += 1
             duration = self._job.stages[stage].durations[task]
+            self._ends[stage][c.container_id] = now + duration
             launches.append(
                 ContainerLaunch(c.container_id, self.app_id, c.node_id, c.resources, duration)
             )
@@ -169,6 +180,8 @@ class ApplicationMaster:
             return  # unknown, or already reported complete
         stage, task = key
         self._running[stage] -= 1
+        self._ends[stage].pop(container_id, None)
+        self._task_events += 1
         self._unassigned[stage].appendleft(task)
         self._releases.append(container_id)
 
@@ -178,6 +191,8 @@ class ApplicationMaster:
             return  # a container we released
         stage, task = key
         self._running[stage] -= 1
+        self._ends[stage].pop(status.container_id, None)
+        self._task_events += 1
         if status.state is ContainerState.COMPLETE and status.exit_status == 0:
             self._task_finished(stage, task)
             self._newly_done.append((stage, task))

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from treadle.messages import Ask, AskKind, Container, ContainerStatus
+from treadle.model import JobSpec
 from treadle.resources import Resources
 
 
@@ -49,6 +50,11 @@ class AppView(Protocol):
     def queue(self) -> str: ...
     @property
     def submit_s(self) -> float: ...
+    @property
+    def job(self) -> JobSpec | None:
+        """The submitted job (its DAG and task sizes), if the client sent it."""
+        ...
+
     @property
     def seq(self) -> int:
         """Submission order (0, 1, 2, ...)."""
@@ -185,6 +191,9 @@ class Policy(ABC):
     Params: ClassVar[type[BaseModel]] = NoParams
     #: Call ``tick`` every this many emulated seconds (None: never).
     tick_interval_s: ClassVar[float | None] = None
+    #: The AM ask strategy (a ``treadle.asks`` plugin) the policy is designed with, used
+    #: when a run does not name one (Carbyne's RM pairs with its altruistic AMs).
+    ask_strategy: ClassVar[str] = "greedy"
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params: Any = params if params is not None else self.Params()

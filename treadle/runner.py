@@ -32,7 +32,9 @@ class PolicyChoice:
 
 @dataclass(frozen=True)
 class RunOptions:
-    ask_strategy: str = "greedy"
+    #: The AMs' ask strategy; None: each policy's own (``Policy.ask_strategy``).
+    ask_strategy: str | None = None
+    #: Its parameters: ``key`` for every strategy in use, ``STRATEGY.key`` for one.
     ask_params: Mapping[str, Any] | None = None
     am_interval_s: float | None = None
     stall_s: float = 3600.0
@@ -46,7 +48,9 @@ def _job_shape(job: JobSpec) -> tuple[Any, ...]:
 def alone_jcts(
     workload: Workload, options: RunOptions = RunOptions(), progress: ProgressFn | None = None
 ) -> dict[str, float]:
-    """JCT of every job run alone on the empty cluster (the slowdown denominator)."""
+    """JCT of every job run alone on the empty cluster (the slowdown denominator), with
+    greedy AMs whatever the compared runs use: one reference for every policy."""
+    options = replace(options, ask_strategy="greedy", ask_params=None)
     cache: dict[tuple[Any, ...], float] = {}
     out: dict[str, float] = {}
     total = len(workload.jobs)
@@ -69,9 +73,26 @@ def build_policy(choice: PolicyChoice) -> Any:
     return build("policies", choice.name, choice.params)
 
 
-def _strategy_factory(options: RunOptions) -> Callable[[], Any]:
+def asks_for(choice: PolicyChoice | None, options: RunOptions) -> tuple[str, dict[str, Any]]:
+    """The ask strategy and its parameters for runs of ``choice`` (``None``: the reference
+    runs for slowdown, which use greedy unless a strategy is named). Keys ``S.key`` of the
+    ask parameters go to strategy ``S`` only; they are checked when the strategy is built."""
+    name = options.ask_strategy
+    if name is None:
+        name = type(build_policy(choice)).ask_strategy if choice is not None else "greedy"
+    params: dict[str, Any] = {}
+    for key, value in (options.ask_params or {}).items():
+        strategy, dot, param = key.partition(".")
+        if not dot:
+            params[key] = value
+        elif strategy == name:
+            params[param] = value
+    return name, params
+
+
+def _strategy_factory(options: RunOptions, choice: PolicyChoice | None) -> Callable[[], Any]:
     """Validates the parameters now; then one fresh strategy per job."""
-    return factory("asks", options.ask_strategy, options.ask_params or {})
+    return factory("asks", *asks_for(choice, options))
 
 
 def _simulate(
@@ -84,7 +105,7 @@ def _simulate(
     sim = Simulation(
         workload,
         build_policy(choice),
-        _strategy_factory(options),
+        _strategy_factory(options, choice),
         policy_name=choice.name,
         am_interval_s=options.am_interval_s,
         alone_jct_s=alone,
@@ -171,7 +192,7 @@ def compare(
     # Build every policy first: a bad parameter fails before any run starts.
     for c in choices:
         build_policy(c)
-    _strategy_factory(options)
+        _strategy_factory(options, c)
     alone = alone_jcts(workload, options) if options.slowdown else {}
     runs: dict[str, metrics.RunMetrics] = {}
     results: dict[str, SimResult] = {}

@@ -306,7 +306,7 @@ class Simulation:
                 submitted += 1
                 app_id = rm.submit_application(
                     AppSubmission(
-                        job.name, job.user, job.queue, job.tasks, self.alone.get(job.name)
+                        job.name, job.user, job.queue, job.tasks, self.alone.get(job.name), job
                     ),
                     t,
                 )

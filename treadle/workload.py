@@ -15,6 +15,56 @@ job, its inter-arrival gap, then its task durations). Same file and seed, same w
 Node ids: a node group ``{count: 3, name: big}`` yields ``big1``, ``big2``, ``big3``;
 ``name`` defaults to ``node``, and numbering counts per prefix from 1 in declaration
 order, so without prefixes ids are ``node1 .. nodeN`` across the whole cluster.
+
+Generators (``generators:``, each with a ``kind``):
+
+- ``poisson``: ``count`` copies of one job template for one user, Poisson arrivals.
+- ``tpch``: real Spark TPC-H query DAGs from a summary file (``treadle.importers.tpch``),
+  read in place; ``path`` is relative to the workload file's directory.
+- ``dag``: synthetic query DAGs shaped like Carbyne's TPC-DS, TPC-H or BigBench jobs
+  (``treadle.importers.synthetic`` documents the figures matched).
+
+The two DAG kinds share their other fields::
+
+    generators:
+      - kind: tpch
+        path: ../traces/tpch-dags/tpch_dag_summary.json
+        count: 50
+        scales: [2g, 10g, 50g, 100g]    # default: every scale in the file
+        queries: [1, 3, 5]              # default: every query in the file
+        users: [alice, bob]             # round robin in arrival order; or user: alice
+        interarrival_s: {dist: exponential, mean: 20}   # Poisson arrivals
+        duration_scale: 10              # trace durations are tens of ms to seconds
+        resources: {vcores: [1, 2, 4], memory_mb: {dist: uniform, low: 1024, high: 8192}}
+      - kind: dag
+        shape: tpcds                    # tpcds | tpch | bigbench
+        count: 20
+        user: carol
+        tasks_per_stage: {dist: lognormal, mu: 2, sigma: 0.8}
+        task_duration_s: [10, 20, 40]
+
+A *drawn* parameter (``interarrival_s``, ``tasks_per_stage``, ``task_duration_s``, each
+resource amount) is a number, a list of choices (one picked uniformly per draw) or a
+distribution as in ``duration_s``. Jobs arrive at ``start_s`` and then one
+``interarrival_s`` apart (default 0: all at once). Each job draws, in order: its gap (from
+the second job on), its DAG (a (scale, query) pair uniformly from those present at the
+chosen scales, or a synthetic structure), then per stage its resource demand (and for
+``dag`` its task count and mean task duration), then per task its duration. A stage's
+demand is drawn once for all its tasks: by default ``vcores`` from [1, 2, 4] and
+``memory_mb`` from [1024, 2048, 4096, 8192] independently, so stages are CPU-heavy
+(4 vcores, 1 GB) or memory-heavy (1 vcore, 8 GB) or between, as Tetris and Carbyne
+observe; ``resources`` may also be a list of ``{weight, resources}`` shapes, one picked
+per stage with probability proportional to its weight. Amounts drawn from a distribution
+are rounded to whole units (YARN counts vcores and MB; numbers and choices are kept as
+written), task counts to whole tasks >= 1. ``duration_spread`` (default 0) is the sigma
+of a mean-preserving log-normal factor on each task's duration around its stage's mean.
+``tpch`` takes the trace's mean task durations times ``duration_scale`` (default 1),
+floored at ``min_task_s`` (default 1 ms); ``dag`` draws each stage's task count and mean
+task duration (defaults: log-normal with medians 20 tasks and 20 s) and then rescales
+the means so that input stages hold the shape's share of the work. Job names are
+``{name}-{scale}-q{n}-{k}`` (``tpch-100g-q3-7``) and ``{name}-{k}`` (``tpcds-4``), ``name``
+defaulting to the kind or shape, ``k`` counting the generator's jobs from 1 in arrival
+order.
 """
 
 from __future__ import annotations
@@ -25,9 +75,10 @@ import re
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from importlib import resources as package_files
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -57,6 +108,9 @@ from treadle.model import (
 )
 from treadle.resources import Resources
 
+if TYPE_CHECKING:
+    from treadle.importers.tpch import TpchTrace
+
 MIN_DURATION_S = 0.001
 """Drawn durations are clamped to this, so a task never takes zero or negative time."""
 
@@ -64,6 +118,13 @@ DEFAULT_RACK = "default-rack"
 DEFAULT_NODE_PREFIX = "node"
 FORMATS = ("yaml", "sls", "rumen")
 DISTRIBUTIONS = ("exponential", "lognormal", "uniform")
+GENERATOR_KINDS = ("poisson", "tpch", "dag")
+DAG_SHAPES = ("tpcds", "tpch", "bigbench")  # treadle.importers.synthetic.SHAPES
+DEFAULT_DEMAND: dict[str, list[float]] = {
+    "vcores": [1, 2, 4],
+    "memory_mb": [1024, 2048, 4096, 8192],
+}
+"""Per-stage task demand of the DAG generators when ``resources`` is not given."""
 
 # ----------------------------------------------------------------------------------
 # Schema
@@ -92,7 +153,7 @@ ResourceMap = Annotated[
 
 
 class ExponentialDist(_Strict):
-    """Exponentially distributed task durations with the given mean (seconds)."""
+    """Exponential draws with the given mean (seconds, for durations)."""
 
     dist: Literal["exponential"]
     mean: PositiveSeconds
@@ -102,7 +163,7 @@ class ExponentialDist(_Strict):
 
 
 class LognormalDist(_Strict):
-    """Log-normal durations: ln(duration) ~ Normal(mu, sigma); the median is e^mu seconds.
+    """Log-normal draws: ln(x) ~ Normal(mu, sigma); the median is e^mu (seconds, for durations).
 
     The bounds keep every draw a finite float (e^20 s is already centuries)."""
 
@@ -115,7 +176,7 @@ class LognormalDist(_Strict):
 
 
 class UniformDist(_Strict):
-    """Durations uniform on [low, high] seconds."""
+    """Draws uniform on [low, high] (seconds, for durations)."""
 
     dist: Literal["uniform"]
     low: Seconds
@@ -169,6 +230,79 @@ Duration = Annotated[
     ),
 ]
 _DURATION_TAGS = frozenset({"number", "list", *DISTRIBUTIONS})
+
+
+def _drawn_tag(value: Any) -> str | None:
+    # Tags start with "~" so that error paths can drop them (see _loc_to_path).
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return "~number"
+    if isinstance(value, list):
+        return "~choices"
+    if isinstance(value, dict):
+        dist = value.get("dist")
+        return f"~{dist}" if dist in DISTRIBUTIONS else None
+    if isinstance(value, Distribution):
+        return f"~{value.dist}"
+    return None
+
+
+_DRAWN_HELP = (
+    "must be a number, a list of choices (one is picked per draw), or a distribution "
+    "{dist: exponential|lognormal|uniform, ...}"
+)
+
+_T = TypeVar("_T")
+Drawn = Annotated[
+    Annotated[_T, Tag("~number")]
+    | Annotated[list[_T], Field(min_length=1), Tag("~choices")]
+    | Annotated[ExponentialDist, Tag("~exponential")]
+    | Annotated[LognormalDist, Tag("~lognormal")]
+    | Annotated[UniformDist, Tag("~uniform")],
+    Discriminator(_drawn_tag, custom_error_type="drawn", custom_error_message=_DRAWN_HELP),
+]
+"""A value drawn from the workload seed: fixed, one of a list, or from a distribution."""
+
+DemandMap = Annotated[
+    dict[str, Drawn[Amount]],
+    Field(
+        min_length=1,
+        description="Resource name -> amount per task, drawn once per stage; amounts drawn "
+        "from a distribution are rounded to whole units.",
+    ),
+]
+
+
+class DemandShape(_Strict):
+    """One task shape of a mix: picked with probability weight / sum of weights."""
+
+    weight: Positive = 1.0
+    resources: DemandMap
+
+
+def _demand_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return "~map"
+    if isinstance(value, list):
+        return "~shapes"
+    return None
+
+
+_DEMAND_HELP = (
+    "must be a mapping of resource names to amounts, or a list of shapes "
+    "{weight, resources} to pick from"
+)
+
+Demand = Annotated[
+    Annotated[DemandMap, Tag("~map")]
+    | Annotated[list[DemandShape], Field(min_length=1), Tag("~shapes")],
+    Discriminator(_demand_tag, custom_error_type="demand", custom_error_message=_DEMAND_HELP),
+    Field(
+        description="Per-task demand, drawn once per stage: {vcores: ..., memory_mb: ...} "
+        "(each amount drawn), or a list of {weight, resources} shapes (one picked per stage)."
+    ),
+]
 
 
 class NodeGroup(_Strict):
@@ -236,6 +370,72 @@ class PoissonGenerator(_Strict):
     job: JobTemplate
 
 
+class _DagStream(_Strict):
+    """What the DAG generators share: how many jobs, whose, when, and their demands."""
+
+    count: Annotated[int, Field(ge=1)]
+    name: Name | None = Field(default=None, description="Job-name prefix.")
+    user: Name | None = Field(default=None, description="Every job's user (or give users).")
+    users: Annotated[list[Name], Field(min_length=1)] | None = Field(
+        default=None, description="Users assigned round robin in arrival order."
+    )
+    queue: Name | None = None
+    start_s: Seconds = Field(default=0.0, description="The first job's arrival.")
+    interarrival_s: Drawn[Seconds] = Field(
+        default=0.0,
+        description="Gap between consecutive arrivals, e.g. {dist: exponential, mean: 20} "
+        "for Poisson arrivals; 0 submits every job at start_s.",
+    )
+    duration_spread: Annotated[float, Field(ge=0, le=5)] = Field(
+        default=0.0,
+        description="Sigma of a mean-preserving log-normal factor on each task's duration "
+        "around its stage's mean; 0: every task takes the mean.",
+    )
+    resources: Demand = Field(default=DEFAULT_DEMAND, validate_default=True)
+
+
+class TpchGenerator(_DagStream):
+    """``count`` TPC-H query DAGs from a Spark trace summary, drawn by seed."""
+
+    kind: Literal["tpch"]
+    path: Annotated[str, StringConstraints(min_length=1)] = Field(
+        description="The TPC-H DAG summary JSON, relative to this file's directory."
+    )
+    scales: Annotated[list[Name], Field(min_length=1)] | None = Field(
+        default=None, description="Scales to draw from (e.g. [2g, 100g]); default all."
+    )
+    queries: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] | None = Field(
+        default=None, description="Query numbers to draw from; default all."
+    )
+    duration_scale: Positive = Field(
+        default=1.0, description="Multiplies the trace's task durations."
+    )
+    min_task_s: Seconds = Field(
+        default=MIN_DURATION_S, description="Floor on every task's duration (seconds)."
+    )
+
+
+class DagGenerator(_DagStream):
+    """``count`` synthetic query DAGs shaped like Carbyne's TPC-DS, TPC-H or BigBench jobs."""
+
+    kind: Literal["dag"]
+    shape: Literal["tpcds", "tpch", "bigbench"]
+    tasks_per_stage: Drawn[Annotated[int, Field(ge=1)]] = Field(
+        default={"dist": "lognormal", "mu": 3.0, "sigma": 1.0},
+        validate_default=True,
+        description="Tasks in each stage (median 20 by default).",
+    )
+    task_duration_s: Drawn[PositiveSeconds] = Field(
+        default={"dist": "lognormal", "mu": 3.0, "sigma": 0.8},
+        validate_default=True,
+        description="Mean task duration of each stage, before the shape's input-work share "
+        "rescales it (median 20 s by default).",
+    )
+
+
+Generator = Annotated[PoissonGenerator | TpchGenerator | DagGenerator, Discriminator("kind")]
+
+
 class WorkloadFile(_Strict):
     """A treadle workload: cluster, queues, users, jobs and job generators."""
 
@@ -246,7 +446,7 @@ class WorkloadFile(_Strict):
     )
     users: dict[Name, UserFile] = Field(default_factory=dict)
     jobs: list[JobFile] = Field(default_factory=list)
-    generators: list[PoissonGenerator] = Field(default_factory=list)
+    generators: list[Generator] = Field(default_factory=list)
 
 
 def workload_json_schema() -> dict[str, Any]:
@@ -285,7 +485,7 @@ def load_workload(arg: str, fmt: str | None = None, *, nodes_file: str | None = 
     if fmt == "yaml":
         if nodes_file is not None:
             raise WorkloadError(arg, None, "a nodes file applies only to SLS and Rumen traces")
-        return parse_workload(read_text(path, arg), arg)
+        return parse_workload(read_text(path, arg), arg, base_dir=path.parent)
     from treadle import importers  # imported here: importers build on this module
 
     return importers.load_trace(path, fmt, nodes_file=nodes_file, source=arg)
@@ -325,8 +525,11 @@ def read_text(path: Path, source: str) -> str:
         raise WorkloadError(source, None, f"cannot read: {e.strerror or e}") from e
 
 
-def parse_workload(text: str, source: str) -> Workload:
-    """Parse and validate YAML workload text; ``source`` names it in error messages."""
+def parse_workload(text: str, source: str, *, base_dir: Path | None = None) -> Workload:
+    """Parse and validate YAML workload text; ``source`` names it in error messages.
+
+    Relative paths inside (a ``tpch`` generator's trace) are resolved against
+    ``base_dir``, by default the directory of ``source``."""
     data = _parse_yaml(text, source)
     if data is None:
         raise WorkloadError(source, None, "the workload file is empty")
@@ -336,7 +539,8 @@ def parse_workload(text: str, source: str) -> Workload:
         doc = WorkloadFile.model_validate(data)
     except ValidationError as e:
         raise _from_validation_error(e, source) from None
-    return _Builder(source, doc).build(Path(source).stem or source)
+    base = Path(source).parent if base_dir is None else base_dir
+    return _Builder(source, doc, base).build(Path(source).stem or source)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -384,21 +588,31 @@ def _from_validation_error(err: ValidationError, source: str) -> WorkloadError:
     # A misspelt key usually also makes a required one "missing": report the cause.
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     message = _describe(first)
+    loc = tuple(first["loc"])
+    if first["type"] in ("union_tag_invalid", "union_tag_not_found") and isinstance(
+        first.get("input"), dict
+    ):
+        loc += (str(first.get("ctx", {}).get("discriminator", "kind")).strip("'"),)
     if len(errors) > 1:
         more = len(errors) - 1
         message += f" (and {more} more problem{'s' if more > 1 else ''})"
-    return WorkloadError(source, _loc_to_path(first["loc"]) or None, message)
+    return WorkloadError(source, _loc_to_path(loc) or None, message)
 
 
 def _loc_to_path(loc: Sequence[int | str]) -> str:
     out = ""
     previous: int | str | None = None
+    before: int | str | None = None
     for part in loc:
-        if previous == "duration_s" and part in _DURATION_TAGS:
-            previous = part
-            continue  # a union member tag, not part of the user's document
-        previous = part
-        if part == "[key]":
+        # Union member tags are not part of the user's document: a duration's, a
+        # generator's kind, and the "~"-prefixed tags of the generators' parameters.
+        tag = (
+            (previous == "duration_s" and part in _DURATION_TAGS)
+            or (before == "generators" and isinstance(previous, int) and part in GENERATOR_KINDS)
+            or (isinstance(part, str) and part.startswith("~"))
+        )
+        before, previous = previous, part
+        if tag or part == "[key]":
             continue
         if isinstance(part, int):
             out += f"[{part}]"
@@ -418,6 +632,17 @@ def _describe(error: ErrorDetails) -> str:
         return "unknown field" + _did_you_mean(error["loc"])
     if kind == "duration":
         return _describe_duration(value)
+    if kind == "drawn":
+        return _describe_drawn(value)
+    if kind == "demand":
+        return f"{_DEMAND_HELP}, got {_brief(value)}"
+    kinds = ", ".join(map(repr, GENERATOR_KINDS))
+    if kind == "union_tag_invalid":
+        return f"unknown kind {value.get('kind')!r}; expected one of {kinds}"
+    if kind == "union_tag_not_found":
+        return f"required field is missing (one of {kinds})"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"expected a mapping, got {_brief(value)}"
     if kind == "string_pattern_mismatch":
         return f"must be a non-empty name without spaces, got {value!r}"
     if kind == "value_error":
@@ -428,6 +653,19 @@ def _describe(error: ErrorDetails) -> str:
     if isinstance(value, str | int | float | bool) or value is None:
         message += f", got {value!r}"
     return message
+
+
+def _describe_drawn(value: object) -> str:
+    if isinstance(value, dict):
+        if "dist" not in value:
+            return f"a distribution needs a 'dist' key ({_join(DISTRIBUTIONS)})"
+        return f"unknown distribution {value['dist']!r}; expected one of {_join(DISTRIBUTIONS)}"
+    return f"{_DRAWN_HELP}, got {_brief(value)}"
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _describe_duration(value: object) -> str:
@@ -454,7 +692,15 @@ def _models_at(loc: Sequence[int | str]) -> set[type[BaseModel]]:
         ]
         if fields:
             models = {m for f in fields for m in _models_in(f.annotation)}
+        elif part in GENERATOR_KINDS:  # a generator's kind tag narrows to its model
+            models = {m for m in models if _kind_of(m) == part} or models
     return models
+
+
+def _kind_of(model: type[BaseModel]) -> object:
+    kind = model.model_fields.get("kind")
+    args = typing.get_args(kind.annotation) if kind else ()
+    return args[0] if args else None
 
 
 def _models_in(annotation: object) -> set[type[BaseModel]]:
@@ -496,6 +742,7 @@ class _Builder:
 
     source: str
     doc: WorkloadFile
+    base_dir: Path = Path()
     rng: random.Random = field(init=False)
     cluster: ClusterSpec = field(init=False)
     queues: QueueSpec = field(init=False)
@@ -514,7 +761,13 @@ class _Builder:
         self.queues = self._queues(self.doc.queues)
         jobs = [self._job(f"jobs[{i}]", j) for i, j in enumerate(self.doc.jobs)]
         for i, g in enumerate(self.doc.generators):
-            jobs.extend(self._poisson(f"generators[{i}]", g))
+            where = f"generators[{i}]"
+            if isinstance(g, PoissonGenerator):
+                jobs.extend(self._poisson(where, g))
+            elif isinstance(g, TpchGenerator):
+                jobs.extend(self._tpch(where, g))
+            else:
+                jobs.extend(self._synthetic(where, g))
         jobs.sort(key=lambda j: j.submit_s)  # stable: ties keep declaration order
         users = {
             u: UserSpec(u, weight=spec.weight, budget=spec.budget)
@@ -615,6 +868,94 @@ class _Builder:
             jobs.append(JobSpec(name, g.user, round(t, 3), stages, queue))
         return jobs
 
+    # DAG generators -------------------------------------------------------------------
+    def _tpch(self, where: str, g: TpchGenerator) -> list[JobSpec]:
+        trace = self._tpch_trace(where, g)
+        pairs = self._tpch_pairs(where, g, trace)
+        stream = _Stream(self, where, g, g.name or "tpch")
+        jobs = []
+        for k in range(1, g.count + 1):
+            submit = stream.next_arrival(k)
+            query = trace.queries[self.rng.choice(pairs)]
+            name = f"{stream.prefix}-{query.scale}-q{query.query}-{k}"
+            demands = [stream.demand(name, f"s{s.stage}") for s in query.stages]
+            stages = tuple(
+                StageSpec(
+                    f"s{s.stage}",
+                    res,
+                    tuple(
+                        _clamp(max(g.min_task_s, stream.spread(s.mean_task_s * g.duration_scale)))
+                        for _ in range(s.tasks)
+                    ),
+                    tuple(f"s{p}" for p in s.parents),
+                )
+                for s, res in zip(query.stages, demands, strict=True)
+            )
+            jobs.append(stream.job(name, k, submit, stages))
+        return jobs
+
+    def _tpch_trace(self, where: str, g: TpchGenerator) -> TpchTrace:
+        path = Path(g.path).expanduser()
+        if not path.is_absolute():
+            path = self.base_dir / path
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "no such file"
+            raise self.error(f"{where}.path", f"cannot read the trace {str(path)!r}: {what}")
+        stat = path.stat()
+        return _read_tpch(str(path), stat.st_mtime_ns, stat.st_size)
+
+    def _tpch_pairs(self, where: str, g: TpchGenerator, trace: TpchTrace) -> list[tuple[str, int]]:
+        scales = g.scales or list(trace.scales)
+        for i, scale in enumerate(scales):
+            if scale not in trace.scales:
+                raise self.error(
+                    f"{where}.scales[{i}]",
+                    f"unknown scale {scale!r}; the trace has {_join(trace.scales)}",
+                )
+            if scale in scales[:i]:
+                raise self.error(f"{where}.scales[{i}]", f"scale {scale!r} is listed twice")
+        queries = g.queries or list(trace.query_numbers)
+        for i, q in enumerate(queries):
+            if not any((s, q) in trace.queries for s in scales):
+                raise self.error(
+                    f"{where}.queries[{i}]",
+                    f"no query {q} at the chosen scales; the trace has queries "
+                    f"{_number_ranges(trace.query_numbers)}",
+                )
+            if q in queries[:i]:
+                raise self.error(f"{where}.queries[{i}]", f"query {q} is listed twice")
+        # Scale-major, in the order given: the draw depends on the file, not on dict order.
+        return [(s, q) for s in scales for q in queries if (s, q) in trace.queries]
+
+    def _synthetic(self, where: str, g: DagGenerator) -> list[JobSpec]:
+        from treadle.importers import synthetic  # imported here: importers build on this module
+
+        shape = synthetic.SHAPES[g.shape]
+        stream = _Stream(self, where, g, g.name or g.shape)
+        jobs = []
+        for k in range(1, g.count + 1):
+            submit = stream.next_arrival(k)
+            name = f"{stream.prefix}-{k}"
+            dag = synthetic.draw_dag(shape, self.rng)
+            drawn = []
+            for i in range(dag.stages):
+                res = stream.demand(name, f"s{i}")
+                tasks = max(1, round(_draw(g.tasks_per_stage, self.rng)))
+                drawn.append((res, tasks, _draw(g.task_duration_s, self.rng)))
+            work = [tasks * mean for _, tasks, mean in drawn]
+            factors = synthetic.input_work_factors(dag.parents, work, dag.input_work)
+            stages = tuple(
+                StageSpec(
+                    f"s{i}",
+                    res,
+                    tuple(_clamp(stream.spread(mean * factor)) for _ in range(tasks)),
+                    tuple(f"s{p}" for p in dag.parents[i]),
+                )
+                for i, ((res, tasks, mean), factor) in enumerate(zip(drawn, factors, strict=True))
+            )
+            jobs.append(stream.job(name, k, submit, stages))
+        return jobs
+
     def _stages(self, where: str, declared: list[StageFile]) -> tuple[StageSpec, ...]:
         names = [s.name for s in declared]
         specs: list[StageSpec] = []
@@ -658,6 +999,123 @@ class _Builder:
         if isinstance(spec, int | float):
             return (float(spec),) * s.tasks
         return tuple(_clamp(spec.draw(self.rng)) for _ in range(s.tasks))
+
+
+@dataclass
+class _Stream:
+    """One DAG generator's jobs: arrivals, users, queue, names, demands, task spreads."""
+
+    builder: _Builder
+    where: str
+    g: TpchGenerator | DagGenerator
+    prefix: str
+    users: list[str] = field(init=False)
+    queue: str = field(init=False)
+    t: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        b, g = self.builder, self.g
+        if g.user is not None and g.users is not None:
+            raise b.error(f"{self.where}.users", "give user (one user) or users, not both")
+        if g.user is None and g.users is None:
+            raise b.error(
+                f"{self.where}.users",
+                "required field is missing: give user (one user) or users (a list, "
+                "assigned round robin)",
+            )
+        self.users = [g.user] if g.user is not None else list(g.users or ())
+        self.queue = b._check_queue(g.queue, f"{self.where}.queue")
+        self.t = g.start_s
+        if isinstance(g.resources, list):
+            for i, shape in enumerate(g.resources):
+                self._check_names(shape.resources, f"{self.where}.resources[{i}].resources")
+        else:
+            self._check_names(g.resources, f"{self.where}.resources")
+
+    def _check_names(self, demand: Mapping[str, object], where: str) -> None:
+        # Checked before any draw, so a misspelt name is reported whatever the seed.
+        parse_resources(dict.fromkeys(demand, 1.0), self.builder.source, where)
+
+    def next_arrival(self, k: int) -> float:
+        """Job k's submit time (k from 1): start_s, then one drawn gap after another."""
+        if k > 1:
+            self.t += _draw(self.g.interarrival_s, self.builder.rng)
+        return round(self.t, 3)
+
+    def demand(self, job: str, stage: str) -> Resources:
+        rng, spec = self.builder.rng, self.g.resources
+        where = f"{self.where}.resources"
+        if isinstance(spec, list):
+            pick = rng.choices(range(len(spec)), weights=[s.weight for s in spec])[0]
+            where, spec = f"{where}[{pick}].resources", spec[pick].resources
+        amounts = {}
+        for name, amount in spec.items():
+            value = _draw(amount, rng)
+            # Whole units: YARN counts vcores and MB; a fixed amount is kept as written.
+            amounts[name] = float(round(value)) if _is_distribution(amount) else value
+        res = parse_resources(amounts, self.builder.source, where)
+        cluster = self.builder.cluster
+        if not cluster.fits_some_node(res):
+            hint = (
+                ""
+                if "resources" in self.g.model_fields_set
+                else " (default demands: set resources)"
+            )
+            raise self.builder.error(
+                where,
+                f"drew {describe_resources(res)} for stage {stage} of job {job}, which fits no "
+                f"node; the largest node has {describe_resources(cluster.largest_node())}{hint}",
+            )
+        return res
+
+    def spread(self, mean: float) -> float:
+        """One task's duration around its stage's mean."""
+        sigma = self.g.duration_spread
+        if not sigma:
+            return mean
+        factor = LognormalDist(dist="lognormal", mu=-(sigma**2) / 2, sigma=sigma)
+        return mean * factor.draw(self.builder.rng)
+
+    def job(self, name: str, k: int, submit: float, stages: tuple[StageSpec, ...]) -> JobSpec:
+        if name in self.builder.job_names:
+            raise self.builder.error(
+                f"{self.where}.name",
+                f"duplicate job name {name!r}; give this generator a name of its own",
+            )
+        self.builder._claim_job_name(name, f"{self.where}.name")
+        user = self.users[(k - 1) % len(self.users)]
+        return JobSpec(name, user, submit, stages, self.queue)
+
+
+def _draw(spec: float | list[Any] | Distribution, rng: random.Random) -> float:
+    if isinstance(spec, list):
+        return float(rng.choice(spec))
+    if isinstance(spec, int | float):
+        return float(spec)
+    return spec.draw(rng)
+
+
+def _is_distribution(spec: object) -> bool:
+    return isinstance(spec, Distribution)
+
+
+@lru_cache(maxsize=8)
+def _read_tpch(path: str, mtime_ns: int, size: int) -> TpchTrace:
+    # Keyed on the file's version too: a trace edited between loads is read again.
+    from treadle.importers.tpch import read_tpch  # imported here: importers build on this
+
+    return read_tpch(path)
+
+
+def _number_ranges(numbers: Sequence[int]) -> str:
+    """``1-5, 7, 9-10``: a sorted list of whole numbers, compactly."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    return ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
 def _clamp(seconds: float) -> float:

@@ -17,8 +17,8 @@ from typing import Any, cast
 
 import pytest
 
-from plugins.policies.drf import progressive_fill
 from plugins.policies.fair import water_fill
+from rm.fairshare import progressive_fill
 from rm.policy import ClusterView
 from treadle import registry
 from treadle.errors import PluginError

@@ -20,6 +20,7 @@ from treadle.resources import Resources
 from treadle.workload import DEFAULT_RACK, describe_resources, read_text
 
 _WHITESPACE = re.compile(r"\s*")
+_TPCH_KEY = re.compile(r"^[^/\s]+/q[0-9]+$")  # as in treadle.importers.tpch
 
 
 def load_trace(
@@ -51,6 +52,13 @@ def _sniff(objects: list[object], source: str) -> str:
             return "sls"
         if "jobID" in first:
             return "rumen"
+        if first and all(isinstance(k, str) and _TPCH_KEY.match(k) for k in first):
+            raise WorkloadError(
+                source,
+                None,
+                "a TPC-H DAG summary has no cluster or arrivals: use it from a workload "
+                "file's generators (kind: tpch, path: ...)",
+            )
     raise WorkloadError(
         source, None, "not an SLS trace (no 'job.tasks') nor a Rumen trace (no 'jobID')"
     )

@@ -1,0 +1,168 @@
+"""carbyne: altruistic multi-resource scheduling, the RM side (Grandl et al., OSDI 2016).
+
+``shares()``: each job's DRF entitlement across jobs (progressive filling over used +
+asked for, ``rm.fairshare``), sent to its AM in every Allocate response. Recomputed at most
+every ``update_interval_s`` (the paper computes it periodically) and as soon as a new job
+first asks for containers. An altruistic AM asks DEFAULT for the tasks it must start now
+to finish in the time its share allows, ALTRUISTIC for the rest.
+
+On a node's heartbeat, while anything fits the node:
+
+1. DEFAULT asks, within the share: each job's candidate is its most important (lowest
+   priority number: the AM's hint) DEFAULT ask that fits the node, if what the job holds
+   plus that container stays within its entitlement (in dominant share); among the
+   candidates, the best Tetris score (``rm.packing``: alignment - eps x remaining work).
+   A job whose candidate would exceed its entitlement gets nothing more in this step.
+2. Once no such ask fits, the leftover goes to every other ask: ALTRUISTIC asks, and
+   DEFAULT asks beyond the share (so that no node idles while a task fits; the paper's
+   work conservation). ``leftover_order=srtf_then_packing`` (the paper's default): the job
+   with the least remaining work (``Ask.remaining_work``) that has an ask fitting, and its
+   best-aligned ask (ties: lower priority number); ``packing_then_srtf``: the best-aligned
+   ask, ties to the job with the least remaining work.
+
+A job whose AM sends only DEFAULT asks (the greedy strategy) gets its DRF entitlement first
+and leftovers by remaining work, so carbyne with greedy AMs behaves like DRF across jobs.
+Cost per placement: O(shapes) with the shape index of ``rm.packing``, plus the DEFAULT
+asks skipped in step 1 (a set lookup each once a job is known to be at its share).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rm.fairshare import drf_entitlements
+from rm.packing import AskIndex, Entry, best_scored
+from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, SharesCache
+from treadle.messages import Ask, AskKind
+from treadle.resources import ZERO, Resources
+
+#: Slack of the entitlement test (float dust must not deny a container that fits exactly).
+EPS = 1e-9
+
+
+class CarbyneParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    leftover_order: Literal["srtf_then_packing", "packing_then_srtf"] = "srtf_then_packing"
+    #: Weight of the remaining-work term when packing DEFAULT asks (0: packing only).
+    remaining_work_weight: float = Field(1.0, ge=0.0, allow_inf_nan=False)
+    #: Recompute DRF entitlements at most this often; 0: on every change.
+    update_interval_s: float = Field(0.5, ge=0.0, allow_inf_nan=False)
+
+
+class CarbynePolicy(Policy):
+    description = "Carbyne: DRF shares to AMs; DEFAULT asks packed within them; leftover by SRTF"
+    Params = CarbyneParams
+    ask_strategy = "altruistic"
+
+    def __init__(self, params: BaseModel | None = None) -> None:
+        super().__init__(params)
+        self._index = AskIndex()
+        self._shares_cache = SharesCache(self.params.update_interval_s)
+        self._limit: dict[str, float] = {}  # entitled dominant share, per app
+        self._limit_cap: Resources = ZERO  # the capacity the limits were computed against
+        self._unseen: set[str] = set()  # jobs added that have not asked for anything yet
+
+    # Shares -----------------------------------------------------------------------
+    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
+        self._unseen.add(app.app_id)
+
+    def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
+        self._unseen.discard(app.app_id)
+        self._index.remove(app.app_id)
+
+    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
+        """Cached for ``update_interval_s``, or until a new job first asks: from then on
+        it must be entitled to something."""
+        for app_id in list(self._unseen):
+            app = cluster.apps.get(app_id)
+            if app is None or app.pending:
+                self._unseen.discard(app_id)
+                if app is not None:
+                    self._shares_cache.invalidate()
+        return self._shares_cache.get(cluster.now, lambda: self._entitlements(cluster))
+
+    def _entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
+        out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
+        cap = self._limit_cap = cluster.capacity
+        self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}
+        return out
+
+    # Placement --------------------------------------------------------------------
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        index = self._index
+        index.sync(cluster)
+        if not index.apps:
+            return
+        weight = self.params.remaining_work_weight
+        at_share: set[str] = set()  # jobs whose DEFAULT candidate would exceed their share
+        due = True  # step 1 may still find something
+        while True:
+            align = index.alignments(node.free, node.capacity)
+            if not align:
+                return
+            best = None
+            if due:
+                eps = index.tetris_weight(align, weight)
+                best = best_scored(self._due(align, at_share), eps)
+                # Free space only shrinks and holdings only grow, so step 1 is not retried
+                # in this heartbeat (it could only find a job whose more important ask
+                # stopped fitting: that one waits for the leftover or the next heartbeat).
+                due = best is not None
+            if best is None:
+                best = self._leftover(align)
+            if best is None:
+                return
+            yield Placement(best.app_id, best.priority)
+            app = cluster.apps.get(best.app_id)
+            if app is None:
+                index.remove(best.app_id)
+            else:
+                index.update(app)
+
+    def _due(
+        self, align: dict[Resources, float], at_share: set[str]
+    ) -> Iterator[tuple[float, Entry]]:
+        """Step 1's candidates: per fitting shape, the first DEFAULT ask that is its job's
+        candidate and within the job's entitlement."""
+        index, limit, cap = self._index, self._limit, self._limit_cap
+        for shape, a in align.items():
+            for e in index.by_shape[shape]:
+                app_id = e.app_id
+                if not e.default or app_id in at_share:
+                    continue
+                rec = index.apps[app_id]
+                if not _is_candidate(rec.asks, e.priority, align):
+                    continue
+                lim = limit.get(app_id)
+                if lim is None or (rec.app.allocated + shape).dominant_share(cap) > lim + EPS:
+                    at_share.add(app_id)
+                    continue
+                yield a, e
+                break
+
+    def _leftover(self, align: dict[Resources, float]) -> Entry | None:
+        index = self._index
+        heads = [(a, e) for a, _, e in index.heads(align)]
+        if not heads:
+            return None
+        if self.params.leftover_order == "packing_then_srtf":
+            return min(heads, key=lambda h: (-h[0], h[1]))[1]
+        # The job with the least remaining work (heads are each shape's least), then its
+        # best-aligned ask.
+        job = min(e for _, e in heads)
+        rec = index.apps[job.app_id]
+        return min(((-align[s], e.priority), e) for s, e in rec.entries if s in align)[1]
+
+
+def _is_candidate(asks: Sequence[Ask], priority: int, align: dict[Resources, float]) -> bool:
+    """Whether the ask at ``priority`` is its job's most important DEFAULT ask that fits."""
+    for a in asks:
+        if a.priority == priority:
+            return True
+        if a.kind is AskKind.DEFAULT and a.resources in align:
+            return False
+    return True

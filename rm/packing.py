@@ -1,0 +1,211 @@
+"""Tetris-style packing (Grandl et al., SIGCOMM 2014), shared by the tetris and carbyne
+policies.
+
+- ``alignment(demand, free, capacity)`` = sum over dimensions k of
+  (demand_k / capacity_k) * (free_k / capacity_k), capacity being the node's: how well an
+  ask's demand vector lines up with what the node has left.
+- ``remaining_work(app)``: the job's remaining work, for the SRTF-like term.
+- ``AskIndex``: the pending asks grouped by demand shape, each shape's asks ordered by
+  (remaining work, submission order, priority). An ask's alignment depends only on its
+  shape and the node's free vector, and Tetris' score (alignment - eps x remaining work)
+  is best, within one shape, for the ask of least remaining work: so a placement scores
+  each shape once and looks at the head of its list, O(shapes), instead of scoring every
+  ask. The index persists across heartbeats and is brought up to date incrementally:
+  an application is re-indexed only when its asks changed (``sync``), and after each of
+  the policy's own placements (``update``).
+
+Determinism: every choice is made on a total order (ties by remaining work, submission
+order, priority) and sums are exactly rounded (``math.fsum``), so results do not depend
+on dict order or on when the index was last synced.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rm.policy import AppView, ClusterView
+from treadle.messages import Ask, AskKind
+from treadle.resources import Resources
+
+
+class Entry(NamedTuple):
+    """One indexed ask. Entries sort by (remaining work, submission order, priority), which
+    is unique per ask: comparisons never reach the last two fields."""
+
+    remaining: float
+    seq: int
+    priority: int
+    default: bool  # a DEFAULT ask (else ALTRUISTIC)
+    app_id: str
+
+
+def alignment(demand: Resources, free: Resources, capacity: Resources) -> float:
+    """Tetris' alignment score of ``demand`` with the node's ``free`` vector."""
+    total = 0.0
+    for k, v in demand.to_dict().items():  # sorted names: the same sum for equal vectors
+        c = capacity.get(k)
+        if c:
+            total += (v / c) * (free.get(k) / c)
+    return total
+
+
+def remaining_work(asks: Iterable[Ask]) -> float:
+    """A job's remaining work from its asks: the AM's hint (the largest
+    ``remaining_work``), else the task-seconds asked for (count x expected duration), else
+    the number of tasks asked for. Always > 0 for a job with pending asks."""
+    hint = work = 0.0
+    tasks = 0
+    for a in asks:
+        if a.remaining_work > hint and math.isfinite(a.remaining_work):
+            hint = a.remaining_work
+        if a.expected_duration_s > 0 and math.isfinite(a.expected_duration_s):
+            work += a.count * a.expected_duration_s
+        tasks += a.count
+    return hint or work or float(tasks)
+
+
+@dataclass(slots=True)
+class _Indexed:
+    app: AppView
+    asks: Sequence[Ask]  # the ``sorted_asks()`` seen last
+    sig: tuple[object, ...]  # what the entries depend on
+    remaining: float
+    entries: list[tuple[Resources, Entry]]
+
+
+class AskIndex:
+    """Pending asks by demand shape; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.by_shape: dict[Resources, list[Entry]] = {}
+        self.apps: dict[str, _Indexed] = {}
+        self._mean_remaining: float | None = None
+
+    def sync(self, cluster: ClusterView) -> None:
+        """Re-index the applications whose asks changed since they were last seen; drop
+        the ones with nothing pending. O(pending apps) when little changed."""
+        pending = cluster.pending_apps()
+        apps = self.apps
+        for app in pending:
+            rec = apps.get(app.app_id)
+            # The RM rebuilds the list on every change and asks are immutable: the same
+            # list is the same asks (else update() compares what the entries depend on).
+            if rec is not None and rec.asks is app.sorted_asks():
+                rec.app = app
+            else:
+                self.update(app)
+        if len(apps) > len(pending):
+            live = {a.app_id for a in pending}
+            for app_id in [i for i in apps if i not in live]:
+                self.remove(app_id)
+
+    def update(self, app: AppView) -> None:
+        """Re-index ``app`` from its current asks."""
+        asks = app.sorted_asks()
+        if not asks:
+            self.remove(app.app_id)
+            return
+        r = remaining_work(asks)
+        sig = (r, *((a.priority, a.resources, a.kind) for a in asks))
+        rec = self.apps.get(app.app_id)
+        if rec is not None:
+            rec.app, rec.asks = app, asks
+            if rec.sig == sig:
+                return  # only counts changed: the entries stand
+            self._drop(rec)
+        entries = []
+        for a in asks:
+            e = Entry(r, app.seq, a.priority, a.kind is AskKind.DEFAULT, app.app_id)
+            lst = self.by_shape.get(a.resources)
+            if lst is None:
+                lst = self.by_shape[a.resources] = []
+            insort(lst, e)
+            entries.append((a.resources, e))
+        self.apps[app.app_id] = _Indexed(app, asks, sig, r, entries)
+        self._mean_remaining = None
+
+    def remove(self, app_id: str) -> None:
+        rec = self.apps.pop(app_id, None)
+        if rec is not None:
+            self._drop(rec)
+            self._mean_remaining = None
+
+    def _drop(self, rec: _Indexed) -> None:
+        for shape, e in rec.entries:
+            lst = self.by_shape[shape]
+            del lst[bisect_left(lst, e)]
+            if not lst:
+                del self.by_shape[shape]
+
+    def mean_remaining(self) -> float:
+        """Mean remaining work of the indexed jobs (> 0 when any is indexed)."""
+        if self._mean_remaining is None:
+            n = len(self.apps)
+            total = math.fsum(r.remaining for r in self.apps.values())
+            self._mean_remaining = total / n if n else 1.0
+        return self._mean_remaining
+
+    def alignments(self, free: Resources, capacity: Resources) -> dict[Resources, float]:
+        """The alignment of every shape that fits in ``free`` (shapes that do not fit are
+        absent, so ``shape in result`` is the fit test)."""
+        return {s: alignment(s, free, capacity) for s in self.by_shape if s.fits_in(free)}
+
+    def tetris_weight(self, align: dict[Resources, float], weight: float) -> float:
+        """eps of ``score = alignment - eps x remaining work``: ``weight`` x mean alignment
+        of the fitting shapes / mean remaining work, so that both terms count alike at
+        ``weight`` = 1."""
+        if not align or not weight:
+            return 0.0
+        return weight * math.fsum(align.values()) / len(align) / self.mean_remaining()
+
+    def heads(self, align: dict[Resources, float]) -> Iterator[tuple[float, Resources, Entry]]:
+        """(alignment, shape, first entry) of each fitting shape."""
+        for shape, a in align.items():
+            yield a, shape, self.by_shape[shape][0]
+
+
+def best_scored(cands: Iterable[tuple[float, Entry]], eps: float) -> Entry | None:
+    """The entry of highest Tetris score ``alignment - eps x remaining work``; ties by
+    remaining work, submission order, priority."""
+    best: Entry | None = None
+    best_key: tuple[float, float, int, int] | None = None
+    for a, e in cands:
+        key = (eps * e.remaining - a, e.remaining, e.seq, e.priority)
+        if best_key is None or key < best_key:
+            best, best_key = e, key
+    return best
+
+
+class FairWindow:
+    """Tetris' fairness knob: the ``ceil((1 - f) x N)`` (at least one) of the N jobs with
+    pending asks that are furthest below their fair share. Every such job's fair share is
+    the same 1/N of the cluster, so the deficit 1/N - dominant share of what the job holds
+    orders them by dominant share (lowest first), ties by submission order. Kept sorted
+    while placing: a placement moves only the job that got it, O(log N + window)."""
+
+    def __init__(self, apps: Sequence[AppView], capacity: Resources, f: float) -> None:
+        self.capacity = capacity
+        self.f = f
+        self.keys = {a.app_id: (a.allocated.dominant_share(capacity), a.seq) for a in apps}
+        self.order = sorted((k, i) for i, k in self.keys.items())
+        self._refresh()
+
+    def _refresh(self) -> None:
+        n = len(self.order)
+        # The epsilon keeps float dust from adding a job: (1 - 0.1) x 10 is 9.000000000000002.
+        self.size = max(1, math.ceil((1.0 - self.f) * n - 1e-9)) if n else 0
+        self.members = {i for _, i in self.order[: self.size]}
+
+    def charged(self, app: AppView, pending: bool) -> None:
+        """``app`` got a container (``pending``: it still asks for more)."""
+        old = self.keys.pop(app.app_id, None)
+        if old is not None:
+            del self.order[bisect_left(self.order, (old, app.app_id))]
+        if pending:
+            key = self.keys[app.app_id] = (app.allocated.dominant_share(self.capacity), app.seq)
+            insort(self.order, (key, app.app_id))
+        self._refresh()
