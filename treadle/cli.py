@@ -51,9 +51,19 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Policy parameter as key=value (repeatable)."),
 ]
-AsksOpt = Annotated[str, typer.Option("--asks", help="AM ask strategy.")]
+AsksOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--asks",
+        help="AM ask strategy [default: each policy's own: altruistic for carbyne, else greedy].",
+        show_default=False,
+    ),
+]
 AskSetOpt = Annotated[
-    list[str] | None, typer.Option("--ask-set", help="Ask-strategy parameter key=value.")
+    list[str] | None,
+    typer.Option(
+        "--ask-set", help="Ask-strategy parameter key=value, or STRATEGY.key=value for one."
+    ),
 ]
 SlowdownOpt = Annotated[
     bool,
@@ -71,6 +81,18 @@ DilationOpt = Annotated[
 NmProcessesOpt = Annotated[
     int,
     typer.Option("--nm-processes", help="Local clusters: NM host processes to spread nodes over."),
+]
+NmContainersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nm-containers",
+        help="Docker: NM host containers to spread nodes over [default: 2, or 1 for one node].",
+        show_default=False,
+    ),
+]
+ImageOpt = Annotated[
+    str,
+    typer.Option("--image", help="Docker: the treadle image (deploy/build-image.sh builds it)."),
 ]
 ManagedAmOpt = Annotated[
     bool,
@@ -189,7 +211,7 @@ def sim(
     settings: SetOpt = None,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
-    asks: AsksOpt = "greedy",
+    asks: AsksOpt = None,
     ask_settings: AskSetOpt = None,
     slowdown: SlowdownOpt = True,
     log_level: LogLevelOpt = "warning",
@@ -233,7 +255,11 @@ def compare(
     ] = "all",
     mode: Annotated[
         str,
-        typer.Option("--mode", help="sim (simulator) or local (a real local cluster per policy)."),
+        typer.Option(
+            "--mode",
+            help="sim (simulator), local (a cluster of local processes per policy) or docker "
+            "(a deployment of containers per policy).",
+        ),
     ] = "sim",
     settings: Annotated[
         list[str] | None,
@@ -244,11 +270,13 @@ def compare(
     ] = None,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
-    asks: AsksOpt = "greedy",
+    asks: AsksOpt = None,
     ask_settings: AskSetOpt = None,
     slowdown: SlowdownOpt = True,
     dilation: DilationOpt = 10.0,
     nm_processes: NmProcessesOpt = 1,
+    nm_containers: NmContainersOpt = None,
+    image: ImageOpt = "treadle:latest",
     managed_am: ManagedAmOpt = False,
     timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
     log_level: LogLevelOpt = "warning",
@@ -256,10 +284,8 @@ def compare(
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with _errors():
         logs.configure(log_level)
-        if mode == "docker":
-            _fail("--mode docker is not available yet; use --mode sim or --mode local", 2)
-        if mode not in ("sim", "local"):
-            _fail(f"unknown --mode {mode!r}; use sim or local", 2)
+        if mode not in ("sim", "local", "docker"):
+            _fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
@@ -284,6 +310,24 @@ def compare(
                         baseline=baseline,
                         dilation=dilation,
                         nm_processes=nm_processes,
+                        managed_am=managed_am,
+                        timeout_s=timeout_s,
+                        on_policy=lambda n: _tracker(progress, n, len(wl.jobs)),
+                    )
+                )
+            elif mode == "docker":
+                from treadle.driver import compare_docker, run_async
+
+                result = run_async(
+                    compare_docker(
+                        wl,
+                        choices,
+                        out_dir,
+                        options=options,
+                        baseline=baseline,
+                        dilation=dilation,
+                        nm_containers=nm_containers or min(2, len(wl.cluster.nodes)),
+                        image=image,
                         managed_am=managed_am,
                         timeout_s=timeout_s,
                         on_policy=lambda n: _tracker(progress, n, len(wl.jobs)),
@@ -325,26 +369,62 @@ def run_live(
     out_dir: OutOpt,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
-    asks: AsksOpt = "greedy",
+    asks: AsksOpt = None,
     ask_settings: AskSetOpt = None,
     managed_am: ManagedAmOpt = False,
     timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
     slowdown: SlowdownOpt = True,
+    expect_policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            help="The policy the RM should run (checked with its --set values before "
+            "anything else, then against the RM): a deployment's settings fail here, early.",
+        ),
+    ] = None,
+    settings: SetOpt = None,
+    rm_wait_s: Annotated[
+        float,
+        typer.Option("--rm-wait-s", help="Wait up to this many seconds for the RM to answer."),
+    ] = 0.0,
+    wait_nodes: Annotated[
+        int,
+        typer.Option("--wait-nodes", help="Start only once the RM has this many nodes."),
+    ] = 0,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does."""
     with _errors():
         logs.configure(log_level)
         from treadle import metrics
-        from treadle.driver import probe, replay, run_async
+        from treadle.driver import replay, run_async, wait_for_rm
         from treadle.registry import build
-        from treadle.runner import alone_jcts
+        from treadle.runner import alone_jcts, asks_for, build_policy
 
         params = parse_settings(ask_settings or [], "--ask-set")
-        build("asks", asks, params)  # a bad strategy fails before anything else
-        live = run_async(probe(rm))  # an unreachable RM fails before the simulations
+        if asks is not None:
+            build("asks", *asks_for(None, RunOptions(asks, params)))  # fail before anything
+        if expect_policy is not None:
+            expected = PolicyChoice(expect_policy, parse_settings(settings or []))
+            build_policy(expected)
+            build("asks", *asks_for(expected, RunOptions(asks, params)))
+        elif settings:
+            _fail("--set needs --policy (the policy whose parameters they are)", 2)
+        if not rm_wait_s >= 0:
+            _fail(f"--rm-wait-s must be >= 0, got {rm_wait_s:g}", 2)
+        # An unreachable RM fails before the simulations.
+        if wait_nodes < 0:
+            _fail(f"--wait-nodes must be >= 0, got {wait_nodes}", 2)
+        live = run_async(wait_for_rm(rm, rm_wait_s, wait_nodes))
+        if expect_policy is not None and live.policy != expect_policy:
+            _fail(f"the RM at {rm} runs policy {live.policy!r}, not {expect_policy!r}")
         wl = _load(workload, fmt, nodes_file)
         options = RunOptions(asks, params, slowdown=slowdown)
+        # The strategy the RM's policy is designed with, unless --asks names one.
+        try:
+            strategy, strategy_params = asks_for(PolicyChoice(live.policy, {}), options)
+        except TreadleError:  # a policy installed on the RM only: its AMs default to greedy
+            strategy, strategy_params = asks_for(None, options)
         alone = alone_jcts(wl, options) if slowdown else None
         with _progress() as progress:
             records = run_async(
@@ -352,8 +432,8 @@ def run_live(
                     rm,
                     wl,
                     alone=alone,
-                    ask_strategy=asks,
-                    ask_params=params,
+                    ask_strategy=strategy,
+                    ask_params=strategy_params,
                     managed_am=managed_am,
                     timeout_s=timeout_s,
                     progress=_tracker(progress, live.policy or "replay", len(wl.jobs)),

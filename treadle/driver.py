@@ -6,9 +6,10 @@ through GetEvents and keeps this run's records (its applications' records and th
 events), headed by a ``run_started`` record that carries what the metrics need. The
 records are then analysed by treadle.metrics exactly as a simulation's are.
 
-``compare_local`` starts a fresh ``LocalCluster`` of the workload's shape per policy,
-replays the workload on it, stops it, and writes the same files and report as the
-simulator's comparison (``treadle compare --mode local``).
+``compare_local`` (``compare_docker``) starts a fresh ``LocalCluster`` (``DockerCluster``)
+of the workload's shape per policy, replays the workload on it, stops it, and writes the
+same files and report as the simulator's comparison (``treadle compare --mode local`` and
+``--mode docker``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import contextlib
 import json
 import math
 import signal
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import grpc
 import structlog
@@ -33,7 +34,14 @@ from treadle.model import Workload
 from treadle.registry import build
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
 from treadle.rpcutil import channel
-from treadle.runner import Comparison, PolicyChoice, RunOptions, alone_jcts, build_policy
+from treadle.runner import (
+    Comparison,
+    PolicyChoice,
+    RunOptions,
+    alone_jcts,
+    asks_for,
+    build_policy,
+)
 from treadle.sim import ProgressFn, SimResult
 
 log = structlog.get_logger("driver")
@@ -76,6 +84,27 @@ async def probe(rm_address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> client
             timeout_s,
         )
         return m
+
+
+async def wait_for_rm(rm_address: str, wait_s: float, nodes: int = 0) -> client_pb.ClusterMetrics:
+    """``probe``, retried for up to ``wait_s`` wall seconds until the RM answers with at
+    least ``nodes`` nodes registered (a deployment that is still starting); the error names
+    the address and the wait."""
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while True:
+        try:
+            m = await probe(rm_address)
+            if m.nodes >= nodes:
+                return m
+            problem = TreadleError(
+                f"the RM at {rm_address} has {m.nodes} of the {nodes} nodes waited for"
+            )
+        except TreadleError as e:
+            problem = e
+        if asyncio.get_running_loop().time() >= deadline:
+            waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
+            raise TreadleError(f"{problem}{waited}") from None
+        await asyncio.sleep(0.5)
 
 
 def _run_started(
@@ -263,6 +292,28 @@ def finished_count(records: Iterable[Mapping[str, Any]]) -> int:
     )
 
 
+class LiveCluster(Protocol):
+    """What a comparison needs of a cluster: LocalCluster and DockerCluster."""
+
+    rm_address: str
+
+    async def __aenter__(self) -> Any: ...
+    async def __aexit__(self, *exc: Any) -> None: ...
+    async def guard(self, aw: Awaitable[T], poll_s: float = ...) -> T: ...
+    def timer_stats(self) -> dict[str, dict[str, float]]: ...
+
+
+def _check_live_options(
+    choices: Sequence[PolicyChoice], options: RunOptions, timeout_s: float
+) -> None:
+    # Every check first: a bad name or parameter fails before any process starts.
+    for c in choices:
+        build_policy(c)
+        build("asks", *asks_for(c, options))
+    if not timeout_s > 0:
+        raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
+
+
 async def compare_local(
     workload: Workload,
     policies: Iterable[PolicyChoice],
@@ -283,12 +334,7 @@ async def compare_local(
     comparison report."""
     options = options or RunOptions()
     choices = list(policies)
-    # Every check first: a bad name or parameter fails before any process starts.
-    for c in choices:
-        build_policy(c)
-    build("asks", options.ask_strategy, options.ask_params or {})
-    if not timeout_s > 0:
-        raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
+    _check_live_options(choices, options, timeout_s)
     clusters = [
         LocalCluster(
             workload,
@@ -304,6 +350,78 @@ async def compare_local(
         )
         for c in choices
     ]
+    return await compare_on_clusters(
+        workload, choices, clusters, out_dir,
+        options=options, baseline=baseline, dilation=dilation, managed_am=managed_am,
+        timeout_s=timeout_s, on_policy=on_policy, mode="local", where="local cluster",
+    )  # fmt: skip
+
+
+async def compare_docker(
+    workload: Workload,
+    policies: Iterable[PolicyChoice],
+    out_dir: Path,
+    *,
+    options: RunOptions | None = None,
+    baseline: str | None = None,
+    dilation: float = 10.0,
+    nm_containers: int = 2,
+    image: str = "treadle:latest",
+    managed_am: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_policy: Callable[[str], ProgressFn | None] | None = None,
+    ready_timeout_s: float = 60.0,
+    log_level: str = "info",
+) -> Comparison:
+    """Like ``compare_local``, on a fresh deployment of containers per policy (same image,
+    same topology); the containers' logs are kept under POLICY/cluster/."""
+    from treadle.containers import DockerCluster, check_image
+
+    options = options or RunOptions()
+    choices = list(policies)
+    _check_live_options(choices, options, timeout_s)
+    clusters = [
+        DockerCluster(
+            workload,
+            c.name,
+            dict(c.params),
+            image=image,
+            workdir=out_dir / c.name / "cluster",
+            dilation=dilation,
+            nm_containers=nm_containers,
+            managed_am=managed_am,
+            am_interval_s=options.am_interval_s,
+            ready_timeout_s=ready_timeout_s,
+            log_level=log_level,
+        )
+        for c in choices
+    ]
+    await asyncio.to_thread(check_image, image)  # before the first policy, not in its turn
+    return await compare_on_clusters(
+        workload, choices, clusters, out_dir,
+        options=options, baseline=baseline, dilation=dilation, managed_am=managed_am,
+        timeout_s=timeout_s, on_policy=on_policy, mode="docker",
+        where=f"{nm_containers} NM containers of {image}",
+    )  # fmt: skip
+
+
+async def compare_on_clusters(
+    workload: Workload,
+    choices: Sequence[PolicyChoice],
+    clusters: Sequence[LiveCluster],
+    out_dir: Path,
+    *,
+    options: RunOptions,
+    baseline: str | None,
+    dilation: float,
+    managed_am: bool,
+    timeout_s: float,
+    on_policy: Callable[[str], ProgressFn | None] | None,
+    mode: str,
+    where: str,
+) -> Comparison:
+    """Replay ``workload`` on each policy's own cluster in turn (each is started, used and
+    stopped before the next starts) and write the per-policy files and the report."""
     alone = alone_jcts(workload, options) if options.slowdown else {}
     weights = {name: u.weight for name, u in workload.users.items()}
     runs: dict[str, metrics.RunMetrics] = {}
@@ -316,12 +434,12 @@ async def compare_local(
                     cluster.rm_address,
                     workload,
                     alone=alone,
-                    ask_strategy=options.ask_strategy,
-                    ask_params=options.ask_params,
+                    ask_strategy=asks_for(c, options)[0],
+                    ask_params=asks_for(c, options)[1],
                     managed_am=managed_am,
                     timeout_s=timeout_s,
                     progress=progress,
-                    mode="local",
+                    mode=mode,
                 )
             )
         run_dir = out_dir / c.name
@@ -337,8 +455,7 @@ async def compare_local(
         end = max((float(r["t"]) for r in records), default=0.0)
         results[c.name] = SimResult(records, len(workload.jobs), done, end, None, {})
     title = (
-        f"treadle: {workload.name} under {len(choices)} policies "
-        f"(local cluster, dilation {dilation:g})"
+        f"treadle: {workload.name} under {len(choices)} policies ({where}, dilation {dilation:g})"
     )
     path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
     return Comparison(runs, results, path)

@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -300,6 +300,164 @@ def _setting(value: Any) -> str:
     return json.dumps(value)
 
 
+def nodes_json(nodes: Iterable[NodeSpec]) -> str:
+    """The ``--nodes-json`` file of an NM host process: exactly these nodes."""
+    rows = [
+        {"node_id": n.node_id, "resources": n.resources.to_dict(), "rack": n.rack} for n in nodes
+    ]
+    return json.dumps(rows, indent=1) + "\n"
+
+
+def am_poll_s(heartbeat_s: float, dilation: float) -> float:
+    """Wall seconds between the AM host's polls for new applications: a quarter of a
+    heartbeat, so that an AM starts about as soon as in the simulator (where it registers
+    at submission)."""
+    return min(0.2, max(0.005, heartbeat_s / dilation / 4))
+
+
+# The command lines of the three roles, shared by local processes and containers.
+def rm_command(
+    python: str,
+    policy: str,
+    params: Mapping[str, Any],
+    *,
+    listen: str,
+    dilation: float,
+    config: str,
+    events: str,
+    heartbeat_s: float,
+    am_interval_s: float,
+    expiry_intervals: int,
+    max_am_attempts: int,
+    log_level: str,
+    port_file: str | None = None,
+    advertise: str | None = None,
+) -> list[str]:
+    return [
+        python, "-m", "rm",
+        "--policy", policy,
+        *(a for k, v in params.items() for a in ("--set", f"{k}={_setting(v)}")),
+        "--listen", listen,
+        *(("--port-file", port_file) if port_file else ()),
+        *(("--advertise", advertise) if advertise else ()),
+        "--dilation", repr(float(dilation)),
+        "--workload", config,
+        "--events", events,
+        "--heartbeat-s", repr(float(heartbeat_s)),
+        "--am-interval-s", repr(float(am_interval_s)),
+        "--expiry-intervals", str(expiry_intervals),
+        "--max-am-attempts", str(max_am_attempts),
+        "--log-level", log_level,
+    ]  # fmt: skip
+
+
+def nm_command(
+    python: str,
+    rm: str,
+    nodes_file: str,
+    *,
+    listen: str,
+    rm_wait_s: float,
+    log_level: str,
+    port_file: str | None = None,
+    advertise: str | None = None,
+) -> list[str]:
+    return [
+        python, "-m", "nm",
+        "--rm", rm,
+        "--nodes-json", nodes_file,
+        "--batch",
+        "--listen", listen,
+        *(("--port-file", port_file) if port_file else ()),
+        *(("--advertise", advertise) if advertise else ()),
+        "--rm-wait-s", repr(float(rm_wait_s)),
+        "--log-level", log_level,
+    ]  # fmt: skip
+
+
+def am_host_command(
+    python: str, rm: str, *, poll_s: float, log_level: str, port_file: str | None = None
+) -> list[str]:
+    return [
+        python, "-m", "am",
+        "--rm", rm,
+        *(("--port-file", port_file) if port_file else ()),
+        "--poll-s", repr(poll_s),
+        "--log-level", log_level,
+    ]  # fmt: skip
+
+
+def check_cluster_settings(
+    workload: Workload,
+    policy: str,
+    params: Mapping[str, Any],
+    *,
+    dilation: float,
+    parts: int,
+    parts_option: str,
+    expiry_intervals: int,
+    max_am_attempts: int,
+    am_interval_s: float | None,
+) -> None:
+    """Every check a cluster makes before it starts anything: a bad value is a clear error
+    (``parts`` is how many NM host processes or containers share the nodes)."""
+    nodes = workload.cluster.nodes
+    if not nodes:
+        raise InputError("cluster", None, "the workload has no nodes")
+    if not dilation > 0:
+        raise InputError("--dilation", None, f"must be > 0, got {dilation:g}")
+    if not 1 <= parts <= len(nodes):
+        raise InputError(
+            parts_option, None, f"must be between 1 and the {len(nodes)} node(s), got {parts}"
+        )
+    if expiry_intervals < 1 or max_am_attempts < 1:
+        raise InputError("cluster", None, "expiry intervals and AM attempts must be >= 1")
+    if am_interval_s is not None and not am_interval_s > 0:
+        raise InputError("--am-interval-s", None, f"must be > 0, got {am_interval_s}")
+    build("policies", policy, params)  # bad name or parameter: fail now
+
+
+async def wait_for_nodes(
+    rm_address: str,
+    want: int,
+    deadline: float,
+    check: Callable[[], Awaitable[None]],
+    timeout: Callable[[int], Exception],
+) -> None:
+    """Poll the RM until ``want`` nodes are registered; ``check`` raises if a part of the
+    cluster died meanwhile, ``timeout(seen)`` is raised at ``deadline``."""
+    seen = 0
+    async with channel(rm_address) as ch:
+        stub: Any = client_grpc.ClientStub(ch)
+        while True:
+            await check()
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                m = await stub.GetClusterMetrics(client_pb.GetClusterMetricsRequest(), timeout=2)
+                seen = m.nodes
+                if seen >= want:
+                    return
+            if time.monotonic() > deadline:
+                raise timeout(seen)
+            await asyncio.sleep(0.05)
+
+
+async def guarded(aw: Awaitable[T], check: Callable[[], Awaitable[None]], poll_s: float) -> T:
+    """Await ``aw``, calling ``check`` every ``poll_s``; if ``check`` raises (a part of the
+    cluster died), cancel ``aw`` and let that error through."""
+    task = asyncio.ensure_future(aw)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=poll_s)
+            if done:
+                return task.result()
+            await check()
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
 # --------------------------------------------------------------------------------------
 # The cluster
 
@@ -340,22 +498,17 @@ class LocalCluster:
     _stopped: list[ProcessInfo] = field(default_factory=list, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        nodes = self.workload.cluster.nodes
-        if not nodes:
-            raise InputError("cluster", None, "the workload has no nodes")
-        if not self.dilation > 0:
-            raise InputError("--dilation", None, f"must be > 0, got {self.dilation:g}")
-        if not 1 <= self.nm_processes <= len(nodes):
-            raise InputError(
-                "--nm-processes",
-                None,
-                f"must be between 1 and the {len(nodes)} node(s), got {self.nm_processes}",
-            )
-        if self.expiry_intervals < 1 or self.max_am_attempts < 1:
-            raise InputError("cluster", None, "expiry intervals and AM attempts must be >= 1")
-        if self.am_interval_s is not None and not self.am_interval_s > 0:
-            raise InputError("--am-interval-s", None, f"must be > 0, got {self.am_interval_s}")
-        build("policies", self.policy, self.params)  # bad name or parameter: fail now
+        check_cluster_settings(
+            self.workload,
+            self.policy,
+            self.params,
+            dilation=self.dilation,
+            parts=self.nm_processes,
+            parts_option="--nm-processes",
+            expiry_intervals=self.expiry_intervals,
+            max_am_attempts=self.max_am_attempts,
+            am_interval_s=self.am_interval_s,
+        )
         self.workdir = Path(self.workdir)
 
     # ------------------------------------------------------------------ views
@@ -377,10 +530,7 @@ class LocalCluster:
 
     @property
     def am_poll_s(self) -> float:
-        """Wall seconds between the AM host's polls for new applications: a quarter of a
-        heartbeat, so that an AM starts about as soon as in the simulator (where it
-        registers at submission)."""
-        return min(0.2, max(0.005, self.heartbeat_s / self.dilation / 4))
+        return am_poll_s(self.heartbeat_s, self.dilation)
 
     def log_path(self, name: str) -> Path:
         return self.workdir / f"{name}.log"
@@ -434,21 +584,21 @@ class LocalCluster:
         wd = self.workdir
         config = wd / RM_CONFIG
         config.write_text(rm_config_yaml(self.workload), encoding="utf-8")
-        rm_argv = [
-            self.python, "-m", "rm",
-            "--policy", self.policy,
-            *(a for k, v in self.params.items() for a in ("--set", f"{k}={_setting(v)}")),
-            "--listen", "127.0.0.1:0",
-            "--port-file", str(wd / "rm.port"),
-            "--dilation", repr(float(self.dilation)),
-            "--workload", str(config),
-            "--events", str(self.events_path),
-            "--heartbeat-s", repr(float(self.heartbeat_s)),
-            "--am-interval-s", repr(float(self.am_interval_s or self.heartbeat_s)),
-            "--expiry-intervals", str(self.expiry_intervals),
-            "--max-am-attempts", str(self.max_am_attempts),
-            "--log-level", self.log_level,
-        ]  # fmt: skip
+        rm_argv = rm_command(
+            self.python,
+            self.policy,
+            self.params,
+            listen="127.0.0.1:0",
+            port_file=str(wd / "rm.port"),
+            dilation=self.dilation,
+            config=str(config),
+            events=str(self.events_path),
+            heartbeat_s=self.heartbeat_s,
+            am_interval_s=self.am_interval_s or self.heartbeat_s,
+            expiry_intervals=self.expiry_intervals,
+            max_am_attempts=self.max_am_attempts,
+            log_level=self.log_level,
+        )
         rm = self._spawn("rm", rm_argv)
         self.rm_address = await self._wait_port_file(rm, wd / "rm.port", deadline)
         try:
@@ -460,34 +610,29 @@ class LocalCluster:
         nms = []
         for k, chunk in enumerate(split_nodes(self.nodes, self.nm_processes), 1):
             spec = wd / f"nodes-{k}.json"
-            rows = [
-                {"node_id": n.node_id, "resources": n.resources.to_dict(), "rack": n.rack}
-                for n in chunk
-            ]
-            spec.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-            argv = [
-                self.python, "-m", "nm",
-                "--rm", self.rm_address,
-                "--nodes-json", str(spec),
-                "--batch",
-                "--listen", "127.0.0.1:0",
-                "--port-file", str(wd / f"nm-{k}.port"),
-                "--rm-wait-s", repr(max(1.0, self.ready_timeout_s)),
-                "--log-level", self.log_level,
-            ]  # fmt: skip
+            spec.write_text(nodes_json(chunk), encoding="utf-8")
+            argv = nm_command(
+                self.python,
+                self.rm_address,
+                str(spec),
+                listen="127.0.0.1:0",
+                port_file=str(wd / f"nm-{k}.port"),
+                rm_wait_s=max(1.0, self.ready_timeout_s),
+                log_level=self.log_level,
+            )
             nms.append(self._spawn(f"nm-{k}", argv))
         await self._wait_nodes(deadline)
 
         if not self.managed_am:
             ready = wd / "am.ready"
             ready.unlink(missing_ok=True)
-            argv = [
-                self.python, "-m", "am",
-                "--rm", self.rm_address,
-                "--port-file", str(ready),
-                "--poll-s", repr(self.am_poll_s),
-                "--log-level", self.log_level,
-            ]  # fmt: skip
+            argv = am_host_command(
+                self.python,
+                self.rm_address,
+                port_file=str(ready),
+                poll_s=self.am_poll_s,
+                log_level=self.log_level,
+            )
             am = self._spawn("am", argv)
             await self._wait_port_file(am, ready, deadline)
         self._check_alive()
@@ -541,27 +686,18 @@ class LocalCluster:
             await asyncio.sleep(0.05)
 
     async def _wait_nodes(self, deadline: float) -> None:
-        want = len(self.nodes)
-        seen = -1
-        async with channel(self.rm_address) as ch:
-            stub: Any = client_grpc.ClientStub(ch)
-            while True:
-                self._check_alive()
-                with contextlib.suppress(grpc.aio.AioRpcError):
-                    m = await stub.GetClusterMetrics(
-                        client_pb.GetClusterMetricsRequest(), timeout=2
-                    )
-                    seen = m.nodes
-                    if seen >= want:
-                        return
-                if time.monotonic() > deadline:
-                    nm = next(r for r in self._procs if r.info.name.startswith("nm-"))
-                    raise self._failure(
-                        nm,
-                        f"registered {max(seen, 0)}/{want} nodes with the RM in "
-                        f"{self.ready_timeout_s:g} s",
-                    )
-                await asyncio.sleep(0.05)
+        def timeout(seen: int) -> TreadleError:
+            nm = next(r for r in self._procs if r.info.name.startswith("nm-"))
+            return self._failure(
+                nm,
+                f"registered {seen}/{len(self.nodes)} nodes with the RM in "
+                f"{self.ready_timeout_s:g} s",
+            )
+
+        async def check() -> None:
+            self._check_alive()
+
+        await wait_for_nodes(self.rm_address, len(self.nodes), deadline, check, timeout)
 
     def _write_state(self) -> None:
         state = {
@@ -597,20 +733,13 @@ class LocalCluster:
     async def guard(self, aw: Awaitable[T], poll_s: float = 0.25) -> T:
         """Await ``aw`` while watching the processes: if one exits, cancel ``aw`` and raise
         a TreadleError with the end of that process's log."""
-        task = asyncio.ensure_future(aw)
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=poll_s)
-                if done:
-                    return task.result()
-                dead = self._exited()
-                if dead:
-                    raise self._failure(dead[0], "exited during the run")
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+
+        async def check() -> None:
+            dead = self._exited()
+            if dead:
+                raise self._failure(dead[0], "exited during the run")
+
+        return await guarded(aw, check, poll_s)
 
     # ------------------------------------------------------------------ stop
     def stop(self) -> None:

@@ -359,10 +359,3 @@ def test_bad_local_settings_fail_before_any_process_starts(
     assert res.stderr.count("\n") == 1, res.stderr
     assert needle in res.stderr
     assert not out.exists()  # no cluster directory: nothing was started
-
-
-def test_docker_mode_is_rejected_clearly(tmp_path: Path) -> None:
-    res = _cli(["compare", "tiny", "--mode", "docker", "--out", str(tmp_path / "o")])
-    assert res.returncode == 2
-    assert res.stderr.count("\n") == 1
-    assert "docker" in res.stderr
