@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from treadle.metrics import analyze
 from treadle.rpc.v1 import client_pb2_grpc as client_grpc
 from treadle.rpcutil import channel
 from treadle.runner import PolicyChoice, compare as run_compare
-from treadle.workload import parse_workload
+from treadle.workload import load_workload, parse_workload
 
 TREADLE = [sys.executable, "-m", "treadle.cli"]
 FIDELITY_TOLERANCE = 0.10  # the bound: containers agree with the simulator
@@ -115,6 +116,23 @@ def test_containers_agree_with_the_simulator(image: str, compared: dict[str, Any
             errors[f"{policy}.{key}"] = (live[key] / sim[key] - 1.0, live[key], sim[key])
     shown = ", ".join(f"{k} {e:+.1%} ({a:.2f} vs {b:.2f})" for k, (e, a, b) in errors.items())
     assert all(abs(e) <= FIDELITY_TOLERANCE for e, _, _ in errors.values()), shown
+
+
+def test_carbyne_shares_and_ask_kinds_travel_between_containers(image: str, tmp_path: Path) -> None:
+    # tests/data/altruism.yaml: the short branch (stage 2) yields once the AMs have shares.
+    wl = load_workload(str(Path(__file__).parents[1] / "data" / "altruism.yaml"))
+    result = asyncio.run(
+        compare_docker(wl, [PolicyChoice("carbyne", {})], tmp_path, dilation=20.0,
+                       nm_containers=1, image=image, timeout_s=120)
+    )  # fmt: skip
+    assert result.runs["carbyne"].summary["finished"] == 2
+    kinds = Counter(
+        (int(r["priority"]) // 2, str(r["kind"]))
+        for r in result.results["carbyne"].records
+        if r["event"] == ev.CONTAINER_ALLOCATED
+    )
+    assert kinds[(2, "ALTRUISTIC")] >= 4, kinds
+    assert kinds[(0, "DEFAULT")] >= 4, kinds
 
 
 def test_killed_nm_container_loses_no_job(image: str, tmp_path: Path) -> None:
