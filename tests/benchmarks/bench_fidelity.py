@@ -136,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"makespan {spread['span_min']:.1f}..{spread['span_max']:.1f} over the draws"
             )
         header = (
-            f"{'policy':<10}{'dilation':>9}{'JCT sim':>10}{'JCT local':>11}{'ratio':>8}"
-            f"{'span sim':>10}{'span local':>12}{'ratio':>8}{'wall s':>8}  timer lateness (emul. s)"
+            f"{'policy':<10}{'dilation':>9}{'JCT sim':>10}{'JCT ' + args.mode:>12}{'ratio':>8}"
+            f"{'span sim':>10}{'span ' + args.mode:>13}{'ratio':>8}{'wall s':>8}  "
+            "timer lateness (emul. s)"
         )
         print(header)
         print("-" * len(header))
@@ -159,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 r_jct, r_span = l_jct / s["mean_jct_s"], l_span / s["makespan_s"]
                 worst = max(worst, abs(r_jct - 1) + 1, abs(r_span - 1) + 1)
                 print(
-                    f"{c.name:<10}{dilation:>9g}{s['mean_jct_s']:>10.1f}{l_jct:>11.1f}"
-                    f"{r_jct:>8.3f}{s['makespan_s']:>10.1f}{l_span:>12.1f}"
+                    f"{c.name:<10}{dilation:>9g}{s['mean_jct_s']:>10.1f}{l_jct:>12.1f}"
+                    f"{r_jct:>8.3f}{s['makespan_s']:>10.1f}{l_span:>13.1f}"
                     f"{r_span:>8.3f}{statistics.mean(walls):>8.1f}  "
                     f"{_late(_timers(out / f'{c.name}-0' / c.name))}",
                     flush=True,
