@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from am.asks import AskStrategy, stage_of
+from treadle.frozen import slot_setters
 from treadle.messages import (
     AllocateRequest,
     AllocateResponse,
@@ -22,6 +23,27 @@ from treadle.messages import (
 )
 from treadle.model import JobSpec
 from treadle.resources import ZERO, Resources
+
+_COMPLETE = ContainerState.COMPLETE
+
+
+_new = object.__new__
+_l_id, _l_app, _l_node, _l_res, _l_dur = slot_setters(
+    ContainerLaunch, ("container_id", "app_id", "node_id", "resources", "duration_s")
+)
+
+
+def _launch(
+    cid: str, app_id: str, node_id: str, res: Resources, duration: float
+) -> ContainerLaunch:
+    """``ContainerLaunch(cid, app_id, node_id, res, duration)``, faster."""
+    x: ContainerLaunch = _new(ContainerLaunch)
+    _l_id(x, cid)
+    _l_app(x, app_id)
+    _l_node(x, node_id)
+    _l_res(x, res)
+    _l_dur(x, duration)
+    return x
 
 
 class ApplicationMaster:
@@ -50,6 +72,9 @@ class ApplicationMaster:
         self._ends: list[dict[str, float]] = [{} for _ in range(n)]
         self._task_events = 0
         self._done: list[int] = [0] * n
+        self._done_total = 0
+        self._total_tasks = job.tasks
+        self._stage_tasks = [s.tasks for s in job.stages]
         self._attempts: dict[tuple[int, int], int] = {}
         self._task_of: dict[str, tuple[int, int]] = {}
         self._parents_left = [len(p) for p in job.parent_indices]
@@ -81,8 +106,7 @@ class ApplicationMaster:
         return len(self._unassigned[stage])
 
     def unassigned_durations(self, stage: int) -> list[float]:
-        d = self._job.stages[stage].durations
-        return [d[t] for t in self._unassigned[stage]]
+        return list(map(self._job.stages[stage].durations.__getitem__, self._unassigned[stage]))
 
     def running(self, stage: int) -> int:
         return self._running[stage]
@@ -112,8 +136,8 @@ class ApplicationMaster:
 
     @property
     def progress(self) -> float:
-        total = self._job.tasks
-        return sum(self._done) / total if total else 1.0
+        total = self._total_tasks
+        return self._done_total / total if total else 1.0
 
     def completed_tasks(self) -> list[tuple[int, int]]:
         """(stage, task) pairs done so far: what a new attempt must not redo."""
@@ -131,13 +155,16 @@ class ApplicationMaster:
         for a in asks:
             sent[a.priority] = a.count
         # Withdraw asks that the strategy no longer makes.
-        withdrawn = [Ask(p, ZERO, 0) for p in self._sent if p not in sent]
+        if self._sent:
+            withdrawn = [Ask(p, ZERO, 0) for p in self._sent if p not in sent]
+            if withdrawn:
+                asks = asks + withdrawn
         self._sent = {p: c for p, c in sent.items() if c}
         releases, self._releases = self._releases, []
         done, self._newly_done = self._newly_done, []
         return AllocateRequest(
             self.app_id,
-            asks + withdrawn,
+            asks,
             releases,
             self.progress,
             done,
@@ -154,21 +181,27 @@ class ApplicationMaster:
         for status in resp.completed:
             self._on_completed(status)
         launches: list[ContainerLaunch] = []
+        if not resp.allocated:
+            return launches
+        unassigned = self._unassigned
+        parents_left = self._parents_left
+        stages = self._job.stages
+        n = len(unassigned)
+        app_id = self.app_id
         for c in resp.allocated:
+            cid = c.container_id
             stage = stage_of(c.priority)
-            valid = 0 <= stage < len(self._unassigned) and self._parents_left[stage] == 0
-            queue = self._unassigned[stage] if valid else None
+            valid = 0 <= stage < n and parents_left[stage] == 0
+            queue = unassigned[stage] if valid else None
             if not queue or self.finished:
-                self._releases.append(c.container_id)  # more than we need: give it back
+                self._releases.append(cid)  # more than we need: give it back
                 continue
             task = queue.popleft()
-            self._task_of[c.container_id] = (stage, task)
+            self._task_of[cid] = (stage, task)
             self._running[stage] += 1
-            duration = self._job.stages[stage].durations[task]
-            self._ends[stage][c.container_id] = now + duration
-            launches.append(
-                ContainerLaunch(c.container_id, self.app_id, c.node_id, c.resources, duration)
-            )
+            duration = stages[stage].durations[task]
+            self._ends[stage][cid] = now + duration
+            launches.append(_launch(cid, app_id, c.node_id, c.resources, duration))
         return launches
 
     def on_launch_failed(self, container_id: str) -> None:
@@ -186,14 +219,15 @@ class ApplicationMaster:
         self._releases.append(container_id)
 
     def _on_completed(self, status: ContainerStatus) -> None:
-        key = self._task_of.pop(status.container_id, None)
+        cid = status.container_id
+        key = self._task_of.pop(cid, None)
         if key is None:
             return  # a container we released
         stage, task = key
         self._running[stage] -= 1
-        self._ends[stage].pop(status.container_id, None)
+        self._ends[stage].pop(cid, None)
         self._task_events += 1
-        if status.state is ContainerState.COMPLETE and status.exit_status == 0:
+        if status.state is _COMPLETE and status.exit_status == 0:
             self._task_finished(stage, task)
             self._newly_done.append((stage, task))
             return
@@ -210,9 +244,10 @@ class ApplicationMaster:
         self._unassigned[stage].appendleft(task)
 
     def _task_finished(self, stage: int, task: int) -> None:
-        self._done[stage] += 1
+        done = self._done[stage] = self._done[stage] + 1
+        self._done_total += 1
         self._tasks_left -= 1
         self._remaining_work -= self._job.stages[stage].durations[task]
-        if self._done[stage] == self._job.stages[stage].tasks:
+        if done == self._stage_tasks[stage]:
             for child in self._job.children[stage]:
                 self._parents_left[child] -= 1

@@ -8,9 +8,10 @@ real NM reports a finished process on its next heartbeat.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from treadle.errors import ConflictError, InvalidRequestError
+from treadle.frozen import slot_setters
 from treadle.messages import (
     EXIT_ABORTED,
     EXIT_KILLED_BY_AM,
@@ -23,9 +24,34 @@ from treadle.messages import (
 )
 from treadle.resources import Accumulator, Resources
 
+_COMPLETE = ContainerState.COMPLETE
 
-@dataclass(slots=True)
-class RunningContainer:
+# Fast constructors (see treadle.frozen): one status per container start and end, one
+# heartbeat message per heartbeat.
+_new = object.__new__
+_tuple_new = tuple.__new__
+_s_id, _s_state, _s_exit, _s_start, _s_finish = slot_setters(
+    ContainerStatus, ("container_id", "state", "exit_status", "start_s", "finish_s")
+)
+_h_node, _h_seq, _h_started, _h_completed, _h_running = slot_setters(
+    NodeHeartbeat, ("node_id", "seq", "started", "completed", "running")
+)
+
+
+def _status(
+    cid: str, state: ContainerState, exit_status: int, start: float, finish: float
+) -> ContainerStatus:
+    """``ContainerStatus(cid, state, exit_status, start, finish)``, faster."""
+    s: ContainerStatus = _new(ContainerStatus)
+    _s_id(s, cid)
+    _s_state(s, state)
+    _s_exit(s, exit_status)
+    _s_start(s, start)
+    _s_finish(s, finish)
+    return s
+
+
+class RunningContainer(NamedTuple):
     launch: ContainerLaunch
     start_s: float
     finish_s: float
@@ -77,18 +103,17 @@ class NodeManager:
             raise ConflictError(f"container {launch.container_id!r} is already running")
         if launch.duration_s < 0 or launch.duration_s != launch.duration_s:
             raise InvalidRequestError(f"container duration must be >= 0, got {launch.duration_s}")
-        if not launch.resources.fits_in(self._free.value):
+        if not self._free.covers(launch.resources):
             raise InvalidRequestError(
                 f"container {launch.container_id!r} needs {launch.resources}, "
                 f"node {self.node_id!r} has {self._free.value} free"
             )
+        cid = launch.container_id
         finish = now + launch.duration_s
-        self.running[launch.container_id] = RunningContainer(launch, now, finish)
+        self.running[cid] = _tuple_new(RunningContainer, (launch, now, finish))
         self._free.sub(launch.resources)
-        heapq.heappush(self._finish_heap, (finish, launch.container_id))
-        self._started.append(
-            ContainerStatus(launch.container_id, ContainerState.COMPLETE, EXIT_SUCCESS, now, 0.0)
-        )
+        heapq.heappush(self._finish_heap, (finish, cid))
+        self._started.append(_status(cid, _COMPLETE, EXIT_SUCCESS, now, 0.0))
 
     def stop_container(self, container_id: str, now: float, *, by_am: bool = False) -> bool:
         """Kill a running container (RM or AM request); False if it is not running here."""
@@ -127,23 +152,32 @@ class NodeManager:
 
     def _collect_finished(self, now: float) -> None:
         heap = self._finish_heap
+        running = self.running
         while heap and heap[0][0] <= now:
             finish, cid = heapq.heappop(heap)
-            rc = self.running.pop(cid, None)
+            rc = running.pop(cid, None)
             if rc is None:
                 continue
             self._free.add(rc.launch.resources)
-            self._completed.append(
-                ContainerStatus(cid, ContainerState.COMPLETE, EXIT_SUCCESS, rc.start_s, finish)
-            )
+            self._completed.append(_status(cid, _COMPLETE, EXIT_SUCCESS, rc.start_s, finish))
 
     def heartbeat(self, now: float) -> NodeHeartbeat:
         """The next heartbeat. Reports stay queued until ``acknowledge(seq)``: a heartbeat
         lost on the way is sent again in the next one (the RM ignores repeats)."""
-        self._collect_finished(now)
-        self.seq += 1
-        self._inflight = (self.seq, len(self._started), len(self._completed))
-        return NodeHeartbeat(self.node_id, self.seq, list(self._started), list(self._completed), ())
+        heap = self._finish_heap
+        if heap and heap[0][0] <= now:
+            self._collect_finished(now)
+        self.seq = seq = self.seq + 1
+        started = self._started
+        completed = self._completed
+        self._inflight = (seq, len(started), len(completed))
+        hb: NodeHeartbeat = _new(NodeHeartbeat)  # NodeHeartbeat(...), faster
+        _h_node(hb, self.node_id)
+        _h_seq(hb, seq)
+        _h_started(hb, started[:])
+        _h_completed(hb, completed[:])
+        _h_running(hb, ())
+        return hb
 
     def reset(self) -> list[str]:
         """The RM no longer knows this node (it was LOST, or the RM restarted): drop every
@@ -162,6 +196,8 @@ class NodeManager:
         inflight = self._inflight
         if inflight is None or inflight[0] != seq:
             return
-        del self._started[: inflight[1]]
-        del self._completed[: inflight[2]]
+        if inflight[1]:
+            del self._started[: inflight[1]]
+        if inflight[2]:
+            del self._completed[: inflight[2]]
         self._inflight = None

@@ -22,6 +22,7 @@ import structlog
 from rm.policy import ClusterView, Placement, Policy
 from treadle import events as ev
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError, PluginError
+from treadle.frozen import slot_setters
 from treadle.messages import (
     EXIT_ABORTED,
     EXIT_KILLED_BY_AM,
@@ -41,7 +42,14 @@ from treadle.messages import (
     NodeRegistration,
 )
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec
-from treadle.resources import ZERO, Accumulator, Resources, total
+from treadle.resources import (
+    ZERO,
+    Accumulator,
+    Resources,
+    add_to_all,
+    sub_from_all,
+    total,
+)
 
 log = structlog.get_logger("rm")
 
@@ -50,6 +58,44 @@ AM_PRIORITY = -1
 
 #: Stop consuming a policy's placements for one heartbeat after this many rejections.
 MAX_REJECTIONS_PER_HEARTBEAT = 32
+
+
+_new = object.__new__
+_c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
+    Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
+)
+_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work = slot_setters(
+    Ask, ("priority", "resources", "count", "kind", "expected_duration_s", "remaining_work")
+)
+_r_stop, _r_resync, _r_interval = slot_setters(
+    NodeHeartbeatResponse, ("stop", "resync", "next_interval_s")
+)
+
+
+def _container(
+    cid: str, app_id: str, node_id: str, prio: int, res: Resources, kind: Any
+) -> Container:
+    """``Container(cid, app_id, node_id, prio, res, kind)``, faster."""
+    c: Container = _new(Container)
+    _c_id(c, cid)
+    _c_app(c, app_id)
+    _c_node(c, node_id)
+    _c_prio(c, prio)
+    _c_res(c, res)
+    _c_kind(c, kind)
+    return c
+
+
+def _ask_with_count(ask: Ask, count: int) -> Ask:
+    """``ask`` with another ``count`` (a new Ask: asks are immutable), faster."""
+    a: Ask = _new(Ask)
+    _a_prio(a, ask.priority)
+    _a_res(a, ask.resources)
+    _a_count(a, count)
+    _a_kind(a, ask.kind)
+    _a_dur(a, ask.expected_duration_s)
+    _a_work(a, ask.remaining_work)
+    return a
 
 
 class AppState(StrEnum):
@@ -104,7 +150,9 @@ class Application:
     """An application as the RM sees it (an AppView for policies)."""
 
     __slots__ = (
+        "_all_books",
         "_allocated",
+        "_cid_prefix",
         "_sorted_asks",
         "alone_jct_s",
         "am_container",
@@ -141,6 +189,7 @@ class Application:
     def __init__(self, app_id: str, seq: int, sub: AppSubmission, now: float) -> None:
         self.app_id = app_id
         self.seq = seq
+        self._cid_prefix = f"container_{seq + 1:05d}_"
         self.name = sub.name
         self.user = sub.user
         self.queue = sub.queue
@@ -154,6 +203,8 @@ class Application:
         self._allocated = Accumulator()
         #: Usage totals this app's containers count in (cluster, user, queue path).
         self.books: tuple[Accumulator, ...] = ()
+        #: ``_allocated`` and ``books``: everything a container of this app counts in.
+        self._all_books: tuple[Accumulator, ...] = (self._allocated,)
         self.containers: dict[str, Container] = {}
         self.undelivered: list[Container] = []
         self.completed_reports: list[ContainerStatus] = []
@@ -313,6 +364,14 @@ def _as_view(state: ClusterState) -> ClusterView:
     return state
 
 
+def _hook(policy: Policy, name: str) -> Any:
+    """``policy``'s bound hook ``name``, or None if it is the base class's no-op."""
+    method = getattr(policy, name)
+    if getattr(method, "__func__", None) is getattr(Policy, name):
+        return None
+    return method
+
+
 class ResourceManager:
     """The RM core. ``policy`` decides placements; this class keeps the books."""
 
@@ -334,6 +393,10 @@ class ResourceManager:
             raise ValueError("policy_errors must be 'raise' or 'log'")
         self.policy = policy
         self.policy_name = getattr(policy, "name", type(policy).__name__)
+        # The container hooks, or None when the policy keeps the base class's no-op (the
+        # hot path then skips the call).
+        self._on_allocated = _hook(policy, "on_container_allocated")
+        self._on_finished = _hook(policy, "on_container_finished")
         self.state = ClusterState(
             queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),)), users or {}
         )
@@ -379,13 +442,19 @@ class ResourceManager:
         node = st.nodes.get(node_id)
         if node is None or not node.alive:
             return False
-        if st._min_ask is None:
-            m: Resources | None = None
-            for app in st._pending.values():
-                for ask in app.asks.values():
-                    m = ask.resources if m is None else m.componentwise_min(ask.resources)
-            st._min_ask = m if m is not None else ZERO
-        return st._min_ask.fits_in(node.free)
+        m = st._min_ask
+        if m is None:
+            m = self._compute_min_ask()
+        return node._free.covers(m)
+
+    def _compute_min_ask(self) -> Resources:
+        st = self.state
+        m: Resources | None = None
+        for app in st._pending.values():
+            for ask in app.asks.values():
+                m = ask.resources if m is None else m.componentwise_min(ask.resources)
+        st._min_ask = out = m if m is not None else ZERO
+        return out
 
     def application(self, app_id: str) -> Application:
         app = self.state.apps.get(app_id) or self._finished.get(app_id)
@@ -437,26 +506,40 @@ class ResourceManager:
             return NodeHeartbeatResponse(next_interval_s=self.heartbeat_s)
         node.last_seq = hb.seq
         node.last_heartbeat_s = now
-        for status in hb.started:
-            c = node.containers.get(status.container_id)
-            if c is not None and c.container_id not in self._started:
-                self._started.add(c.container_id)
-                self.log.emit(
-                    status.start_s,
-                    ev.CONTAINER_STARTED,
-                    job=c.app_id,
-                    container=c.container_id,
-                    node=node.node_id,
-                )
-        for status in hb.completed:
-            c = node.containers.get(status.container_id)
-            if c is not None:
-                self._container_done(c, status, status.finish_s)
-        if st._pending and self.could_place_on(node.node_id):
-            self._schedule(node, now)
+        containers = node.containers
+        if hb.started:
+            started = self._started
+            add = self.log.add
+            nid = node.node_id
+            for status in hb.started:
+                cid = status.container_id
+                c = containers.get(cid)
+                if c is not None and cid not in started:
+                    started.add(cid)
+                    add(
+                        {
+                            "t": round(float(status.start_s), 6),
+                            "event": ev.CONTAINER_STARTED,
+                            "job": c.app_id,
+                            "container": cid,
+                            "node": nid,
+                        }
+                    )
+        if hb.completed:
+            self._completed_on(node, hb.completed)
+        if st._pending:
+            m = st._min_ask
+            if m is None:
+                m = self._compute_min_ask()
+            if node._free.covers(m):
+                self._schedule(node, now)
         stop = node.to_stop
         node.to_stop = []
-        return NodeHeartbeatResponse(stop=stop, next_interval_s=self.heartbeat_s)
+        resp: NodeHeartbeatResponse = _new(NodeHeartbeatResponse)  # (stop, False, interval)
+        _r_stop(resp, stop)
+        _r_resync(resp, False)
+        _r_interval(resp, self.heartbeat_s)
+        return resp
 
     def expire_nodes(self, now: float) -> list[str]:
         """Mark nodes silent for longer than the expiry LOST; their containers fail."""
@@ -507,6 +590,7 @@ class ResourceManager:
         app_id = f"application_{seq + 1:05d}"
         app = Application(app_id, seq, sub, now)
         app.books = self._books_of(app)
+        app._all_books = (app._allocated, *app.books)
         st.apps[app_id] = app
         self._version += 1
         self.log.emit(
@@ -644,9 +728,10 @@ class ResourceManager:
                         ask.remaining_work,
                     )
                 app.set_ask(ask)
-                if ask.count and st._min_ask is not None:
-                    narrowed = st._min_ask.componentwise_min(ask.resources)
-                    if narrowed != st._min_ask:
+                m = st._min_ask
+                if ask.count and m is not None:
+                    narrowed = m.componentwise_min(ask.resources)
+                    if narrowed is not m and narrowed != m:
                         st._min_ask = narrowed
                         self.pending_epoch += 1
             self._update_pending(app, was_pending)
@@ -807,74 +892,78 @@ class ResourceManager:
         return False
 
     def _apply(self, node: Node, p: Placement, now: float) -> bool:
-        st = self.state
-        if not isinstance(p, Placement):
+        if type(p) is not Placement and not isinstance(p, Placement):
             return self._reject(node, p, "not a Placement", now)
-        app = st.apps.get(p.app_id)
+        app = self.state.apps.get(p.app_id)
         if app is None:
             return self._reject(node, p, "unknown or finished application", now)
-        ask = app.asks.get(p.priority)
+        asks = app.asks
+        prio = p.priority
+        ask = asks.get(prio)
         if ask is None:
             return self._reject(node, p, "no outstanding ask at that priority", now)
         if not node.alive:
             return self._reject(node, p, "node is not alive", now)
         res = ask.resources
-        if not res.fits_in(node.free):
+        free = node._free
+        if not free.covers(res):
             return self._reject(node, p, f"{res} does not fit free {node.free}", now)
-        cid = f"container_{app.seq + 1:05d}_{app.next_container:06d}"
-        app.next_container += 1
-        c = Container(cid, app.app_id, node.node_id, ask.priority, res, ask.kind)
-        node._free.sub(res)
+        n = app.next_container
+        cid = f"{app._cid_prefix}{n:06d}"
+        app.next_container = n + 1
+        app_id = app.app_id
+        node_id = node.node_id
+        kind = ask.kind
+        c = _container(cid, app_id, node_id, prio, res, kind)
+        free.sub(res)
         node.containers[cid] = c
         app.containers[cid] = c
-        app._allocated.add(res)
-        if ask.priority == AM_PRIORITY:
+        if prio == AM_PRIORITY:
             app.am_container = cid
             self._am_launches.append(c)
         else:
             app.undelivered.append(c)
-        was_pending = True
-        if ask.count > 1:
-            app.set_ask(
-                Ask(
-                    ask.priority,
-                    res,
-                    ask.count - 1,
-                    ask.kind,
-                    ask.expected_duration_s,
-                    ask.remaining_work,
-                )
-            )
+        # One container of the ask is granted: the same ask with one fewer (set_ask,
+        # inlined: the application stays pending unless that was its last container).
+        count = ask.count
+        if count > 1:
+            asks[prio] = _ask_with_count(ask, count - 1)
         else:
-            app.set_ask(Ask(ask.priority, res, 0))
-        self._update_pending(app, was_pending)
-        self._charge(app, res)
+            del asks[prio]
+        app.pending -= 1
+        app._sorted_asks = None
+        if app.pending <= 0:
+            self._update_pending(app, True)
+        add_to_all(app._all_books, res)
+        self._version += 1
+        add = self.log.add
+        t = round(float(now), 6)
         if not app.started:
             app.started = True
-            self.log.emit(now, ev.JOB_STARTED, job=app.app_id, user=app.user, queue=app.queue)
-        self.log.emit(
-            now,
-            ev.CONTAINER_ALLOCATED,
-            job=app.app_id,
-            container=cid,
-            node=node.node_id,
-            resources=res.to_dict(),
-            priority=ask.priority,
-            kind=str(ask.kind),
+            add(
+                {
+                    "t": t,
+                    "event": ev.JOB_STARTED,
+                    "job": app_id,
+                    "user": app.user,
+                    "queue": app.queue,
+                }
+            )
+        add(
+            {
+                "t": t,
+                "event": ev.CONTAINER_ALLOCATED,
+                "job": app_id,
+                "container": cid,
+                "node": node_id,
+                "resources": res.to_dict(),
+                "priority": prio,
+                "kind": str(kind),
+            }
         )
-        self.policy.on_container_allocated(c, self.view)
+        if self._on_allocated is not None:
+            self._on_allocated(c, self.view)
         return True
-
-    def _charge(self, app: Application, res: Resources, sign: int = 1) -> None:
-        """Add (sign 1) or remove (-1) ``res`` to the cluster's, the user's and every
-        enclosing queue's usage."""
-        if sign > 0:
-            for acc in app.books:
-                acc.add(res)
-        else:
-            for acc in app.books:
-                acc.sub(res)
-        self._version += 1
 
     def _books_of(self, app: Application) -> tuple[Accumulator, ...]:
         st = self.state
@@ -913,39 +1002,87 @@ class ResourceManager:
 
     def _free(self, c: Container) -> Application | None:
         st = self.state
+        cid = c.container_id
         node = st.nodes.get(c.node_id)
-        if (
-            node is not None
-            and node.containers.pop(c.container_id, None) is not None
-            and node.alive
-        ):
+        if node is not None and node.containers.pop(cid, None) is not None and node.alive:
             node._free.add(c.resources)
         app = st.apps.get(c.app_id)
-        if app is not None and app.containers.pop(c.container_id, None) is not None:
-            app._allocated.sub(c.resources)
-            self._charge(app, c.resources, -1)
+        if app is not None and app.containers.pop(cid, None) is not None:
+            sub_from_all(app._all_books, c.resources)  # allocated, and the books
+            self._version += 1
         return app
+
+    def _completed_on(self, node: Node, completed: Sequence[ContainerStatus]) -> None:
+        """``_container_done`` for each container ``node`` reported ended, inlined (the
+        node is known and alive; a container already gone is skipped)."""
+        st = self.state
+        apps = st.apps
+        containers = node.containers
+        free = node._free
+        started = self._started
+        add = self.log.add
+        on_finished = self._on_finished
+        for status in completed:
+            cid = status.container_id
+            c = containers.pop(cid, None)
+            if c is None:
+                continue
+            res = c.resources
+            free.add(res)
+            app = apps.get(c.app_id)
+            if app is not None and app.containers.pop(cid, None) is not None:
+                sub_from_all(app._all_books, res)  # allocated, and the books
+                self._version += 1
+            started.discard(cid)
+            state = status.state
+            add(
+                {
+                    "t": round(float(status.finish_s), 6),
+                    "event": ev.CONTAINER_FINISHED,
+                    "job": c.app_id,
+                    "container": cid,
+                    "node": c.node_id,
+                    "state": str(state),
+                    "exit_status": status.exit_status,
+                }
+            )
+            if on_finished is not None:
+                on_finished(c, status, self.view)
+            if app is None:
+                continue
+            if cid == app.am_container:
+                app.am_container = None
+                self.fail_attempt(
+                    app.app_id,
+                    f"AM container exited ({state}, {status.exit_status})",
+                    status.finish_s,
+                )
+            else:
+                app.completed_reports.append(status)
 
     def _container_done(self, c: Container, status: ContainerStatus, t: float) -> None:
         app = self._free(c)
-        self._started.discard(c.container_id)
-        self.log.emit(
-            t,
-            ev.CONTAINER_FINISHED,
-            job=c.app_id,
-            container=c.container_id,
-            node=c.node_id,
-            state=str(status.state),
-            exit_status=status.exit_status,
+        cid = c.container_id
+        self._started.discard(cid)
+        state = status.state
+        self.log.add(
+            {
+                "t": round(float(t), 6),
+                "event": ev.CONTAINER_FINISHED,
+                "job": c.app_id,
+                "container": cid,
+                "node": c.node_id,
+                "state": str(state),
+                "exit_status": status.exit_status,
+            }
         )
-        self.policy.on_container_finished(c, status, self.view)
+        if self._on_finished is not None:
+            self._on_finished(c, status, self.view)
         if app is None:
             return
-        if c.container_id == app.am_container:
+        if cid == app.am_container:
             app.am_container = None
-            self.fail_attempt(
-                app.app_id, f"AM container exited ({status.state}, {status.exit_status})", t
-            )
+            self.fail_attempt(app.app_id, f"AM container exited ({state}, {status.exit_status})", t)
         else:
             app.completed_reports.append(status)
 
@@ -979,7 +1116,8 @@ class ResourceManager:
             self.log.emit(
                 now, ev.CONTAINER_RELEASED, job=c.app_id, container=c.container_id, node=c.node_id
             )
-        self.policy.on_container_finished(c, status, self.view)
+        if self._on_finished is not None:
+            self._on_finished(c, status, self.view)
 
     def _share_of(self, app_id: str) -> Resources | None:
         cache = self._shares_cache

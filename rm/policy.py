@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from treadle.frozen import slot_setters
 from treadle.messages import Ask, AskKind, Container, ContainerStatus
 from treadle.model import JobSpec
 from treadle.resources import Resources
@@ -175,6 +176,18 @@ class Placement:
     priority: int
 
 
+_new = object.__new__
+_p_app, _p_prio = slot_setters(Placement, ("app_id", "priority"))
+
+
+def _placement(app_id: str, priority: int) -> Placement:
+    """``Placement(app_id, priority)``, faster (for the helpers' hot loops)."""
+    p: Placement = _new(Placement)
+    _p_app(p, app_id)
+    _p_prio(p, priority)
+    return p
+
+
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -252,10 +265,13 @@ class SharesCache:
 def fill_node(app: AppView, node: NodeView) -> Iterator[Placement]:
     """Yield placements of ``app``'s asks on ``node``, most important priority first,
     while they fit (the RM updates ``node.free`` as each one is applied)."""
+    app_id = app.app_id
     for ask in app.sorted_asks():
         count = ask.count
-        while count > 0 and ask.resources.fits_in(node.free):
-            yield Placement(app.app_id, ask.priority)
+        fits_in = ask.resources.fits_in
+        priority = ask.priority
+        while count > 0 and fits_in(node.free):
+            yield _placement(app_id, priority)
             count -= 1
 
 
@@ -287,11 +303,15 @@ class OrderingPolicy(Policy):
         return True
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
-        apps = [a for a in cluster.pending_apps() if self.eligible(a, cluster)]
+        if type(self).eligible is OrderingPolicy.eligible:
+            apps = list(cluster.pending_apps())  # every application is eligible
+        else:
+            apps = [a for a in cluster.pending_apps() if self.eligible(a, cluster)]
         if not apps:
             return
         if not self.resort:
-            apps.sort(key=lambda a: self.sort_key(a, cluster))
+            sort_key = self.sort_key
+            apps.sort(key=lambda a: sort_key(a, cluster))
             for app in apps:
                 yield from fill_node(app, node)
             return
@@ -302,6 +322,6 @@ class OrderingPolicy(Policy):
             ask = first_fit_ask(app, node.free)
             if ask is None:
                 continue  # nothing of this app fits this node any more
-            yield Placement(app.app_id, ask.priority)
+            yield _placement(app.app_id, ask.priority)
             if app.pending and self.eligible(app, cluster):
                 heapq.heappush(heap, (self.sort_key(app, cluster), seq, app))

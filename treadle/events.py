@@ -9,7 +9,7 @@ records give the same bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,11 +41,23 @@ class EventLog:
     """Collects records in memory and, optionally, streams each one to ``sink`` as it comes
     (so that a process that is stopped loses nothing it had logged)."""
 
-    __slots__ = ("_sink", "records")
+    __slots__ = ("_sink", "add", "records")
 
     def __init__(self, sink: TextIO | None = None) -> None:
         self.records: list[Record] = []
         self._sink = sink
+        #: Log a record the caller built: ``{"t": round(float(t), 6), "event": ..., ...}``,
+        #: as ``emit`` would (the hot paths' cheaper ``emit``).
+        self.add: Callable[[Record], None] = (
+            self.records.append if sink is None else self._add_and_write
+        )
+
+    def _add_and_write(self, rec: Record) -> None:
+        self.records.append(rec)
+        sink = self._sink
+        if sink is not None:
+            sink.write(dumps(rec))
+            sink.write("\n")
 
     def emit(self, t: float, event: str, **fields: Any) -> None:
         rec: Record = {"t": round(float(t), _ROUND), "event": event}

@@ -132,9 +132,9 @@ class Resources(Mapping[str, float]):
 
     def fits_in(self, available: Resources) -> bool:
         """True when every dimension of self is <= the same dimension of ``available``."""
-        a = available._d
+        get = available._d.get
         for k, v in self._d.items():
-            if v > a.get(k, 0) + 1e-9:
+            if v > get(k, 0) + 1e-9:
                 return False
         return True
 
@@ -142,9 +142,22 @@ class Resources(Mapping[str, float]):
         return not self._d
 
     def any_negative(self) -> bool:
-        return any(v < 0 for v in self._d.values())
+        for v in self._d.values():
+            if v < 0:
+                return True
+        return False
 
     def componentwise_min(self, other: Resources) -> Resources:
+        """The componentwise minimum (``self`` itself when that is it)."""
+        if other is self:
+            return self
+        o = other._d
+        for k, v in self._d.items():
+            w = o.get(k)
+            if w is None or w < v:
+                break
+        else:
+            return self
         return Resources._raw(
             {k: m for k in self._d.keys() & other._d.keys() if (m := min(self._d[k], other._d[k]))}
         )
@@ -203,14 +216,16 @@ class Accumulator:
 
     def add(self, r: Resources) -> None:
         d = self._d
+        get = d.get
         for k, v in r._d.items():
-            d[k] = d.get(k, 0) + v
+            d[k] = get(k, 0) + v
         self._snap = None
 
     def sub(self, r: Resources) -> None:
         d = self._d
+        get = d.get
         for k, v in r._d.items():
-            prev = d.get(k, 0)
+            prev = get(k, 0)
             x = prev - v
             # Float dust (relative to the amounts) is zero: a freed node equals its capacity.
             tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
@@ -220,12 +235,50 @@ class Accumulator:
                 d[k] = x
         self._snap = None
 
+    def covers(self, r: Resources) -> bool:
+        """``r.fits_in(self.value)``, without taking a snapshot."""
+        d = self._d
+        get = d.get
+        for k, v in r._d.items():
+            if v > get(k, 0) + 1e-9:
+                return False
+        return True
+
     @property
     def value(self) -> Resources:
         snap = self._snap
         if snap is None:
             snap = self._snap = Resources._raw({k: v for k, v in self._d.items() if v})
         return snap
+
+
+def add_to_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
+    """``acc.add(r)`` for each of ``accs`` (one call for the RM's several books)."""
+    items = r._d.items()
+    for acc in accs:
+        d = acc._d
+        get = d.get
+        for k, v in items:
+            d[k] = get(k, 0) + v
+        acc._snap = None
+
+
+def sub_from_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
+    """``acc.sub(r)`` for each of ``accs``."""
+    items = r._d.items()
+    for acc in accs:
+        d = acc._d
+        get = d.get
+        for k, v in items:
+            prev = get(k, 0)
+            x = prev - v
+            # As in Accumulator.sub: float dust (relative to the amounts) is zero.
+            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
+            if -tol <= x <= tol:
+                d.pop(k, None)
+            else:
+                d[k] = x
+        acc._snap = None
 
 
 def _fmt(v: float) -> str:

@@ -129,12 +129,11 @@ class Simulation:
 
     def _schedule_hb(self, node: _SimNode, t: float) -> None:
         node.due = t
-        node.token += 1
+        node.token = token = node.token + 1
         # Heartbeats at one instant run in node order, not in the order they were queued:
         # the order must not depend on which heartbeats were skipped.
-        self._seq += 1
-        key = ((node.index + 1) << 40) | self._seq
-        heapq.heappush(self._heap, (t, _HB, key, (node, node.token)))
+        self._seq = seq = self._seq + 1
+        heapq.heappush(self._heap, (t, _HB, ((node.index + 1) << 40) | seq, (node, token)))
 
     def _heartbeat(self, node: _SimNode, t: float) -> None:
         """One heartbeat of ``node`` at ``t``, and when its next one is due."""
@@ -150,16 +149,17 @@ class Simulation:
         # Regular heartbeats follow the node's phase; a container's end triggers an
         # out-of-band one (as YARN's NodeStatusUpdater does).
         nf = nm.next_finish_s
-        if stopped or rm.could_place_on(nm.node_id):
+        nid = nm.node_id
+        if stopped or rm.could_place_on(nid):
             self._schedule_hb(node, min(self._phase_after(node, t), nf))
-            self._sleepers.pop(nm.node_id, None)
+            self._sleepers.pop(nid, None)
         else:
             if nf != math.inf:
                 self._schedule_hb(node, nf)
             else:
                 node.due = None
                 node.token += 1
-            self._sleepers[nm.node_id] = node
+            self._sleepers[nid] = node
 
     def _wake(self, t: float) -> None:
         """Asks appeared that sleeping nodes might take. Regular heartbeats resume in phase
@@ -262,14 +262,19 @@ class Simulation:
         last_progress_t = 0.0
         stalled: str | None = None
         heap = self._heap
+        heappop = heapq.heappop
+        heartbeat = self._heartbeat
+        schedule_hb = self._schedule_hb
+        nodes = self._nodes
+        records = self.log.records
         t = 0.0
         stats = self.stats
         while heap and finished < total:
-            t, kind, _, payload = heapq.heappop(heap)
+            t, kind, _, payload = heappop(heap)
             if kind == _HB:
                 node, token = payload
                 if node.token == token:  # else superseded by an earlier wake-up
-                    self._heartbeat(node, t)
+                    heartbeat(node, t)
             elif kind == _WAKE:
                 self._wake_next(t)
             elif kind == _AM:
@@ -277,11 +282,11 @@ class Simulation:
                 stats["allocates"] += 1
                 resp = rm.on_allocate(am.allocate_request(t), t)
                 for launch in am.on_allocate_response(resp, t):
-                    node = self._nodes[launch.node_id]
+                    node = nodes[launch.node_id]
                     node.nm.start_container(launch, t)
                     due = t + launch.duration_s  # its out-of-band heartbeat
                     if node.due is None or due < node.due:
-                        self._schedule_hb(node, due)
+                        schedule_hb(node, due)
                 if am.finished:
                     rm.finish_application(am.app_id, am.final_status, t)
                     del active[am.app_id]
@@ -292,8 +297,8 @@ class Simulation:
                     self._push(t + self.am_interval_s, _AM, am)
                 self._after_rm_change(t)
                 # Stall detection: nothing logged for stall_s while jobs wait.
-                if len(self.log.records) != last_events:
-                    last_events = len(self.log.records)
+                if len(records) != last_events:
+                    last_events = len(records)
                     last_progress_t = t
                 elif t - last_progress_t > self.stall_s and submitted == total:
                     stalled = (
@@ -321,12 +326,15 @@ class Simulation:
         self.log.emit(
             t, ev.RUN_FINISHED, finished=finished, unfinished=total - finished, stalled=stalled
         )
-        records = sorted(self.log.records, key=_record_order)
-        return SimResult(records, total, finished, t, stalled, dict(stats))
+        out = sorted(self.log.records, key=_record_order)
+        return SimResult(out, total, finished, t, stalled, dict(stats))
+
+
+_STARTED = ev.CONTAINER_STARTED
 
 
 def _record_order(rec: ev.Record) -> tuple[float, bool, str]:
     """Time order. Starts are logged when a node reports them, which heartbeat elision may
     shift within an instant; ordering them by container keeps the file canonical."""
-    started = rec["event"] == ev.CONTAINER_STARTED
+    started = rec["event"] == _STARTED
     return (rec["t"], started, rec["container"] if started else "")
