@@ -12,5 +12,8 @@ python=${PYTHON:-python3}
 
 rm -rf deploy/wheels
 "$python" -m pip wheel --quiet --wheel-dir deploy/wheels .
-docker build --file deploy/Dockerfile --build-arg "BASE_IMAGE=$base" --tag "$tag" .
+# The label lets `treadle compare --mode docker` warn when the image is older than the code.
+source=$("$python" -c 'from treadle.containers import source_digest; print(source_digest())')
+docker build --file deploy/Dockerfile --build-arg "BASE_IMAGE=$base" \
+  --label "treadle.source=$source" --tag "$tag" .
 echo "built $tag from $base"

@@ -48,6 +48,7 @@ from treadle.launcher import (
     wait_for_nodes,
 )
 from treadle.model import Workload
+from treadle.registry import GROUPS
 from treadle.rpcutil import wait_ready
 
 if TYPE_CHECKING:
@@ -83,17 +84,44 @@ def docker_client() -> Any:
     return client
 
 
-def check_image(image: str) -> None:
-    """Fail with a hint when ``image`` is not on this machine (nothing is pulled)."""
+#: The image label deploy/build-image.sh sets to ``source_digest()`` of the checkout.
+SOURCE_LABEL = "treadle.source"
+PACKAGES = ("treadle", "rm", "am", "nm", "plugins")
+
+
+def source_digest() -> str:
+    """A digest of the Python sources of this installation's packages (and the plugin
+    entry points): equal for a checkout and an image built from it, whatever the paths."""
+    import hashlib
+    import importlib
+    import importlib.metadata
+
+    h = hashlib.sha256()
+    for name in PACKAGES:
+        root = Path(importlib.import_module(name).__file__ or "").parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
+            h.update(path.read_bytes())
+    for group in sorted(GROUPS.values()):
+        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
+            h.update(f"{group}:{ep.name}={ep.value}\0".encode())
+    return h.hexdigest()[:16]
+
+
+def check_image(image: str) -> bool:
+    """Fail with a hint when ``image`` is not on this machine (nothing is pulled); return
+    whether it was built from these very sources (a stale image runs other code)."""
     import docker
 
     client = docker_client()
     try:
-        client.images.get(image)
+        found = client.images.get(image)
     except docker.errors.ImageNotFound:
         raise TreadleError(f"docker image {image!r} not found; {BUILD_HINT}") from None
     finally:
         client.close()
+    labels = found.labels or {}
+    return bool(labels.get(SOURCE_LABEL) == source_digest())
 
 
 def labelled(cluster_id: str | None = None) -> list[str]:

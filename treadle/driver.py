@@ -396,7 +396,13 @@ async def compare_docker(
         )
         for c in choices
     ]
-    await asyncio.to_thread(check_image, image)  # before the first policy, not in its turn
+    # Before the first policy, not in its turn.
+    if not await asyncio.to_thread(check_image, image):
+        log.warning(
+            "image_differs_from_checkout",
+            image=image,
+            hint="its treadle was built from other sources; rebuild with deploy/build-image.sh",
+        )
     return await compare_on_clusters(
         workload, choices, clusters, out_dir,
         options=options, baseline=baseline, dilation=dilation, managed_am=managed_am,

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from treadle import events as ev
-from treadle.containers import DockerCluster, labelled
+from treadle.containers import DockerCluster, check_image, labelled
 from treadle.driver import compare_docker, fetch_events, replay
 from treadle.errors import TreadleError
 from treadle.metrics import analyze
@@ -84,6 +84,11 @@ def compared(image: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     )  # fmt: skip
     sim_result = run_compare(wl, choices, root / "sim")
     return {"docker": docker_result, "sim": sim_result, "root": root, "workload": wl}
+
+
+def test_the_image_runs_this_checkout(image: str) -> None:
+    # Otherwise every other e2e test would exercise whatever code the image was built from.
+    assert check_image(image), f"{image} was built from other sources: deploy/build-image.sh"
 
 
 def test_two_policies_finish_every_job_on_containers(image: str, compared: dict[str, Any]) -> None:
