@@ -526,7 +526,11 @@ class ResourceManager:
                         }
                     )
         if hb.completed:
-            self._completed_on(node, hb.completed)
+            containers = node.containers
+            for status in hb.completed:
+                c = containers.get(status.container_id)
+                if c is not None:
+                    self._container_done(c, status, status.finish_s)
         if st._pending:
             m = st._min_ask
             if m is None:
@@ -1011,54 +1015,6 @@ class ResourceManager:
             sub_from_all(app._all_books, c.resources)  # allocated, and the books
             self._version += 1
         return app
-
-    def _completed_on(self, node: Node, completed: Sequence[ContainerStatus]) -> None:
-        """``_container_done`` for each container ``node`` reported ended, inlined (the
-        node is known and alive; a container already gone is skipped)."""
-        st = self.state
-        apps = st.apps
-        containers = node.containers
-        free = node._free
-        started = self._started
-        add = self.log.add
-        on_finished = self._on_finished
-        for status in completed:
-            cid = status.container_id
-            c = containers.pop(cid, None)
-            if c is None:
-                continue
-            res = c.resources
-            free.add(res)
-            app = apps.get(c.app_id)
-            if app is not None and app.containers.pop(cid, None) is not None:
-                sub_from_all(app._all_books, res)  # allocated, and the books
-                self._version += 1
-            started.discard(cid)
-            state = status.state
-            add(
-                {
-                    "t": round(float(status.finish_s), 6),
-                    "event": ev.CONTAINER_FINISHED,
-                    "job": c.app_id,
-                    "container": cid,
-                    "node": c.node_id,
-                    "state": str(state),
-                    "exit_status": status.exit_status,
-                }
-            )
-            if on_finished is not None:
-                on_finished(c, status, self.view)
-            if app is None:
-                continue
-            if cid == app.am_container:
-                app.am_container = None
-                self.fail_attempt(
-                    app.app_id,
-                    f"AM container exited ({state}, {status.exit_status})",
-                    status.finish_s,
-                )
-            else:
-                app.completed_reports.append(status)
 
     def _container_done(self, c: Container, status: ContainerStatus, t: float) -> None:
         app = self._free(c)
