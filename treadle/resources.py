@@ -254,31 +254,14 @@ class Accumulator:
 
 def add_to_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
     """``acc.add(r)`` for each of ``accs`` (one call for the RM's several books)."""
-    items = r._d.items()
     for acc in accs:
-        d = acc._d
-        get = d.get
-        for k, v in items:
-            d[k] = get(k, 0) + v
-        acc._snap = None
+        acc.add(r)
 
 
 def sub_from_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
     """``acc.sub(r)`` for each of ``accs``."""
-    items = r._d.items()
     for acc in accs:
-        d = acc._d
-        get = d.get
-        for k, v in items:
-            prev = get(k, 0)
-            x = prev - v
-            # As in Accumulator.sub: float dust (relative to the amounts) is zero.
-            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
-            if -tol <= x <= tol:
-                d.pop(k, None)
-            else:
-                d[k] = x
-        acc._snap = None
+        acc.sub(r)
 
 
 def _fmt(v: float) -> str:
