@@ -128,6 +128,16 @@ class AskIndex:
         self.apps[app.app_id] = _Indexed(app, asks, sig, r, entries)
         self._mean_remaining = None
 
+    def placed(self, app_id: str, cluster: ClusterView) -> AppView | None:
+        """Re-index ``app_id`` after one of its asks got a container (the RM applied it
+        already); drop it if it has left. Returns the application, if still running."""
+        app = cluster.apps.get(app_id)
+        if app is None:
+            self.remove(app_id)
+        else:
+            self.update(app)
+        return app
+
     def remove(self, app_id: str) -> None:
         rec = self.apps.pop(app_id, None)
         if rec is not None:

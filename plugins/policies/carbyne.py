@@ -117,11 +117,7 @@ class CarbynePolicy(Policy):
             if best is None:
                 return
             yield Placement(best.app_id, best.priority)
-            app = cluster.apps.get(best.app_id)
-            if app is None:
-                index.remove(best.app_id)
-            else:
-                index.update(app)
+            index.placed(best.app_id, cluster)
 
     def _due(
         self, align: dict[Resources, float], at_share: set[str]

@@ -69,11 +69,9 @@ class TetrisPolicy(Policy):
             if best is None:
                 return
             yield Placement(best.app_id, best.priority)
-            app = cluster.apps.get(best.app_id)
+            app = index.placed(best.app_id, cluster)
             if app is None:
-                index.remove(best.app_id)
                 continue
-            index.update(app)
             if window is not None:
                 window.charged(app, app.pending > 0)
 
