@@ -22,6 +22,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import socket
 import time
 import uuid
 from collections.abc import Awaitable, Mapping
@@ -73,14 +74,24 @@ BUILD_HINT = "build it with deploy/build-image.sh (BASE_IMAGE=treadle-base:bookw
 def docker_client() -> Any:
     """A Docker engine client; a TreadleError saying so when the engine cannot be reached."""
     import docker
+    import requests
 
+    hint = "is dockerd running and DOCKER_HOST right?"
+    # docker-py leaks its socket when a unix socket refuses it: try the socket first.
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://"):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(host.removeprefix("unix://"))
+            except OSError as e:
+                raise TreadleError(
+                    f"cannot reach the Docker engine at {host} ({e}); {hint}"
+                ) from None
     try:
         client = docker.from_env()
         client.ping()
-    except docker.errors.DockerException as e:
-        raise TreadleError(
-            f"cannot reach the Docker engine ({e}); is dockerd running and DOCKER_HOST right?"
-        ) from None
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as e:
+        raise TreadleError(f"cannot reach the Docker engine ({e}); {hint}") from None
     return client
 
 
