@@ -66,6 +66,11 @@ class JobProgress(Protocol):
         """Task-seconds of the tasks not yet finished."""
         ...
 
+    @property
+    def remaining_usage(self) -> Resources:
+        """Resource-seconds of the tasks not yet finished (duration x demand, summed)."""
+        ...
+
 
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -22,7 +22,7 @@ from treadle.messages import (
     FinalStatus,
 )
 from treadle.model import JobSpec
-from treadle.resources import ZERO, Resources
+from treadle.resources import ZERO, Resources, total
 
 _COMPLETE = ContainerState.COMPLETE
 
@@ -79,6 +79,10 @@ class ApplicationMaster:
         self._task_of: dict[str, tuple[int, int]] = {}
         self._parents_left = [len(p) for p in job.parent_indices]
         self._remaining_work = job.work_s
+        # Per stage, task-seconds not yet finished; the usage vector is rebuilt from them
+        # when a task finishes (at most once per allocate call).
+        self._stage_work = [s.work_s for s in job.stages]
+        self._usage: Resources | None = None
         self._tasks_left = job.tasks
         self._releases: list[str] = []
         self._newly_done: list[tuple[int, int]] = []
@@ -124,6 +128,17 @@ class ApplicationMaster:
     @property
     def remaining_work_s(self) -> float:
         return self._remaining_work
+
+    @property
+    def remaining_usage(self) -> Resources:
+        usage = self._usage
+        if usage is None:
+            stages = self._job.stages
+            usage = total(
+                [stages[i].resources * w for i, w in enumerate(self._stage_work) if w > 1e-9]
+            )
+            self._usage = usage
+        return usage
 
     # Lifecycle -------------------------------------------------------------------------
     @property
@@ -247,7 +262,10 @@ class ApplicationMaster:
         done = self._done[stage] = self._done[stage] + 1
         self._done_total += 1
         self._tasks_left -= 1
-        self._remaining_work -= self._job.stages[stage].durations[task]
+        d = self._job.stages[stage].durations[task]
+        self._remaining_work -= d
+        self._stage_work[stage] -= d
+        self._usage = None
         if done == self._stage_tasks[stage]:
             for child in self._job.children[stage]:
                 self._parents_left[child] -= 1

@@ -64,8 +64,17 @@ _new = object.__new__
 _c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
     Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
 )
-_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work = slot_setters(
-    Ask, ("priority", "resources", "count", "kind", "expected_duration_s", "remaining_work")
+_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage = slot_setters(
+    Ask,
+    (
+        "priority",
+        "resources",
+        "count",
+        "kind",
+        "expected_duration_s",
+        "remaining_work",
+        "remaining_usage",
+    ),
 )
 _r_stop, _r_resync, _r_interval = slot_setters(
     NodeHeartbeatResponse, ("stop", "resync", "next_interval_s")
@@ -95,6 +104,7 @@ def _ask_with_count(ask: Ask, count: int) -> Ask:
     _a_kind(a, ask.kind)
     _a_dur(a, ask.expected_duration_s)
     _a_work(a, ask.remaining_work)
+    _a_usage(a, ask.remaining_usage)
     return a
 
 
@@ -723,14 +733,7 @@ class ResourceManager:
                 # The AM counted what it had seen; grants queued since are not yet seen.
                 outstanding = max(0, ask.count - undelivered.get(ask.priority, 0))
                 if outstanding != ask.count:
-                    ask = Ask(
-                        ask.priority,
-                        ask.resources,
-                        outstanding,
-                        ask.kind,
-                        ask.expected_duration_s,
-                        ask.remaining_work,
-                    )
+                    ask = _ask_with_count(ask, outstanding)
                 app.set_ask(ask)
                 m = st._min_ask
                 if ask.count and m is not None:

@@ -4,7 +4,8 @@ policies.
 - ``alignment(demand, free, capacity)`` = sum over dimensions k of
   (demand_k / capacity_k) * (free_k / capacity_k), capacity being the node's: how well an
   ask's demand vector lines up with what the node has left.
-- ``remaining_work(app)``: the job's remaining work, for the SRTF-like term.
+- ``remaining_work(asks, capacity)``: the job's remaining work (resource-seconds, weighted
+  by the cluster's capacity), for the SRTF-like term.
 - ``AskIndex``: the pending asks grouped by demand shape, each shape's asks ordered by
   (remaining work, submission order, priority). An ask's alignment depends only on its
   shape and the node's free vector, and Tetris' score (alignment - eps x remaining work)
@@ -53,19 +54,31 @@ def alignment(demand: Resources, free: Resources, capacity: Resources) -> float:
     return total
 
 
-def remaining_work(asks: Iterable[Ask]) -> float:
-    """A job's remaining work from its asks: the AM's hint (the largest
-    ``remaining_work``), else the task-seconds asked for (count x expected duration), else
-    the number of tasks asked for. Always > 0 for a job with pending asks."""
-    hint = work = 0.0
-    tasks = 0
+def remaining_work(asks: Iterable[Ask], capacity: Resources | None = None) -> float:
+    """A job's remaining work from its asks, in resource-seconds weighted by ``capacity``
+    (the cluster's; Tetris' and Carbyne's SRTF measure): the dominant share of the AM's
+    ``remaining_usage`` hint, in seconds of the whole cluster. An AM that sends no usage is
+    rated by its ``remaining_work`` hint (task-seconds), else by the task-seconds asked for
+    (count x expected duration), else by the count, each weighted by its demand's dominant
+    share, so that jobs with and without the hint compare. Without a capacity, unweighted."""
+    asks = list(asks)
+    if capacity is not None and capacity.is_zero():
+        capacity = None
+    usage = next((a.remaining_usage for a in asks if a.remaining_usage), None)
+    if usage and capacity is not None:
+        return usage.dominant_share(capacity)
+    hint = work = tasks = weight = 0.0
     for a in asks:
         if a.remaining_work > hint and math.isfinite(a.remaining_work):
             hint = a.remaining_work
+        w = a.resources.dominant_share(capacity) if capacity is not None else 1.0
+        weight = max(weight, w)
         if a.expected_duration_s > 0 and math.isfinite(a.expected_duration_s):
-            work += a.count * a.expected_duration_s
-        tasks += a.count
-    return hint or work or float(tasks)
+            work += a.count * a.expected_duration_s * w
+        tasks += a.count * w
+    if hint:
+        return hint * (weight or 1.0)
+    return work or tasks
 
 
 @dataclass(slots=True)
@@ -84,11 +97,14 @@ class AskIndex:
         self.by_shape: dict[Resources, list[Entry]] = {}
         self.apps: dict[str, _Indexed] = {}
         self._mean_remaining: float | None = None
+        #: The cluster's capacity, weighting remaining work (as of the last sync).
+        self.capacity: Resources | None = None
 
     def sync(self, cluster: ClusterView) -> None:
         """Re-index the applications whose asks changed since they were last seen; drop
         the ones with nothing pending. O(pending apps) when little changed."""
         pending = cluster.pending_apps()
+        self.capacity = cluster.capacity
         apps = self.apps
         for app in pending:
             rec = apps.get(app.app_id)
@@ -109,7 +125,7 @@ class AskIndex:
         if not asks:
             self.remove(app.app_id)
             return
-        r = remaining_work(asks)
+        r = remaining_work(asks, self.capacity)
         sig = (r, *((a.priority, a.resources, a.kind) for a in asks))
         rec = self.apps.get(app.app_id)
         if rec is not None:

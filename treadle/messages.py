@@ -48,8 +48,10 @@ class Ask:
     """A resource request: ``count`` containers of ``resources`` at ``priority``.
 
     As in YARN, the AM sends the total outstanding count for a priority each time; the RM
-    replaces its table entry (count 0 removes it). ``expected_duration_s`` and
-    ``remaining_work`` are hints for estimators and SRTF-style policies.
+    replaces its table entry (count 0 removes it). ``expected_duration_s``,
+    ``remaining_work`` (the job's unfinished task-seconds) and ``remaining_usage`` (its
+    unfinished resource-seconds per resource: duration x demand summed over the tasks not
+    yet done) are hints for estimators and SRTF-style policies.
     """
 
     priority: int
@@ -58,6 +60,7 @@ class Ask:
     kind: AskKind = AskKind.DEFAULT
     expected_duration_s: float = 0.0
     remaining_work: float = 0.0
+    remaining_usage: Resources = ZERO
 
 
 @dataclass(frozen=True, slots=True)

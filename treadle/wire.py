@@ -53,6 +53,8 @@ _STATUS_TO_PB = {
 _STATUS_FROM_PB = {v: k for k, v in _STATUS_TO_PB.items()}
 
 MAX_AMOUNT = 1e9  # larger amounts are nonsense and lose precision in sums
+#: Resource-seconds (remaining_usage): amounts times durations, so larger.
+MAX_USAGE = 1e15
 MAX_COUNT = 10_000_000
 
 
@@ -67,10 +69,12 @@ def resources_to_pb(r: Resources) -> pb.Resources:
     return pb.Resources(amounts=r.to_dict())
 
 
-def resources_from_pb(msg: pb.Resources, what: str = "resources") -> Resources:
+def resources_from_pb(
+    msg: pb.Resources, what: str = "resources", limit: float = MAX_AMOUNT
+) -> Resources:
     for k, v in msg.amounts.items():
-        if not (0 <= v <= MAX_AMOUNT):
-            raise InvalidRequestError(f"{what}.{k} must be between 0 and {MAX_AMOUNT:g}, got {v}")
+        if not (0 <= v <= limit):
+            raise InvalidRequestError(f"{what}.{k} must be between 0 and {limit:g}, got {v}")
     try:
         return Resources.parse(dict(msg.amounts), what)
     except ValueError as e:
@@ -183,6 +187,7 @@ def ask_from_pb(m: am_pb.Ask) -> Ask:
         kind,
         _finite(m.expected_duration_s, "expected_duration_s"),
         _finite(m.remaining_work, "remaining_work"),
+        resources_from_pb(m.remaining_usage, f"ask[{m.priority}].remaining_usage", MAX_USAGE),
     )
 
 
@@ -194,6 +199,7 @@ def ask_to_pb(a: Ask) -> am_pb.Ask:
         kind=_KIND_TO_PB[a.kind],
         expected_duration_s=a.expected_duration_s,
         remaining_work=a.remaining_work,
+        remaining_usage=resources_to_pb(a.remaining_usage),
     )
 
 

@@ -11,6 +11,10 @@ runnable task whose latest start is now must start now to keep T: it is asked fo
 DEFAULT. Every other runnable task is an ALTRUISTIC ask, which the RM serves from leftovers:
 the job yields what it does not need yet to other jobs.
 
+A task not yet launched counts ``overhead_s`` (default 1 s, an AM interval) more than its
+duration in both packings: a freed container reaches the AM on its next call, so a stage of
+1 s tasks occupies its share about twice as long as its durations say.
+
 With probability ``1 - altruism`` a scheduling event does not yield (every runnable task is
 DEFAULT, as greedy); the draws come from an RNG seeded by ``seed`` and a CRC of the job's
 name, so runs repeat exactly. Without a share, with a zero share, or with a share in which
@@ -64,6 +68,11 @@ class AltruisticParams(BaseModel):
     altruism: float = Field(1.0, ge=0.0, le=1.0)
     #: Seeds the altruism draws, together with a stable hash of the job's name.
     seed: int = Field(0, ge=0)
+    #: What a task holds its container for beyond its duration, in the plans: a freed
+    #: container is granted on a node's heartbeat and launched on the AM's next call
+    #: (YARN's default AM interval is 1 s). Without it, a stage of short tasks looks to
+    #: need less of the share than it does, and the job yields what it needs.
+    overhead_s: float = Field(1.0, ge=0.0, allow_inf_nan=False)
 
 
 @dataclass
@@ -117,7 +126,7 @@ class AltruisticAsks(AskStrategy):
         queued = {s: progress.unassigned(s) for s in runnable}
         latest = None
         if self._draw(job) < self.params.altruism:
-            latest = latest_starts(progress, share, now)
+            latest = latest_starts(progress, share, now, self.params.overhead_s)
         return _Plan(job, share, progress.task_events, latest, queued)
 
     def _draw(self, job: JobSpec) -> float:
@@ -132,6 +141,7 @@ class AltruisticAsks(AskStrategy):
     ) -> list[Ask]:
         stages = progress.job.stages
         remaining = progress.remaining_work_s
+        usage = progress.remaining_usage
         out: list[Ask] = []
         for s in runnable:
             n = progress.unassigned(s)
@@ -144,10 +154,10 @@ class AltruisticAsks(AskStrategy):
             res = stages[s].resources
             if due:
                 kind = AskKind.DEFAULT
-                out.append(Ask(priority_of(s, kind), res, due, kind, mean, remaining))
+                out.append(Ask(priority_of(s, kind), res, due, kind, mean, remaining, usage))
             if n - due:
                 kind = AskKind.ALTRUISTIC
-                out.append(Ask(priority_of(s, kind), res, n - due, kind, mean, remaining))
+                out.append(Ask(priority_of(s, kind), res, n - due, kind, mean, remaining, usage))
         return out
 
 
@@ -167,16 +177,20 @@ def _mean(progress: JobProgress, stage: int, n: int, plan: _Plan | None) -> floa
 
 # ------------------------------------------------------------------------- packing
 def latest_starts(
-    progress: JobProgress, share: Resources, now: float
+    progress: JobProgress, share: Resources, now: float, overhead_s: float = 0.0
 ) -> dict[int, list[float]] | None:
     """Per runnable stage, the sorted latest starts of its unassigned tasks that keep the
     job's completion time T in ``share``; None if some remaining task never fits in it.
+    Each unassigned task counts ``overhead_s`` more than its duration (its launch delay).
 
     T is the forward packing's completion time, or the backward packing's if that one is
     shorter (both are heuristics; T is meant to be the least time the job needs)."""
     job = progress.job
     n = len(job.stages)
-    pend = [sorted(progress.unassigned_durations(s), reverse=True) for s in range(n)]
+    pend = [
+        sorted((d + overhead_s for d in progress.unassigned_durations(s)), reverse=True)
+        for s in range(n)
+    ]
     ends = [[max(now, e) for e in progress.running_ends(s)] for s in range(n)]
     live = [s for s in range(n) if pend[s] or ends[s]]
     dims = sorted(set(share).union(*(job.stages[s].resources for s in live)))

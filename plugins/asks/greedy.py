@@ -12,6 +12,7 @@ class GreedyAsks(AskStrategy):
     def asks(self, progress: JobProgress, now: float) -> list[Ask]:
         stages = progress.job.stages
         remaining = progress.remaining_work_s
+        usage = progress.remaining_usage
         out = []
         for i in progress.runnable_stages():
             durations = progress.unassigned_durations(i)
@@ -23,6 +24,7 @@ class GreedyAsks(AskStrategy):
                     AskKind.DEFAULT,
                     sum(durations) / len(durations),
                     remaining,
+                    usage,
                 )
             )
         return out

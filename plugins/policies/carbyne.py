@@ -10,18 +10,28 @@ On a node's heartbeat, while anything fits the node:
 
 1. DEFAULT asks, within the share: each job's candidate is its most important (lowest
    priority number: the AM's hint) DEFAULT ask that fits the node, if what the job holds
-   plus that container stays within its entitlement (in dominant share); among the
-   candidates, the best Tetris score (``rm.packing``: alignment - eps x remaining work).
+   plus that container stays within ``guarantee`` x its entitlement (in dominant share;
+   ``guarantee`` is 1 by default, the paper's rule); among the candidates, the best Tetris
+   score (``rm.packing``: alignment - eps x remaining work).
    A job whose candidate would exceed its entitlement gets nothing more in this step.
 2. Once no such ask fits, the leftover goes to every other ask: ALTRUISTIC asks, and
    DEFAULT asks beyond the share (so that no node idles while a task fits; the paper's
    work conservation). ``leftover_order=srtf_then_packing`` (the paper's default): the job
-   with the least remaining work (``Ask.remaining_work``) that has an ask fitting, and its
+   with the least remaining work (``rm.packing.remaining_work``: resource-seconds in
+   cluster-seconds, from the AM's ``Ask.remaining_usage``) that has an ask fitting, and its
    best-aligned ask (ties: lower priority number); ``packing_then_srtf``: the best-aligned
    ask, ties to the job with the least remaining work.
 
 A job whose AM sends only DEFAULT asks (the greedy strategy) gets its DRF entitlement first
-and leftovers by remaining work, so carbyne with greedy AMs behaves like DRF across jobs.
+and leftovers by remaining work, so carbyne with greedy AMs behaves like DRF across jobs
+(with ``guarantee`` = 1).
+
+``guarantee`` < 1 protects only that fraction of each job's share: the DEFAULT asks beyond
+it compete in the leftover, where the job with the least remaining work wins. In the
+offline case a job's DRF share grows as others finish, so its T planned on today's share
+is later than DRF would finish it: at the paper's rule long jobs keep most of their share
+while short ones wait for the leftover. A lower guarantee trades instantaneous isolation
+(Jain's index) for mean JCT; ``tests/benchmarks/bench_carbyne.py`` measures both.
 Cost per placement: O(shapes) with the shape index of ``rm.packing``, plus the DEFAULT
 asks skipped in step 1 (a set lookup each once a job is known to be at its share).
 """
@@ -51,6 +61,10 @@ class CarbyneParams(BaseModel):
     remaining_work_weight: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     #: Recompute DRF entitlements at most this often; 0: on every change.
     update_interval_s: float = Field(0.5, ge=0.0, allow_inf_nan=False)
+    #: The fraction of its DRF share within which a job's DEFAULT asks come first (1: the
+    #: paper's rule). Below 1, DEFAULT asks beyond it join the leftover, served by SRTF:
+    #: less isolation, shorter jobs sooner (a fairness knob, like Tetris' f).
+    guarantee: float = Field(1.0, ge=0.0, le=1.0)
 
 
 class CarbynePolicy(Policy):
@@ -88,7 +102,8 @@ class CarbynePolicy(Policy):
     def _entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
         out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
         cap = self._limit_cap = cluster.capacity
-        self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}
+        g = self.params.guarantee
+        self._limit = {app_id: g * r.dominant_share(cap) for app_id, r in out.items()}
         return out
 
     # Placement --------------------------------------------------------------------

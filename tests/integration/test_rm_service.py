@@ -618,6 +618,28 @@ HUGE_TASK = {"vcores": 64.0, "memory_mb": 1024.0}
             [am_pb.Ask(priority=2, resources=res(TASK), count=1, expected_duration_s=math.nan)],
             "expected_duration_s must be finite",
         ),
+        (
+            [
+                am_pb.Ask(
+                    priority=2,
+                    resources=res(TASK),
+                    count=1,
+                    remaining_usage=res({"vcores": -5.0}),
+                )
+            ],
+            "ask[2].remaining_usage.vcores must be between 0 and",
+        ),
+        (
+            [
+                am_pb.Ask(
+                    priority=2,
+                    resources=res(TASK),
+                    count=1,
+                    remaining_usage=res({"memory_mb": math.inf}),
+                )
+            ],
+            "ask[2].remaining_usage.memory_mb must be between 0 and",
+        ),
     ],
     ids=[
         "negative-count",
@@ -634,6 +656,8 @@ HUGE_TASK = {"vcores": 64.0, "memory_mb": 1024.0}
         "negative-priority",
         "zero-resources",
         "nan-duration",
+        "negative-usage",
+        "infinite-usage",
     ],
 )
 @aio

@@ -28,7 +28,7 @@ from treadle.messages import (
     ContainerStatus,
 )
 from treadle.model import ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
-from treadle.resources import ZERO, Resources
+from treadle.resources import ZERO, Resources, total
 from treadle.runner import PolicyChoice, RunOptions, run_sim
 
 D, A = AskKind.DEFAULT, AskKind.ALTRUISTIC
@@ -86,6 +86,13 @@ class Progress:
     def remaining_work_s(self) -> float:
         return float(sum(map(sum, self.pending)))
 
+    @property
+    def remaining_usage(self) -> Resources:
+        """Of the unassigned tasks only (running ones are not counted here)."""
+        return total(
+            [s.resources * sum(p) for s, p in zip(self.job.stages, self.pending, strict=True)]
+        )
+
     def launch(self, stage: int, now: float) -> None:
         d = self.pending[stage].pop(0)
         self.ends[stage].append(now + d)
@@ -118,8 +125,14 @@ def kinds(asks: list[Ask]) -> dict[tuple[int, AskKind], int]:
     return out
 
 
+def strategy(**params: float) -> AltruisticAsks:
+    """The strategy with the hand-computed examples' setting: no launch overhead (tasks
+    hold containers for their durations exactly) unless a test sets one."""
+    return AltruisticAsks(AltruisticParams(**{"overhead_s": 0.0, **params}))
+
+
 def asks_of(progress: Progress, now: float = 0.0, **params: float) -> list[Ask]:
-    return AltruisticAsks(AltruisticParams(**params)).asks(progress, now)
+    return strategy(**params).asks(progress, now)
 
 
 # --------------------------------------------------------------------- reverse packing
@@ -133,8 +146,8 @@ def test_short_branch_is_altruistic_and_the_critical_chain_default(k: int) -> No
     c_latest = [16.0, 18.0] if k == 2 else [18.0, 18.0]
     assert latest_starts(p, units(k), 0.0) == {0: [0.0, 0.0], 2: c_latest}
     assert asks_of(p) == [
-        Ask(priority_of(0, D), ONE, 2, D, 10.0, 39.0),
-        Ask(priority_of(2, A), ONE, 2, A, 2.0, 39.0),
+        Ask(priority_of(0, D), ONE, 2, D, 10.0, 39.0, ONE * 39),
+        Ask(priority_of(2, A), ONE, 2, A, 2.0, 39.0, ONE * 39),
     ]
 
 
@@ -145,6 +158,34 @@ def test_serial_share_asks_for_one_task_now() -> None:
     p = Progress(branch_job(), units(1))
     assert latest_starts(p, units(1), 0.0) == {0: [4.0, 14.0], 2: [0.0, 2.0]}
     assert kinds(asks_of(p)) == {(0, A): 2, (2, D): 1, (2, A): 1}
+
+
+def test_launch_overhead_makes_a_stage_of_short_tasks_critical() -> None:
+    # x (10 s) and y (8 x 1 s) into z (1 s), share 2. Without overhead: x 0-10 beside y's
+    # eight tasks end to end (0-8), T = 11; backward, y has 2 s of slack: latest starts
+    # 2..9, all ALTRUISTIC, and x is due now.
+    job = JobSpec(
+        "short",
+        "u",
+        0.0,
+        (
+            StageSpec("x", ONE, (10.0,)),
+            StageSpec("y", ONE, (1.0,) * 8),
+            StageSpec("z", ONE, (1.0,), ("x", "y")),
+        ),
+    )
+    p = Progress(job, units(2))
+    assert latest_starts(p, units(2), 0.0) == {0: [0.0], 1: [2.0 + i for i in range(8)]}
+    assert kinds(asks_of(p)) == {(0, D): 1, (1, A): 8}
+    # Each task holds its container 1 s longer: y takes 16 s and is the critical branch.
+    # Forward: x 0-11; y 0-2, ..., 10-12 on one unit, 11-13 on x's, 12-14; z 14-16: T = 16.
+    # Backward from 16: z 0-2; x 2-13; y 2-4, ..., 12-14, 13-15, 14-16: latest starts 12,
+    # 10, ..., 2, 1, 0. One y task is due now; x may wait until 3.
+    assert latest_starts(p, units(2), 0.0, 1.0) == {
+        0: [3.0],
+        1: [0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 12.0],
+    }
+    assert kinds(asks_of(p, overhead_s=1.0)) == {(0, A): 1, (1, D): 1, (1, A): 7}
 
 
 def test_chain_alone_is_all_default() -> None:
@@ -161,8 +202,8 @@ def test_longest_task_of_a_stage_is_the_default_one() -> None:
     p = Progress(job, units(2))
     assert latest_starts(p, units(2), 0.0) == {0: [0.0, 6.0]}
     assert asks_of(p) == [
-        Ask(priority_of(0, D), ONE, 1, D, 7.0, 14.0),
-        Ask(priority_of(0, A), ONE, 1, A, 7.0, 14.0),
+        Ask(priority_of(0, D), ONE, 1, D, 7.0, 14.0, ONE * 14),
+        Ask(priority_of(0, A), ONE, 1, A, 7.0, 14.0, ONE * 14),
     ]
 
 
@@ -249,17 +290,17 @@ def test_share_smaller_than_a_task_asks_greedily() -> None:
 @pytest.mark.parametrize("share", [None, ZERO], ids=["no-share", "zero-share"])
 def test_without_a_share_asks_are_greedy(share: Resources | None) -> None:
     p = Progress(branch_job(), share)
-    strategy = AltruisticAsks()
-    assert strategy.asks(p, 0.0) == GreedyAsks().asks(p, 0.0)
-    assert strategy.plans == 0
+    s = strategy()
+    assert s.asks(p, 0.0) == GreedyAsks().asks(p, 0.0)
+    assert s.plans == 0
 
 
 def test_altruism_zero_is_greedy() -> None:
     p = Progress(branch_job(), units(2))
-    strategy = AltruisticAsks(AltruisticParams(altruism=0.0))
-    assert strategy.asks(p, 0.0) == GreedyAsks().asks(p, 0.0)
-    assert kinds(strategy.asks(p, 0.0)) == {(0, D): 2, (2, D): 2}
-    assert strategy.plans == 0
+    s = strategy(altruism=0.0)
+    assert s.asks(p, 0.0) == GreedyAsks().asks(p, 0.0)
+    assert kinds(s.asks(p, 0.0)) == {(0, D): 2, (2, D): 2}
+    assert s.plans == 0
 
 
 def test_no_runnable_stage_no_asks() -> None:
@@ -270,7 +311,7 @@ def test_no_runnable_stage_no_asks() -> None:
 # --------------------------------------------------------------------- caching
 def test_plan_is_cached_until_the_share_or_a_task_changes() -> None:
     p = Progress(branch_job(), units(1))
-    s = AltruisticAsks()
+    s = strategy()
     # Share 1: latest starts a 4, 14; c 0, 2 (see test_serial_share_asks_for_one_task_now).
     assert kinds(s.asks(p, 0.0)) == {(0, A): 2, (2, D): 1, (2, A): 1}
     assert s.plans == 1
@@ -303,7 +344,7 @@ def test_plan_is_cached_until_the_share_or_a_task_changes() -> None:
 def yields(seed: int, name: str = "j", events: int = 16) -> list[bool]:
     """Whether each of ``events`` successive scheduling events yields (asks ALTRUISTIC)."""
     p = Progress(branch_job(name), units(2))
-    s = AltruisticAsks(AltruisticParams(altruism=0.5, seed=seed))
+    s = strategy(altruism=0.5, seed=seed)
     out = []
     for _ in range(events):
         p.task_events += 1  # a new scheduling event: a new draw
@@ -381,7 +422,9 @@ def test_simulated_dag_workload_under_drf() -> None:
     wl = Workload("alt", ClusterSpec((node,)), (dag("j1", "u1", 0.0), dag("j2", "u2", 1.0)))
 
     def sim(strategy: str) -> list[dict[str, object]]:
-        options = RunOptions(ask_strategy=strategy, slowdown=False)
+        # Plans without launch overhead, as the comment above counts.
+        params = {"altruistic.overhead_s": 0.0} if strategy == "altruistic" else {}
+        options = RunOptions(ask_strategy=strategy, ask_params=params, slowdown=False)
         result, _ = run_sim(wl, PolicyChoice("drf", {}), options=options)
         assert result.stalled is None
         assert result.finished == 2

@@ -1128,8 +1128,14 @@ def test_am_asks_carry_resources_and_hints() -> None:
     spec = JobSpec("job", "alice", 0.0, (StageSpec("a", res(2, 2048), (3.0, 5.0)),))
     am = ApplicationMaster(spec, "app", GreedyAsks())
     (ask,) = am.allocate_request(0.0).asks
-    assert ask == Ask(0, res(2, 2048), 2, AskKind.DEFAULT, 4.0, 8.0)
+    # remaining_usage: resource-seconds of the unfinished tasks (2 x 2048 over 8 s).
+    assert ask == Ask(0, res(2, 2048), 2, AskKind.DEFAULT, 4.0, 8.0, res(16, 16384))
     assert am.allocate_request(0.0).progress == 0.0
+    am.on_allocate_response(respond([grant("c0", 0), grant("c1", 0)]), 1.0)
+    am.on_allocate_response(respond(completed=[done("c1")]), 7.0)  # the 5 s task
+    assert (am.remaining_work_s, am.remaining_usage) == (3.0, res(6, 6144))
+    am.on_allocate_response(respond(completed=[done("c0")]), 8.0)
+    assert (am.remaining_work_s, am.remaining_usage) == (0.0, ZERO)
 
 
 class _NoAsks(AskStrategy):

@@ -130,6 +130,22 @@ def test_remaining_work_prefers_the_am_hint() -> None:
     assert remaining_work([Ask(0, res(1), 3)]) == 3
 
 
+def test_remaining_work_is_weighted_by_the_cluster() -> None:
+    cap = res(100, 400)
+    # The AM's usage hint: its dominant share of the cluster, in seconds of the whole
+    # cluster (memory here: 800 GB-s of 400 GB is 2 s; 50 vcore-s of 100 is 0.5 s).
+    hinted = Ask(0, res(1, 8), 3, AskKind.DEFAULT, 10.0, 50.0, res(50, 800))
+    assert remaining_work([hinted], cap) == pytest.approx(2.0)
+    # Without it, task-seconds weighted by the demand's dominant share (8 GB of 400).
+    assert remaining_work([ask(0, res(1, 8), 3, work=50.0)], cap) == pytest.approx(1.0)
+    assert remaining_work([ask(0, res(4, 8), 3)], cap) == pytest.approx(1.2)  # 3 x 10 x 4%
+    # A job of small tasks is less work than one of as many task-seconds of big ones.
+    small = [ask(0, res(1, 1), 1, work=100.0)]
+    big = [ask(0, res(10, 40), 1, work=50.0)]
+    assert remaining_work(small, cap) < remaining_work(big, cap)
+    assert remaining_work(small) > remaining_work(big)  # unweighted: the other way
+
+
 def diamond() -> JobSpec:
     """a -> (b, c) -> d; mean durations a 2, b 10 (4 and 16), c 3, d 1."""
     return JobSpec(
@@ -177,12 +193,14 @@ def test_tetris_places_the_best_aligned_ask() -> None:
 
 
 @pytest.mark.parametrize(
-    ("weight", "first"), [(0.0, "mem"), (0.135, "mem"), (0.137, "cpu"), (1.0, "cpu")]
+    ("weight", "first"), [(0.0, "mem"), (0.122, "mem"), (0.124, "cpu"), (1.0, "cpu")]
 )
 def test_tetris_remaining_work_term(weight: float, first: str) -> None:
-    # eps = weight x mean alignment / mean remaining work = weight x 0.28125 / 550.
-    # cpu: 0.25 - eps x 100; mem: 0.3125 - eps x 1000; cpu wins once eps x 900 > 0.0625,
-    # i.e. weight > 0.0625 x 550 / (900 x 0.28125) = 0.1358.
+    # Remaining work is weighted by the dominant share of each job's demand in the
+    # cluster (8 vcores, 16 GB): cpu 100 x 2/8 = 25, mem 1000 x 8/16 = 500.
+    # eps = weight x mean alignment / mean remaining work = weight x 0.28125 / 262.5.
+    # cpu: 0.25 - eps x 25; mem: 0.3125 - eps x 500; cpu wins once eps x 475 > 0.0625,
+    # i.e. weight > 0.0625 x 262.5 / (475 x 0.28125) = 0.1228.
     rig = tetris_rig({"f": 0, "remaining_work_weight": weight})
     rig.job("cpu", ask(0, res(2, 4), 1, work=100.0))
     rig.job("mem", ask(0, res(1, 8), 1, work=1000.0))
@@ -285,6 +303,25 @@ def test_carbyne_serves_default_asks_within_the_share_first() -> None:
     placed = rig.heartbeat("n0")
     assert placed[:2] == [("default_long", 0)] * 2
     assert jobs_of(placed) == {"default_long": 2, "alt_short": 6}
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "long_first"), [(1.0, 2), (0.75, 2), (0.5, 1), (0.3, 0), (0.0, 0)]
+)
+def test_carbyne_guarantee_protects_that_part_of_the_share(
+    guarantee: float, long_first: int
+) -> None:
+    rig = Rig("carbyne", {"n0": res(8, 64)}, {"guarantee": guarantee})
+    rig.job("alt_short", ask(1, res(1), 8, A, work=10.0))
+    rig.job("default_long", ask(0, res(1), 8, D, work=1000.0))
+    rig.job("alt_mid", ask(1, res(1), 8, A, work=100.0))
+    rig.ask("default_long")
+    # Shares of 8/3 vcores each: default_long's DEFAULT asks come first only while it holds
+    # at most guarantee x 8/3 (2, 2, 1, 0, 0 containers); the rest of them compete in the
+    # leftover, where the shortest job, alt_short, takes the node.
+    placed = rig.heartbeat("n0")
+    assert placed[:long_first] == [("default_long", 0)] * long_first
+    assert jobs_of(placed) == Counter(default_long=long_first, alt_short=8 - long_first)
 
 
 def test_carbyne_respects_priorities_within_a_job() -> None:
@@ -417,7 +454,7 @@ def tetris_reference(rig: Rig, f: float, weight: float) -> tuple[str, int] | Non
     view, node = rig.rm.view, rig.rm.view.nodes["n0"]
     free, cap = node.free, node.capacity
     apps = view.pending_apps()
-    work = {app.app_id: remaining_work(app.sorted_asks()) for app in apps}
+    work = {app.app_id: remaining_work(app.sorted_asks(), view.capacity) for app in apps}
     fits = [(app, a) for app, a in pending(rig) if a.resources.fits_in(free)]
     if not fits:
         return None
@@ -451,12 +488,12 @@ def test_tetris_matches_brute_force(seed: int) -> None:
     assert (placed[0] if placed else None) == expected
 
 
-def carbyne_reference(rig: Rig, order: str) -> tuple[str, int] | None:
+def carbyne_reference(rig: Rig, order: str, guarantee: float = 1.0) -> tuple[str, int] | None:
     view, node = rig.rm.view, rig.rm.view.nodes["n0"]
     free, cap = node.free, node.capacity
     shares = rig.rm.policy.shares(view)
     apps = view.pending_apps()
-    work = {app.app_id: remaining_work(app.sorted_asks()) for app in apps}
+    work = {app.app_id: remaining_work(app.sorted_asks(), view.capacity) for app in apps}
     fits = [(app, a) for app, a in pending(rig) if a.resources.fits_in(free)]
     if not fits:
         return None
@@ -465,7 +502,7 @@ def carbyne_reference(rig: Rig, order: str) -> tuple[str, int] | None:
         first = next(
             (a for a in app.sorted_asks() if a.kind is D and a.resources.fits_in(free)), None
         )
-        limit = shares.get(app.app_id, Resources()).dominant_share(view.capacity)
+        limit = guarantee * shares.get(app.app_id, Resources()).dominant_share(view.capacity)
         if (
             first
             and (app.allocated + first.resources).dominant_share(view.capacity) <= limit + 1e-9
@@ -506,8 +543,9 @@ def carbyne_reference(rig: Rig, order: str) -> tuple[str, int] | None:
 @pytest.mark.parametrize("seed", range(40))
 def test_carbyne_matches_brute_force(seed: int) -> None:
     order = ("srtf_then_packing", "packing_then_srtf")[seed % 2]
-    rig = random_rig("carbyne", {"leftover_order": order}, seed)
-    expected = carbyne_reference(rig, order)
+    guarantee = (1.0, 0.5, 0.0)[seed % 3]
+    rig = random_rig("carbyne", {"leftover_order": order, "guarantee": guarantee}, seed)
+    expected = carbyne_reference(rig, order, guarantee)
     placed = rig.heartbeat("n0")
     assert (placed[0] if placed else None) == expected
 

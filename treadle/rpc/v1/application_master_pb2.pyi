@@ -124,6 +124,7 @@ class Ask(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     EXPECTED_DURATION_S_FIELD_NUMBER: _builtins.int
     REMAINING_WORK_FIELD_NUMBER: _builtins.int
+    REMAINING_USAGE_FIELD_NUMBER: _builtins.int
     priority: _builtins.int
     count: _builtins.int
     kind: _common_pb2.AskKind.ValueType
@@ -131,6 +132,10 @@ class Ask(_message.Message):
     remaining_work: _builtins.float
     @_builtins.property
     def resources(self) -> _common_pb2.Resources: ...
+    @_builtins.property
+    def remaining_usage(self) -> _common_pb2.Resources:
+        """Resource-seconds per resource of the job's unfinished tasks (duration x demand)."""
+
     def __init__(
         self,
         *,
@@ -140,10 +145,11 @@ class Ask(_message.Message):
         kind: _common_pb2.AskKind.ValueType = ...,
         expected_duration_s: _builtins.float = ...,
         remaining_work: _builtins.float = ...,
+        remaining_usage: _common_pb2.Resources | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["remaining_usage", b"remaining_usage", "resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "expected_duration_s", b"expected_duration_s", "kind", b"kind", "priority", b"priority", "remaining_work", b"remaining_work", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "expected_duration_s", b"expected_duration_s", "kind", b"kind", "priority", b"priority", "remaining_usage", b"remaining_usage", "remaining_work", b"remaining_work", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
