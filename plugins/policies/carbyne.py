@@ -11,8 +11,9 @@ On a node's heartbeat, while anything fits the node:
 1. DEFAULT asks, within the share: each job's candidate is its most important (lowest
    priority number: the AM's hint) DEFAULT ask that fits the node, if what the job holds
    plus that container stays within ``guarantee`` x its entitlement (in dominant share;
-   ``guarantee`` is 1 by default, the paper's rule); among the candidates, the best Tetris
-   score (``rm.packing``: alignment - eps x remaining work).
+   ``guarantee`` is 1 by default, the paper's rule), or within the whole entitlement while
+   the job holds less than ``guarantee`` x it; among the candidates, the best Tetris score
+   (``rm.packing``: alignment - eps x remaining work).
    A job whose candidate would exceed its entitlement gets nothing more in this step.
 2. Once no such ask fits, the leftover goes to every other ask: ALTRUISTIC asks, and
    DEFAULT asks beyond the share (so that no node idles while a task fits; the paper's
@@ -102,8 +103,7 @@ class CarbynePolicy(Policy):
     def _entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
         out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
         cap = self._limit_cap = cluster.capacity
-        g = self.params.guarantee
-        self._limit = {app_id: g * r.dominant_share(cap) for app_id, r in out.items()}
+        self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}
         return out
 
     # Placement --------------------------------------------------------------------
@@ -140,6 +140,7 @@ class CarbynePolicy(Policy):
         """Step 1's candidates: per fitting shape, the first DEFAULT ask that is its job's
         candidate and within the job's entitlement."""
         index, limit, cap = self._index, self._limit, self._limit_cap
+        g = self.params.guarantee
         for shape, a in align.items():
             for e in index.by_shape[shape]:
                 app_id = e.app_id
@@ -149,7 +150,7 @@ class CarbynePolicy(Policy):
                 if not _is_candidate(rec.asks, e.priority, align):
                     continue
                 lim = limit.get(app_id)
-                if lim is None or (rec.app.allocated + shape).dominant_share(cap) > lim + EPS:
+                if lim is None or not _within(rec.app.allocated, shape, cap, lim, g):
                     at_share.add(app_id)
                     continue
                 yield a, e
@@ -167,6 +168,16 @@ class CarbynePolicy(Policy):
         job = min(e for _, e in heads)
         rec = index.apps[job.app_id]
         return min(((-align[s], e.priority), e) for s, e in rec.entries if s in align)[1]
+
+
+def _within(held: Resources, shape: Resources, cap: Resources, limit: float, g: float) -> bool:
+    """Whether one more container of ``shape`` keeps the job within ``g`` x its entitled
+    dominant share ``limit``; a job below that may also take one that stays within the
+    whole entitlement (else a job entitled to exactly one big task would never get it)."""
+    after = (held + shape).dominant_share(cap)
+    if after <= g * limit + EPS:
+        return True
+    return after <= limit + EPS and held.dominant_share(cap) < g * limit - EPS
 
 
 def _is_candidate(asks: Sequence[Ask], priority: int, align: dict[Resources, float]) -> bool:
