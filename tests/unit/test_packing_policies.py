@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -451,6 +451,19 @@ def pending(rig: Rig) -> list[tuple[Any, Ask]]:
     return [(app, a) for app in rig.rm.view.pending_apps() for a in app.sorted_asks()]
 
 
+def tetris_key(
+    eps: float, work: Mapping[str, float], free: Resources, cap: Resources
+) -> Callable[[tuple[Any, Ask]], tuple[float, float, int, int]]:
+    """Tetris' order of (app, ask) candidates: best score (alignment - eps x remaining
+    work) first, ties by remaining work, submission order, priority."""
+    return lambda c: (
+        eps * work[c[0].app_id] - alignment(c[1].resources, free, cap),
+        work[c[0].app_id],
+        c[0].seq,
+        c[1].priority,
+    )
+
+
 def tetris_reference(rig: Rig, f: float, weight: float) -> tuple[str, int] | None:
     view, node = rig.rm.view, rig.rm.view.nodes["n0"]
     free, cap = node.free, node.capacity
@@ -466,15 +479,7 @@ def tetris_reference(rig: Rig, f: float, weight: float) -> tuple[str, int] | Non
     window = {app.app_id for app in by_share[: max(1, math.ceil((1 - f) * len(apps) - 1e-9))]}
     for cands in ([c for c in fits if c[0].app_id in window], fits):
         if cands:
-            app, a = min(
-                cands,
-                key=lambda c: (
-                    eps * work[c[0].app_id] - alignment(c[1].resources, free, cap),
-                    work[c[0].app_id],
-                    c[0].seq,
-                    c[1].priority,
-                ),
-            )
+            app, a = min(cands, key=tetris_key(eps, work, free, cap))
             return rig.names[app.app_id], a.priority
     return None
 
@@ -515,15 +520,7 @@ def carbyne_reference(rig: Rig, order: str, guarantee: float = 1.0) -> tuple[str
         shapes = {a.resources for _, a in fits}
         mean_align = sum(alignment(s, free, cap) for s in shapes) / len(shapes)
         eps = mean_align / (sum(work.values()) / len(work))
-        app, a = min(
-            due,
-            key=lambda c: (
-                eps * work[c[0].app_id] - alignment(c[1].resources, free, cap),
-                work[c[0].app_id],
-                c[0].seq,
-                c[1].priority,
-            ),
-        )
+        app, a = min(due, key=tetris_key(eps, work, free, cap))
         return rig.names[app.app_id], a.priority
     if order == "srtf_then_packing":
         key = lambda c: (  # noqa: E731
