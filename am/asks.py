@@ -79,6 +79,9 @@ class NoParams(BaseModel):
 class AskStrategy(ABC):
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
+    #: True when ``asks`` depends on the job's progress alone (not on ``now``, the share or
+    #: the cluster): the simulator may then skip an allocate call that would change nothing.
+    progress_only: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params: Any = params if params is not None else self.Params()

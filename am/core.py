@@ -90,6 +90,9 @@ class ApplicationMaster:
         self.share: Resources | None = None
         self.cluster: Resources = ZERO
         self.failed_reason: str | None = None
+        # True while nothing changed since the last request: the last response brought
+        # nothing and nothing happened since (see ``quiet``).
+        self._quiet = False
         for stage, task in completed_tasks:  # a restarted attempt skips finished work
             self._unassigned[stage].remove(task)
             self._task_finished(stage, task)
@@ -164,6 +167,13 @@ class ApplicationMaster:
             out.extend((i, t) for t in range(s.tasks) if t not in waiting)
         return out
 
+    @property
+    def quiet(self) -> bool:
+        """Nothing changed since the last request: the last response brought no container
+        and no completion, and nothing is waiting to be sent. With a progress-only strategy
+        the next request would repeat the last one."""
+        return self._quiet
+
     def allocate_request(self, now: float) -> AllocateRequest:
         asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
         sent: dict[int, int] = {}
@@ -189,6 +199,7 @@ class ApplicationMaster:
 
     def on_allocate_response(self, resp: AllocateResponse, now: float) -> list[ContainerLaunch]:
         if resp.response_id and resp.response_id <= self.response_id:
+            self._quiet = False
             return []  # an answer we already had (the RM repeated it)
         self.response_id = resp.response_id
         self.share = resp.share
@@ -197,7 +208,9 @@ class ApplicationMaster:
             self._on_completed(status)
         launches: list[ContainerLaunch] = []
         if not resp.allocated:
+            self._quiet = not resp.completed and not self._releases and not self._newly_done
             return launches
+        self._quiet = False
         unassigned = self._unassigned
         parents_left = self._parents_left
         stages = self._job.stages
@@ -226,6 +239,7 @@ class ApplicationMaster:
         key = self._task_of.pop(container_id, None)
         if key is None:
             return  # unknown, or already reported complete
+        self._quiet = False
         stage, task = key
         self._running[stage] -= 1
         self._ends[stage].pop(container_id, None)

@@ -407,6 +407,9 @@ class ResourceManager:
         # hot path then skips the call).
         self._on_allocated = _hook(policy, "on_container_allocated")
         self._on_finished = _hook(policy, "on_container_finished")
+        # An allocate call that changes nothing may be skipped only when answering it
+        # would not call the policy either (its ``shares``).
+        self._shares_hook = _hook(policy, "shares")
         self.state = ClusterState(
             queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),)), users or {}
         )
@@ -757,6 +760,24 @@ class ResourceManager:
         resp.response_id = app.response_id
         app.last_response = resp
         return resp
+
+    def skip_allocate(self, app_id: str, now: float) -> bool:
+        """For a host whose AM would repeat its last request (same asks, nothing released
+        or finished): True, and the AM counts as seen at ``now``, when answering would
+        change nothing either (nothing to deliver, no policy shares to compute); False
+        when the call must be made."""
+        app = self.state.apps.get(app_id)
+        if (
+            app is None
+            or app.undelivered
+            or app.completed_reports
+            or self._shares_hook is not None
+            or not app.am_registered
+            or app.last_response is None
+        ):
+            return False
+        app.am_last_seen_s = now
+        return True
 
     def _apply_releases(self, app: Application, releases: Sequence[str], now: float) -> None:
         for cid in releases:

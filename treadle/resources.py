@@ -253,15 +253,30 @@ class Accumulator:
 
 
 def add_to_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
-    """``acc.add(r)`` for each of ``accs`` (one call for the RM's several books)."""
+    """``acc.add(r)`` for each of ``accs`` (one call for the RM's several books; inlined,
+    as it runs for every container twice)."""
+    items = r._d.items()
     for acc in accs:
-        acc.add(r)
+        d = acc._d
+        for k, v in items:
+            d[k] = d.get(k, 0) + v
+        acc._snap = None
 
 
 def sub_from_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
-    """``acc.sub(r)`` for each of ``accs``."""
+    """``acc.sub(r)`` for each of ``accs`` (inlined, as ``add_to_all``)."""
+    items = r._d.items()
     for acc in accs:
-        acc.sub(r)
+        d = acc._d
+        for k, v in items:
+            prev = d.get(k, 0)
+            x = prev - v
+            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
+            if -tol <= x <= tol:
+                d.pop(k, None)
+            else:
+                d[k] = x
+        acc._snap = None
 
 
 def _fmt(v: float) -> str:

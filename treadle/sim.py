@@ -5,6 +5,10 @@ allocate calls (every ``am_interval_s`` while the job runs), job submissions and
 ticks. Nothing else exists: task completions surface on the node's next heartbeat, as in
 YARN.
 
+AM calls that cannot change anything are skipped too: when the AM's ask strategy depends
+on its job's progress alone and nothing happened since its last call, the call would repeat
+the last request, and the RM says whether it has anything to answer.
+
 Heartbeats that cannot change anything are skipped: a node whose heartbeat would report
 nothing and on which no pending ask could fit sleeps until its next container ends, and is
 woken (at its own phase) when asks that might fit it appear. A skipped heartbeat is one
@@ -17,6 +21,7 @@ import bisect
 import gc
 import heapq
 import math
+import operator
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,7 +116,7 @@ class Simulation:
         self._phases: list[float] = []
         self._wake_cursor: list[Any] = [0.0, 0, 0]  # [period start, index, steps taken]
         self._wake_scheduled = False
-        self.stats = {"heartbeats": 0, "allocates": 0, "wakeups": 0}
+        self.stats = {"heartbeats": 0, "allocates": 0, "allocates_skipped": 0, "wakeups": 0}
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -279,23 +284,28 @@ class Simulation:
                 self._wake_next(t)
             elif kind == _AM:
                 am: ApplicationMaster = payload
-                stats["allocates"] += 1
-                resp = rm.on_allocate(am.allocate_request(t), t)
-                for launch in am.on_allocate_response(resp, t):
-                    node = nodes[launch.node_id]
-                    node.nm.start_container(launch, t)
-                    due = t + launch.duration_s  # its out-of-band heartbeat
-                    if node.due is None or due < node.due:
-                        schedule_hb(node, due)
-                if am.finished:
-                    rm.finish_application(am.app_id, am.final_status, t)
-                    del active[am.app_id]
-                    finished += 1
-                    if self.progress is not None:
-                        self.progress(finished, total, t)
-                else:
+                if am.quiet and am.strategy.progress_only and rm.skip_allocate(am.app_id, t):
+                    # The call would repeat the last one and get nothing back.
+                    stats["allocates_skipped"] += 1
                     self._push(t + self.am_interval_s, _AM, am)
-                self._after_rm_change(t)
+                else:
+                    stats["allocates"] += 1
+                    resp = rm.on_allocate(am.allocate_request(t), t)
+                    for launch in am.on_allocate_response(resp, t):
+                        node = nodes[launch.node_id]
+                        node.nm.start_container(launch, t)
+                        due = t + launch.duration_s  # its out-of-band heartbeat
+                        if node.due is None or due < node.due:
+                            schedule_hb(node, due)
+                    if am.finished:
+                        rm.finish_application(am.app_id, am.final_status, t)
+                        del active[am.app_id]
+                        finished += 1
+                        if self.progress is not None:
+                            self.progress(finished, total, t)
+                    else:
+                        self._push(t + self.am_interval_s, _AM, am)
+                    self._after_rm_change(t)
                 # Stall detection: nothing logged for stall_s while jobs wait.
                 if len(records) != last_events:
                     last_events = len(records)
@@ -326,15 +336,24 @@ class Simulation:
         self.log.emit(
             t, ev.RUN_FINISHED, finished=finished, unfinished=total - finished, stalled=stalled
         )
-        out = sorted(self.log.records, key=_record_order)
-        return SimResult(out, total, finished, t, stalled, dict(stats))
+        return SimResult(
+            canonical_order(self.log.records), total, finished, t, stalled, dict(stats)
+        )
 
 
 _STARTED = ev.CONTAINER_STARTED
+_by_t = operator.itemgetter("t")
+_by_container = operator.itemgetter("container")
 
 
-def _record_order(rec: ev.Record) -> tuple[float, bool, str]:
-    """Time order. Starts are logged when a node reports them, which heartbeat elision may
-    shift within an instant; ordering them by container keeps the file canonical."""
-    started = rec["event"] == _STARTED
-    return (rec["t"], started, rec["container"] if started else "")
+def canonical_order(records: list[ev.Record]) -> list[ev.Record]:
+    """Time order; within an instant, starts last and by container id. Starts are logged
+    when a node reports them, which heartbeat elision may shift within an instant; ordering
+    them by container keeps the file canonical. (Two stable sorts on C-level keys: the key
+    ``(t, is_start, container)`` as a Python function costs twice as much.)"""
+    started = [r for r in records if r["event"] == _STARTED]
+    started.sort(key=_by_container)
+    out = [r for r in records if r["event"] != _STARTED]
+    out += started
+    out.sort(key=_by_t)
+    return out

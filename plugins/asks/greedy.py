@@ -8,6 +8,7 @@ from treadle.messages import Ask, AskKind
 
 class GreedyAsks(AskStrategy):
     description = "breadth-first: every runnable task is a DEFAULT ask"
+    progress_only = True
 
     def asks(self, progress: JobProgress, now: float) -> list[Ask]:
         stages = progress.job.stages
