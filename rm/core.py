@@ -830,6 +830,25 @@ class ResourceManager:
     def finished_app_ids(self) -> list[str]:
         return list(self._finished)
 
+    def set_queue_budget(self, queue: str, budget: float, spending_rate: float) -> None:
+        """An operator sets a queue's budget and spending rate (a budget policy's admin
+        hook, e.g. Dynamic Priority). Checked before the policy sees it."""
+        setter = getattr(self.policy, "set_queue_budget", None)
+        if setter is None:
+            raise ConflictError(f"policy {self.policy_name!r} has no queue budgets")
+        q = self.state.queues.get(queue)
+        if q is None:
+            raise NotFoundError(f"unknown queue {queue!r}")
+        if q.children:
+            raise InvalidRequestError(f"queue {queue!r} is not a leaf queue")
+        for name, x in (("budget", budget), ("spending_rate", spending_rate)):
+            if not (math.isfinite(x) and x >= 0):
+                raise InvalidRequestError(f"{name} must be a finite number >= 0, got {x!r}")
+        try:
+            setter(queue, budget, spending_rate)
+        except ValueError as e:  # the policy's own check
+            raise InvalidRequestError(f"queue {queue!r}: {e}") from None
+
     def finish_application(
         self,
         app_id: str,

@@ -21,7 +21,7 @@ import structlog
 from rm.core import ResourceManager
 from treadle import events as ev, wire
 from treadle.clock import EmulatedClock
-from treadle.errors import ConflictError, InvalidRequestError
+from treadle.errors import InvalidRequestError
 from treadle.messages import AppSubmission, FinalStatus
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -315,10 +315,7 @@ class ClientServicer(client_grpc.ClientServicer):
     async def SetQueueBudget(
         self, request: client_pb.SetQueueBudgetRequest, context: Any
     ) -> client_pb.SetQueueBudgetResponse:
-        setter = getattr(self.s.rm.policy, "set_queue_budget", None)
-        if setter is None:
-            raise ConflictError(f"policy {self.s.rm.policy_name!r} has no queue budgets")
-        setter(request.queue, request.budget, request.spending_rate)
+        self.s.rm.set_queue_budget(request.queue, request.budget, request.spending_rate)
         return client_pb.SetQueueBudgetResponse()
 
     async def GetEvents(

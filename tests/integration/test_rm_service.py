@@ -1059,6 +1059,20 @@ async def test_set_queue_budget() -> None:
     async with running_rm(policy) as h:
         await h.client.SetQueueBudget(req, timeout=TIMEOUT)
         assert policy.budgets == {"default": (100.0, 2.5)}
+        bad = [
+            (client_pb.SetQueueBudgetRequest(queue="nope", budget=1.0), NOT_FOUND, "nope"),
+            (client_pb.SetQueueBudgetRequest(queue="root", budget=1.0), INVALID, "leaf"),
+            (client_pb.SetQueueBudgetRequest(queue="default", budget=-1.0), INVALID, "budget"),
+            (
+                client_pb.SetQueueBudgetRequest(queue="default", spending_rate=float("nan")),
+                INVALID,
+                "spending_rate",
+            ),
+        ]
+        for request, code, fragment in bad:
+            details = await expect(code, h.client.SetQueueBudget(request, timeout=TIMEOUT))
+            assert fragment in details
+        assert policy.budgets == {"default": (100.0, 2.5)}  # nothing half-applied
 
 
 @aio
