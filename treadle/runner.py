@@ -39,6 +39,9 @@ class RunOptions:
     am_interval_s: float | None = None
     stall_s: float = 3600.0
     slowdown: bool = True  # compute alone-JCTs (one extra small simulation per job shape)
+    #: Draws the nodes' heartbeat phases (with the workload's seed): results move a little
+    #: with the phases, as a live cluster's do; vary it to see that spread.
+    phase_seed: int = 0
 
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
@@ -111,6 +114,7 @@ def _simulate(
         alone_jct_s=alone,
         stall_s=options.stall_s,
         progress=progress,
+        phase_seed=options.phase_seed,
     )
     return sim.run()
 
