@@ -101,6 +101,16 @@ ManagedAmOpt = Annotated[
         help="Run AMs in containers launched by the NMs instead of one unmanaged-AM host.",
     ),
 ]
+PhaseSeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--phase-seed",
+        min=0,
+        help="Simulator: draw the nodes' heartbeat phases with this seed (with the "
+        "workload's). Results move a little with the phases, as a live cluster's do; vary "
+        "it to see that spread.",
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
@@ -214,6 +224,7 @@ def sim(
     asks: AsksOpt = None,
     ask_settings: AskSetOpt = None,
     slowdown: SlowdownOpt = True,
+    phase_seed: PhaseSeedOpt = 0,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, events.jsonl."""
@@ -221,7 +232,10 @@ def sim(
         logs.configure(log_level)
         choice = PolicyChoice(policy, parse_settings(settings or []))
         options = RunOptions(
-            asks, parse_settings(ask_settings or [], "--ask-set"), slowdown=slowdown
+            asks,
+            parse_settings(ask_settings or [], "--ask-set"),
+            slowdown=slowdown,
+            phase_seed=phase_seed,
         )
         from treadle.runner import build_policy
 
@@ -279,6 +293,7 @@ def compare(
     image: ImageOpt = "treadle:latest",
     managed_am: ManagedAmOpt = False,
     timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
+    phase_seed: PhaseSeedOpt = 0,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
@@ -286,6 +301,8 @@ def compare(
         logs.configure(log_level)
         if mode not in ("sim", "local", "docker"):
             _fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
+        if phase_seed and mode != "sim":
+            _fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
@@ -293,7 +310,10 @@ def compare(
         if baseline is None and "fifo" in names and len(names) > 1:
             baseline = "fifo"
         options = RunOptions(
-            asks, parse_settings(ask_settings or [], "--ask-set"), slowdown=slowdown
+            asks,
+            parse_settings(ask_settings or [], "--ask-set"),
+            slowdown=slowdown,
+            phase_seed=phase_seed,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         wl = _load(workload, fmt, nodes_file)
