@@ -33,12 +33,23 @@ offline case a job's DRF share grows as others finish, so its T planned on today
 is later than DRF would finish it: at the paper's rule long jobs keep most of their share
 while short ones wait for the leftover. A lower guarantee trades instantaneous isolation
 (Jain's index) for mean JCT; ``tests/benchmarks/bench_carbyne.py`` measures both.
+
+``guarantee_long`` applies a guarantee to the long jobs only: those whose remaining work
+is at least the median among the jobs with indexed asks (the others keep ``guarantee``).
+The Theorem 3.1 argument fails once jobs depart: a job plans T on today's share, its share
+grows as others finish, and DRF finishes it before T. The long jobs end last under DRF
+anyway, so part of their share can go to the SRTF leftover, where the short jobs gain
+from it, while the short and mid-sized jobs keep their whole DEFAULT protection. Not in
+the paper; ``bench_carbyne`` compares it with the paper's rule. It costs one sort of the
+jobs' remaining work per heartbeat.
+
 Cost per placement: O(shapes) with the shape index of ``rm.packing``, plus the DEFAULT
 asks skipped in step 1 (a set lookup each once a job is known to be at its share).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Literal
 
@@ -66,6 +77,10 @@ class CarbyneParams(BaseModel):
     #: paper's rule). Below 1, DEFAULT asks beyond it join the leftover, served by SRTF:
     #: less isolation, shorter jobs sooner (a fairness knob, like Tetris' f).
     guarantee: float = Field(1.0, ge=0.0, le=1.0)
+    #: The guarantee of the long jobs, those whose remaining work is at least the median of
+    #: the jobs asking for containers (None: ``guarantee`` for every job). The rest of
+    #: their share joins the SRTF leftover: the long jobs end last under DRF too.
+    guarantee_long: float | None = Field(None, ge=0.0, le=1.0)
 
 
 class CarbynePolicy(Policy):
@@ -113,6 +128,7 @@ class CarbynePolicy(Policy):
         if not index.apps:
             return
         weight = self.params.remaining_work_weight
+        long_from = self._long_from()
         at_share: set[str] = set()  # jobs whose DEFAULT candidate would exceed their share
         due = True  # step 1 may still find something
         while True:
@@ -122,7 +138,7 @@ class CarbynePolicy(Policy):
             best = None
             if due:
                 eps = index.tetris_weight(align, weight)
-                best = best_scored(self._due(align, at_share), eps)
+                best = best_scored(self._due(align, at_share, long_from), eps)
                 # Free space only shrinks and holdings only grow, so step 1 is not retried
                 # in this heartbeat (it could only find a job whose more important ask
                 # stopped fitting: that one waits for the leftover or the next heartbeat).
@@ -134,13 +150,21 @@ class CarbynePolicy(Policy):
             yield Placement(best.app_id, best.priority)
             index.placed(best.app_id, cluster)
 
+    def _long_from(self) -> float:
+        """The remaining work from which a job is long (infinity: no job is treated so)."""
+        if self.params.guarantee_long is None:
+            return math.inf
+        rs = sorted(rec.remaining for rec in self._index.apps.values())
+        return rs[len(rs) // 2] if rs else math.inf
+
     def _due(
-        self, align: dict[Resources, float], at_share: set[str]
+        self, align: dict[Resources, float], at_share: set[str], long_from: float
     ) -> Iterator[tuple[float, Entry]]:
         """Step 1's candidates: per fitting shape, the first DEFAULT ask that is its job's
-        candidate and within the job's entitlement."""
+        candidate and within the job's guaranteed part of its entitlement."""
         index, limit, cap = self._index, self._limit, self._limit_cap
-        g = self.params.guarantee
+        g_short = self.params.guarantee
+        g_long = self.params.guarantee_long
         for shape, a in align.items():
             for e in index.by_shape[shape]:
                 app_id = e.app_id
@@ -150,6 +174,7 @@ class CarbynePolicy(Policy):
                 if not _is_candidate(rec.asks, e.priority, align):
                     continue
                 lim = limit.get(app_id)
+                g = g_long if g_long is not None and rec.remaining >= long_from else g_short
                 if lim is None or not _within(rec.app.allocated, shape, cap, lim, g):
                     at_share.add(app_id)
                     continue

@@ -19,10 +19,12 @@ with greedy AMs. Printed:
 - online: factor of improvement of carbyne over drf, tetris and sjf (mean, P50, P95; the
   seed's Table 3) and an altruism sweep (0, 0.5, 1) where 0 should stay within 2% of drf.
 
-carbyne runs at each ``--guarantees`` value (default 1 and 0.7): 1 is the paper's rule
-(DEFAULT asks first within the whole DRF share); below 1 only that fraction of the share
-is protected and the rest of the DEFAULT asks compete in the SRTF leftover. ``--seeds``
-repeats the offline runs on other TPC-H draws (the worst-job figure moves with the draw).
+carbyne runs with each ``--carbyne`` setting (repeatable; default ``paper`` and
+``guarantee_long=0.6``): ``paper`` is the paper's rule (DEFAULT asks first within the
+whole DRF share); ``guarantee_long=G`` protects only G of the share of the jobs with at
+least the median remaining work, whose other DEFAULT asks compete in the SRTF leftover
+(any carbyne parameters, comma-separated, e.g. ``guarantee=0.8,guarantee_long=0.6``).
+``--seeds`` repeats the offline runs on other TPC-H draws.
 ``--jobs-offline`` / ``--jobs-online`` shrink the runs for a quick look.
 
 A job's JCT moves with the draw of the nodes' heartbeat phases, under any one policy: on
@@ -41,8 +43,10 @@ from pathlib import Path
 from typing import Any
 
 from treadle import metrics
+from treadle.errors import TreadleError
 from treadle.metrics import SUCCEEDED, RunMetrics as Metrics
 from treadle.model import Workload
+from treadle.registry import build, parse_settings
 from treadle.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload import parse_workload
 
@@ -73,6 +77,9 @@ generators:
 """
     return parse_workload(text, f"tpch-{jobs}")
 
+
+#: The setting beside the paper's rule: the long half of the jobs protects 0.6 of its share.
+LONG_JOBS = "guarantee_long=0.6"
 
 #: Carbyne's fair baseline (and its own shares) is DRF across jobs.
 POLICY_PARAMS: dict[str, dict[str, Any]] = {"drf": {"across": "jobs"}}
@@ -184,10 +191,10 @@ def offline(args: argparse.Namespace) -> bool:
                 f"    drf against itself: one job's JCT differs by up to "
                 f"{drf.spread():.3f}x between two phase draws"
             )
-        for g in args.guarantees:
-            carbyne = draws(wl, "carbyne", k, {"guarantee": g})
+        for label, params in args.carbyne:
+            carbyne = draws(wl, "carbyne", k, params)
             for text, passed in offline_checks(drf, tetris, carbyne):
-                print(f"    [{verdict(passed)}] guarantee={g}: {text}")
+                print(f"    [{verdict(passed)}] {label}: {text}")
                 ok &= passed
     return ok
 
@@ -198,15 +205,15 @@ def online(args: argparse.Namespace) -> bool:
     base = {p: run(wl, p) for p in ("drf", "tetris", "sjf")}
     drf_mean = base["drf"].summary["mean_jct_s"]
     ok = True
-    for g in args.guarantees:
-        carbyne = run(wl, "carbyne", {"guarantee": g})
-        print(f"  guarantee={g}: factor of improvement of carbyne (baseline JCT / carbyne JCT):")
+    for label, params in args.carbyne:
+        carbyne = run(wl, "carbyne", params)
+        print(f"  {label}: factor of improvement of carbyne (baseline JCT / carbyne JCT):")
         print(f"  {'over':<8} {'mean':>6} {'P50':>6} {'P95':>6}")
         for name, m in base.items():
             f = metrics.factor_of_improvement(m.jobs, carbyne.jobs)
             print(f"  {name:<8} {f['mean']:>6.2f} {f['p50']:>6.2f} {f['p95']:>6.2f}")
-        print(f"  guarantee={g}: altruism sweep")
-        sweep = {a: run(wl, "carbyne", {"guarantee": g}, altruism=a) for a in (0.0, 0.5)}
+        print(f"  {label}: altruism sweep")
+        sweep = {a: run(wl, "carbyne", params, altruism=a) for a in (0.0, 0.5)}
         sweep[1.0] = carbyne
         for a, m in sweep.items():
             print(f"    altruism {a:<4} mean JCT {m.summary['mean_jct_s']:.1f} s")
@@ -218,8 +225,16 @@ def online(args: argparse.Namespace) -> bool:
     return ok
 
 
-def _floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x.strip()]
+def _setting(text: str) -> tuple[str, dict[str, Any]]:
+    """``paper`` (carbyne's defaults) or ``key=value,...`` carbyne parameters."""
+    if text.strip() == "paper":
+        return "paper's rule", {}
+    try:
+        params = parse_settings([x for x in text.split(",") if x.strip()], "--carbyne")
+        build("policies", "carbyne", params)  # a bad parameter fails before any run
+    except TreadleError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text.strip(), params
 
 
 def _ints(text: str) -> list[int]:
@@ -234,10 +249,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--duration-scale", type=float, default=10.0)
     p.add_argument("--seeds", type=_ints, default=[1], help="workload seeds, e.g. 1,2,3")
     p.add_argument(
-        "--guarantees",
-        type=_floats,
-        default=[1.0, 0.7],
-        help="carbyne's guarantee values to run (1: the paper's rule)",
+        "--carbyne",
+        type=_setting,
+        action="append",
+        help="a carbyne setting to run: 'paper' or KEY=VALUE,... (repeatable; default: "
+        f"'paper' and {LONG_JOBS!r})",
     )
     p.add_argument(
         "--phase-draws",
@@ -250,6 +266,8 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.phase_draws < 1:
         p.error("--phase-draws must be >= 1")
+    if args.carbyne is None:
+        args.carbyne = [_setting("paper"), _setting(LONG_JOBS)]
     ok = True
     if args.only in (None, "offline"):
         ok &= offline(args)

@@ -325,6 +325,29 @@ def test_carbyne_guarantee_protects_that_part_of_the_share(
     assert jobs_of(placed) == Counter(default_long=long_first, alt_short=8 - long_first)
 
 
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({}, {"a": 2, "b": 2, "c": 2, "d": 2}),
+        # c and d (remaining work >= the median, c's) are protected for 1 container each;
+        # the 2 vcores they give up go to the leftover, where a (least work) takes them.
+        ({"guarantee_long": 0.5}, {"a": 4, "b": 2, "c": 1, "d": 1}),
+        ({"guarantee_long": 0.0}, {"a": 6, "b": 2}),
+        # guarantee_long alone moves the long jobs; guarantee moves the others.
+        ({"guarantee": 0.5, "guarantee_long": 1.0}, {"a": 3, "b": 1, "c": 2, "d": 2}),
+    ],
+)
+def test_carbyne_guarantee_long_protects_less_of_the_long_jobs_shares(
+    params: dict[str, float], expected: dict[str, int]
+) -> None:
+    rig = Rig("carbyne", {"n0": res(8, 64)}, params)
+    for name, work in (("a", 10.0), ("b", 100.0), ("c", 1000.0), ("d", 5000.0)):
+        rig.job(name, ask(0, res(1), 8, D, work=work))
+    # DRF: 2 vcores each. Only DEFAULT asks: step 1 gives each job its guaranteed part.
+    assert rig.ask("a") == pytest.approx(res(2, 2))
+    assert jobs_of(rig.heartbeat("n0")) == expected
+
+
 def test_carbyne_respects_priorities_within_a_job() -> None:
     # One job: a small DEFAULT ask at priority 0 and a better-aligned one at priority 2.
     asks = (ask(0, res(1, 1), 1), ask(2, res(4, 8), 1))
