@@ -35,9 +35,11 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from rm.core import ResourceManager
 from rm.fairshare import drf_entitlements
+from treadle.errors import TreadleError
 from treadle.messages import (
     AllocateRequest,
     AppSubmission,
@@ -46,8 +48,9 @@ from treadle.messages import (
     NodeHeartbeat,
     NodeRegistration,
 )
-from treadle.registry import build
+from treadle.registry import build, parse_settings
 from treadle.resources import Resources
+from treadle.runner import split_policy_settings
 
 GB = 1024
 NODE = Resources(vcores=20, memory_mb=128 * GB)
@@ -99,9 +102,11 @@ def job_asks(rng: random.Random) -> list[Ask]:
 
 
 class Case:
-    def __init__(self, policy: str, pending: int, nodes: int, seed: int) -> None:
+    def __init__(
+        self, policy: str, pending: int, nodes: int, seed: int, params: dict[str, Any]
+    ) -> None:
         self.rng = random.Random(f"{seed}:{pending}:{nodes}")
-        self.rm = ResourceManager(build("policies", policy), heartbeat_s=1.0)
+        self.rm = ResourceManager(build("policies", policy, params), heartbeat_s=1.0)
         self.now = 0.0
         self.seq: dict[str, int] = {}
         for i in range(nodes):
@@ -167,8 +172,15 @@ def shares_ms(case: Case) -> float:
     return (time.perf_counter_ns() - t0) / 1e6
 
 
-def run_case(policy: str, pending: int, nodes: int, heartbeats: int, seed: int) -> Row:
-    case = Case(policy, pending, nodes, seed)
+def run_case(
+    policy: str,
+    pending: int,
+    nodes: int,
+    heartbeats: int,
+    seed: int,
+    params: dict[str, Any] | None = None,
+) -> Row:
+    case = Case(policy, pending, nodes, seed, params or {})
     times, placed = case.measure(heartbeats)
     q = statistics.quantiles(times, n=100, method="inclusive")
     return Row(
@@ -197,7 +209,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policies", default="tetris,carbyne", help="comma-separated")
     ap.add_argument("--heartbeats", type=int, default=1000, help="measured per case")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="POLICY.PARAM=VALUE",
+        help="a policy parameter (repeatable), e.g. carbyne.guarantee_long=0.6",
+    )
     args = ap.parse_args(argv)
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    try:
+        params = split_policy_settings(parse_settings(args.set), policies)
+        for policy in policies:
+            build("policies", policy, params[policy])  # fail before measuring anything
+    except TreadleError as e:
+        ap.error(str(e))
 
     print(
         f"nodes of {NODE}; jobs of {TASKS_PER_JOB} pending tasks in {2 * STAGES} asks "
@@ -205,10 +231,13 @@ def main(argv: list[str] | None = None) -> int:
         f"1-3 containers released before each timed heartbeat"
     )
     rows = []
-    for policy in [p.strip() for p in args.policies.split(",") if p.strip()]:
+    for policy, p in params.items():
+        if p:
+            print(f"{policy}: {', '.join(f'{k}={v}' for k, v in p.items())}")
+    for policy in policies:
         for pending in args.pending:
             for nodes in args.nodes:
-                row = run_case(policy, pending, nodes, args.heartbeats, args.seed)
+                row = run_case(policy, pending, nodes, args.heartbeats, args.seed, params[policy])
                 rows.append(row)
                 print(f"  {policy} {pending} pending, {nodes} nodes: done", flush=True)
     head = (
