@@ -27,6 +27,12 @@ def stage_of(priority: int) -> int:
     return priority // 2
 
 
+def group_of(stage: int) -> int:
+    """The ask group of a stage's tasks (``Ask.group``: its DEFAULT and ALTRUISTIC asks
+    draw on one pool of tasks)."""
+    return stage + 1
+
+
 class JobProgress(Protocol):
     """What a strategy may read about its job."""
 

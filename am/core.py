@@ -86,7 +86,7 @@ class ApplicationMaster:
         self._tasks_left = job.tasks
         self._releases: list[str] = []
         self._newly_done: list[tuple[int, int]] = []
-        self._sent: dict[int, int] = {}
+        self._sent: dict[int, int] = {}  # priority -> group of the asks last sent
         self.share: Resources | None = None
         self.cluster: Resources = ZERO
         self.failed_reason: str | None = None
@@ -176,15 +176,16 @@ class ApplicationMaster:
 
     def allocate_request(self, now: float) -> AllocateRequest:
         asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
-        sent: dict[int, int] = {}
+        sent: dict[int, Ask] = {}
         for a in asks:
-            sent[a.priority] = a.count
-        # Withdraw asks that the strategy no longer makes.
+            sent[a.priority] = a
+        # Withdraw asks that the strategy no longer makes (in their group: containers
+        # granted there since count against the group's other asks).
         if self._sent:
-            withdrawn = [Ask(p, ZERO, 0) for p in self._sent if p not in sent]
+            withdrawn = [Ask(p, ZERO, 0, group=g) for p, g in self._sent.items() if p not in sent]
             if withdrawn:
                 asks = asks + withdrawn
-        self._sent = {p: c for p, c in sent.items() if c}
+        self._sent = {p: a.group for p, a in sent.items() if a.count}
         releases, self._releases = self._releases, []
         done, self._newly_done = self._newly_done, []
         return AllocateRequest(

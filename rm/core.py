@@ -64,7 +64,7 @@ _new = object.__new__
 _c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
     Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
 )
-_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage = slot_setters(
+_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage, _a_group = slot_setters(
     Ask,
     (
         "priority",
@@ -74,6 +74,7 @@ _a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage = slot_setters(
         "expected_duration_s",
         "remaining_work",
         "remaining_usage",
+        "group",
     ),
 )
 _r_stop, _r_resync, _r_interval = slot_setters(
@@ -105,7 +106,38 @@ def _ask_with_count(ask: Ask, count: int) -> Ask:
     _a_dur(a, ask.expected_duration_s)
     _a_work(a, ask.remaining_work)
     _a_usage(a, ask.remaining_usage)
+    _a_group(a, ask.group)
     return a
+
+
+def _net_of_undelivered(asks: Sequence[Ask], undelivered: list[Container]) -> list[Ask]:
+    """``asks`` less the containers granted since the AM counted them (it has not seen
+    those yet). Per priority; within a group (``Ask.group``) the grants at any of its
+    priorities count against its asks most important first, so an AM that moves tasks
+    between a stage's asks does not get them twice (YARN-1902's over-allocation)."""
+    if not undelivered:
+        return list(asks)
+    granted: dict[int, int] = {}
+    for c in undelivered:
+        granted[c.priority] = granted.get(c.priority, 0) + 1
+    pooled: dict[int, int] = {}  # group -> grants at its priorities
+    for ask in asks:
+        if ask.group:
+            pooled[ask.group] = pooled.get(ask.group, 0) + granted.get(ask.priority, 0)
+    out: list[Ask] = []
+    for ask in sorted(asks, key=_by_priority) if pooled else asks:
+        if ask.group:
+            seen = pooled[ask.group]
+            take = min(seen, ask.count)
+            pooled[ask.group] = seen - take
+        else:
+            take = min(granted.get(ask.priority, 0), ask.count)
+        out.append(_ask_with_count(ask, ask.count - take) if take else ask)
+    return out
+
+
+def _by_priority(ask: Ask) -> int:
+    return ask.priority
 
 
 class AppState(StrEnum):
@@ -728,15 +760,8 @@ class ResourceManager:
             app.done_tasks[task] = None
         self._apply_releases(app, req.releases, now)
         if req.asks:
-            undelivered: dict[int, int] = {}
-            for c in app.undelivered:
-                undelivered[c.priority] = undelivered.get(c.priority, 0) + 1
             was_pending = app.pending > 0
-            for ask in req.asks:
-                # The AM counted what it had seen; grants queued since are not yet seen.
-                outstanding = max(0, ask.count - undelivered.get(ask.priority, 0))
-                if outstanding != ask.count:
-                    ask = _ask_with_count(ask, outstanding)
+            for ask in _net_of_undelivered(req.asks, app.undelivered):
                 app.set_ask(ask)
                 m = st._min_ask
                 if ask.count and m is not None:
@@ -796,6 +821,7 @@ class ResourceManager:
     def _validate_asks(self, asks: Sequence[Ask]) -> None:
         """Check every ask before applying any (nothing is half-applied)."""
         seen: set[int] = set()
+        shape_of_group: dict[int, Resources] = {}
         largest = self._largest_node()
         for ask in asks:
             if ask.priority < 0:
@@ -809,6 +835,18 @@ class ResourceManager:
                 raise InvalidRequestError(f"ask resources must be >= 0, got {ask.resources}")
             if ask.count and ask.resources.is_zero():
                 raise InvalidRequestError("an ask must request some resources")
+            if ask.group < 0:
+                raise InvalidRequestError(
+                    f"ask at priority {ask.priority}: group must be >= 0, got {ask.group}"
+                )
+            if ask.group and ask.count:
+                shape = shape_of_group.setdefault(ask.group, ask.resources)
+                if shape != ask.resources:
+                    raise InvalidRequestError(
+                        f"ask at priority {ask.priority}: group {ask.group} pools "
+                        f"interchangeable tasks, but asks {ask.resources} where another "
+                        f"ask of the group asks {shape}"
+                    )
             if ask.count and largest is not None and not ask.resources.fits_in(largest):
                 raise InvalidRequestError(
                     f"ask {ask.resources} at priority {ask.priority} fits no node "

@@ -52,6 +52,12 @@ class Ask:
     ``remaining_work`` (the job's unfinished task-seconds) and ``remaining_usage`` (its
     unfinished resource-seconds per resource: duration x demand summed over the tasks not
     yet done) are hints for estimators and SRTF-style policies.
+
+    ``group``: asks with the same non-zero group are one pool of interchangeable tasks (a
+    stage's DEFAULT and ALTRUISTIC asks). The AM counts what it has seen; containers the RM
+    granted at any priority of the group since then count against the group's asks, most
+    important (lowest priority number) first, so moving tasks between a stage's two asks
+    never asks for them twice. 0: the ask is a group of its own.
     """
 
     priority: int
@@ -61,6 +67,7 @@ class Ask:
     expected_duration_s: float = 0.0
     remaining_work: float = 0.0
     remaining_usage: Resources = ZERO
+    group: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -180,6 +180,8 @@ def ask_from_pb(m: am_pb.Ask) -> Ask:
     kind = _KIND_FROM_PB.get(m.kind)
     if kind is None:
         raise InvalidRequestError(f"unknown ask kind {m.kind}")
+    if m.group < 0:
+        raise InvalidRequestError(f"ask[{m.priority}].group must be >= 0, got {m.group}")
     return Ask(
         m.priority,
         resources_from_pb(m.resources, f"ask[{m.priority}].resources"),
@@ -188,6 +190,7 @@ def ask_from_pb(m: am_pb.Ask) -> Ask:
         _finite(m.expected_duration_s, "expected_duration_s"),
         _finite(m.remaining_work, "remaining_work"),
         resources_from_pb(m.remaining_usage, f"ask[{m.priority}].remaining_usage", MAX_USAGE),
+        m.group,
     )
 
 
@@ -200,6 +203,7 @@ def ask_to_pb(a: Ask) -> am_pb.Ask:
         expected_duration_s=a.expected_duration_s,
         remaining_work=a.remaining_work,
         remaining_usage=resources_to_pb(a.remaining_usage),
+        group=a.group,
     )
 
 

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from am.asks import AskStrategy, JobProgress, priority_of
+from am.asks import AskStrategy, JobProgress, group_of, priority_of
 from treadle.dag import earliest_finish, time_to_end
 from treadle.messages import Ask, AskKind
 from treadle.model import JobSpec
@@ -152,12 +152,13 @@ class AltruisticAsks(AskStrategy):
                 due = min(n, max(0, due - launched))
             mean = _mean(progress, s, n, plan)
             res = stages[s].resources
+            g = group_of(s)
             if due:
                 kind = AskKind.DEFAULT
-                out.append(Ask(priority_of(s, kind), res, due, kind, mean, remaining, usage))
+                out.append(Ask(priority_of(s, kind), res, due, kind, mean, remaining, usage, g))
             if n - due:
                 kind = AskKind.ALTRUISTIC
-                out.append(Ask(priority_of(s, kind), res, n - due, kind, mean, remaining, usage))
+                out.append(Ask(priority_of(s, kind), res, n - due, kind, mean, remaining, usage, g))
         return out
 
 

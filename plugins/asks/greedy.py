@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from am.asks import AskStrategy, JobProgress, priority_of
+from am.asks import AskStrategy, JobProgress, group_of, priority_of
 from treadle.messages import Ask, AskKind
 
 
@@ -26,6 +26,7 @@ class GreedyAsks(AskStrategy):
                     sum(durations) / len(durations),
                     remaining,
                     usage,
+                    group_of(i),
                 )
             )
         return out

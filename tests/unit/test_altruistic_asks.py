@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from am.asks import priority_of
+from am.asks import group_of, priority_of
 from am.core import ApplicationMaster
 from plugins.asks.altruistic import AltruisticAsks, AltruisticParams, latest_starts
 from plugins.asks.greedy import GreedyAsks
@@ -146,8 +146,8 @@ def test_short_branch_is_altruistic_and_the_critical_chain_default(k: int) -> No
     c_latest = [16.0, 18.0] if k == 2 else [18.0, 18.0]
     assert latest_starts(p, units(k), 0.0) == {0: [0.0, 0.0], 2: c_latest}
     assert asks_of(p) == [
-        Ask(priority_of(0, D), ONE, 2, D, 10.0, 39.0, ONE * 39),
-        Ask(priority_of(2, A), ONE, 2, A, 2.0, 39.0, ONE * 39),
+        Ask(priority_of(0, D), ONE, 2, D, 10.0, 39.0, ONE * 39, group_of(0)),
+        Ask(priority_of(2, A), ONE, 2, A, 2.0, 39.0, ONE * 39, group_of(2)),
     ]
 
 
@@ -202,8 +202,8 @@ def test_longest_task_of_a_stage_is_the_default_one() -> None:
     p = Progress(job, units(2))
     assert latest_starts(p, units(2), 0.0) == {0: [0.0, 6.0]}
     assert asks_of(p) == [
-        Ask(priority_of(0, D), ONE, 1, D, 7.0, 14.0, ONE * 14),
-        Ask(priority_of(0, A), ONE, 1, A, 7.0, 14.0, ONE * 14),
+        Ask(priority_of(0, D), ONE, 1, D, 7.0, 14.0, ONE * 14, group_of(0)),
+        Ask(priority_of(0, A), ONE, 1, A, 7.0, 14.0, ONE * 14, group_of(0)),
     ]
 
 

@@ -377,6 +377,74 @@ def test_undelivered_grants_are_subtracted(ask_again: int, expected_outstanding:
     assert a.asks[0].count == 2
 
 
+# A stage asked for as 1 DEFAULT (priority 0) + 3 ALTRUISTIC (priority 1) in group 1; the
+# node takes 2 of the ALTRUISTIC ones. The AM, not having seen them, moves the stage's 4
+# tasks to ``default`` DEFAULT + ``altruistic`` ALTRUISTIC: the 2 grants serve the group's
+# most important ask first, so the stage is never asked for twice.
+@pytest.mark.parametrize(
+    ("default", "altruistic", "group", "expected"),
+    [
+        (4, 0, 1, {0: 2}),  # everything DEFAULT now: the 2 grants count against it
+        (3, 1, 1, {0: 1, 1: 1}),
+        (1, 3, 1, {1: 2}),  # DEFAULT first: 1 grant is its task, the other an ALTRUISTIC one
+        (4, 0, 0, {0: 4}),  # no group: per priority, the moved tasks are asked twice
+    ],
+)
+def test_undelivered_grants_count_against_their_ask_group(
+    default: int, altruistic: int, group: int, expected: dict[int, int]
+) -> None:
+    # The node has room for 2; the policy grants the ALTRUISTIC ask (priority 1).
+    policy = ScriptedPolicy(lambda n, c: [Placement(aid, 1) for aid in c.apps for _ in "xy"])
+    rm = make_rm(policy, nodes=[("n1", res(2, 8192))])
+    app = submit(rm)
+    a = rm.state.apps[app]
+    D, A = AskKind.DEFAULT, AskKind.ALTRUISTIC
+    rm.on_allocate(
+        AllocateRequest(app, [Ask(0, SMALL, 1, D, group=group), Ask(1, SMALL, 3, A, group=group)]),
+        0.0,
+    )
+    Beater(rm)(1.0)
+    assert [c.priority for c in a.undelivered] == [1, 1]
+    asks = [Ask(0, SMALL, default, D, group=group)]
+    asks.append(
+        Ask(1, SMALL, altruistic, A, group=group) if altruistic else Ask(1, ZERO, 0, group=group)
+    )
+    resp = rm.on_allocate(AllocateRequest(app, asks), 1.5)
+    assert len(resp.allocated) == 2
+    assert {p: x.count for p, x in a.asks.items()} == expected
+    assert a.pending == sum(expected.values())
+
+
+def test_an_ask_group_pools_one_shape_only() -> None:
+    rm = make_rm()
+    app = submit(rm)
+    with pytest.raises(InvalidRequestError, match="group 1 pools interchangeable tasks"):
+        rm.on_allocate(
+            AllocateRequest(app, [Ask(0, SMALL, 1, group=1), Ask(1, res(2, 1024), 1, group=1)]),
+            0.0,
+        )
+    assert rm.state.apps[app].asks == {}  # nothing half-applied
+    with pytest.raises(InvalidRequestError, match="group must be >= 0"):
+        rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 1, group=-1)]), 0.0)
+
+
+def test_am_withdraws_an_ask_in_its_group() -> None:
+    class Scripted(AskStrategy):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = [Ask(0, SMALL, 1, group=1), Ask(1, SMALL, 2, AskKind.ALTRUISTIC, group=1)]
+
+        def asks(self, progress: Any, now: float) -> list[Ask]:
+            return self.out
+
+    spec = JobSpec("job", "alice", 0.0, (StageSpec("a", SMALL, (1.0, 1.0, 1.0)),))
+    strategy = Scripted()
+    am = ApplicationMaster(spec, "app", strategy)
+    am.allocate_request(0.0)
+    strategy.out = [Ask(0, SMALL, 3, group=1)]
+    assert am.allocate_request(1.0).asks == [Ask(0, SMALL, 3, group=1), Ask(1, ZERO, 0, group=1)]
+
+
 def test_allocate_response_carries_cluster_and_node_count() -> None:
     rm = make_rm(nodes=[("n1", NODE), ("n2", NODE)])
     app = submit(rm)
@@ -1128,8 +1196,9 @@ def test_am_asks_carry_resources_and_hints() -> None:
     spec = JobSpec("job", "alice", 0.0, (StageSpec("a", res(2, 2048), (3.0, 5.0)),))
     am = ApplicationMaster(spec, "app", GreedyAsks())
     (ask,) = am.allocate_request(0.0).asks
-    # remaining_usage: resource-seconds of the unfinished tasks (2 x 2048 over 8 s).
-    assert ask == Ask(0, res(2, 2048), 2, AskKind.DEFAULT, 4.0, 8.0, res(16, 16384))
+    # remaining_usage: resource-seconds of the unfinished tasks (2 x 2048 over 8 s); the
+    # stage's asks are group 1.
+    assert ask == Ask(0, res(2, 2048), 2, AskKind.DEFAULT, 4.0, 8.0, res(16, 16384), 1)
     assert am.allocate_request(0.0).progress == 0.0
     am.on_allocate_response(respond([grant("c0", 0), grant("c1", 0)]), 1.0)
     am.on_allocate_response(respond(completed=[done("c1")]), 7.0)  # the 5 s task

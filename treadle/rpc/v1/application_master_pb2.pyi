@@ -125,11 +125,17 @@ class Ask(_message.Message):
     EXPECTED_DURATION_S_FIELD_NUMBER: _builtins.int
     REMAINING_WORK_FIELD_NUMBER: _builtins.int
     REMAINING_USAGE_FIELD_NUMBER: _builtins.int
+    GROUP_FIELD_NUMBER: _builtins.int
     priority: _builtins.int
     count: _builtins.int
     kind: _common_pb2.AskKind.ValueType
     expected_duration_s: _builtins.float
     remaining_work: _builtins.float
+    group: _builtins.int
+    """Asks of one application with the same non-zero group are one pool of interchangeable
+    tasks (a stage's DEFAULT and ALTRUISTIC asks): containers granted at any of them and
+    not yet delivered count against the group, most important ask first. 0: on its own.
+    """
     @_builtins.property
     def resources(self) -> _common_pb2.Resources: ...
     @_builtins.property
@@ -146,10 +152,11 @@ class Ask(_message.Message):
         expected_duration_s: _builtins.float = ...,
         remaining_work: _builtins.float = ...,
         remaining_usage: _common_pb2.Resources | None = ...,
+        group: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["remaining_usage", b"remaining_usage", "resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "expected_duration_s", b"expected_duration_s", "kind", b"kind", "priority", b"priority", "remaining_usage", b"remaining_usage", "remaining_work", b"remaining_work", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["count", b"count", "expected_duration_s", b"expected_duration_s", "group", b"group", "kind", b"kind", "priority", b"priority", "remaining_usage", b"remaining_usage", "remaining_work", b"remaining_work", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
