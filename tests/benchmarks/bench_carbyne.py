@@ -20,10 +20,10 @@ with greedy AMs. Printed:
   seed's Table 3) and an altruism sweep (0, 0.5, 1) where 0 should stay within 2% of drf.
 
 carbyne runs with each ``--carbyne`` setting (repeatable; default ``paper`` and
-``guarantee_long=0.6``): ``paper`` is the paper's rule (DEFAULT asks first within the
+``guarantee_long=0.7``): ``paper`` is the paper's rule (DEFAULT asks first within the
 whole DRF share); ``guarantee_long=G`` protects only G of the share of the jobs with at
 least the median remaining work, whose other DEFAULT asks compete in the SRTF leftover
-(any carbyne parameters, comma-separated, e.g. ``guarantee=0.8,guarantee_long=0.6``).
+(any carbyne parameters, comma-separated, e.g. ``guarantee=0.8,guarantee_long=0.7``).
 ``--seeds`` repeats the offline runs on other TPC-H draws.
 ``--jobs-offline`` / ``--jobs-online`` shrink the runs for a quick look.
 
@@ -78,8 +78,10 @@ generators:
     return parse_workload(text, f"tpch-{jobs}")
 
 
-#: The setting beside the paper's rule: the long half of the jobs protects 0.6 of its share.
-LONG_JOBS = "guarantee_long=0.6"
+#: The setting beside the paper's rule: the long half of the jobs protects 0.7 of its share
+#: (it passes the four offline checks on seeds 1-5; at 0.6 Jain's gap to drf passes 0.1
+#: on seeds 2 and 3).
+LONG_JOBS = "guarantee_long=0.7"
 
 #: Carbyne's fair baseline (and its own shares) is DRF across jobs.
 POLICY_PARAMS: dict[str, dict[str, Any]] = {"drf": {"across": "jobs"}}

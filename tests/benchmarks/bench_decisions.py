@@ -214,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="POLICY.PARAM=VALUE",
-        help="a policy parameter (repeatable), e.g. carbyne.guarantee_long=0.6",
+        help="a policy parameter (repeatable), e.g. carbyne.guarantee_long=0.7",
     )
     args = ap.parse_args(argv)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
