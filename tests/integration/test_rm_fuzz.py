@@ -299,6 +299,7 @@ def asks(draw: st.DrawFn) -> tuple[list[am_pb.Ask], bool]:
                     kind=draw(st.sampled_from([0, 1])),
                     expected_duration_s=draw(st.floats(0, 100)),
                     remaining_work=draw(st.floats(0, 1e4)),
+                    group=draw(st.integers(0, 2)),  # the core refuses mixed shapes in a group
                 )
             )
             continue
@@ -313,6 +314,7 @@ def asks(draw: st.DrawFn) -> tuple[list[am_pb.Ask], bool]:
         hint = st.one_of(st.floats(0, 1e4), st.sampled_from([math.nan, math.inf, -1.0]))
         duration, remaining = draw(hint), draw(hint)
         priority = draw(st.one_of(st.integers(0, 5), st.sampled_from([-1, INT32_MAX, -(2**31)])))
+        group = draw(st.one_of(st.integers(0, 3), st.sampled_from([-1, INT32_MAX, -(2**31)])))
         out.append(
             am_pb.Ask(
                 priority=priority,
@@ -321,10 +323,12 @@ def asks(draw: st.DrawFn) -> tuple[list[am_pb.Ask], bool]:
                 kind=kind,
                 expected_duration_s=duration,
                 remaining_work=remaining,
+                group=group,
             )
         )
         ok = ok and (
-            0 <= count <= wire.MAX_COUNT
+            group >= 0
+            and 0 <= count <= wire.MAX_COUNT
             and kind in (0, 1)
             and amounts_valid(amounts)
             and math.isfinite(duration)
