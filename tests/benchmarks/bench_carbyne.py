@@ -3,7 +3,8 @@
 Workloads (``kind: tpch`` generator over ``../shared/traces/tpch-dags``, read in place):
 
 - offline: 50 TPC-H jobs (every scale and query, drawn by seed), all submitted at t = 0;
-- online: 250 jobs, Poisson arrivals with a mean inter-arrival of 20 s;
+- online: 250 jobs, Poisson arrivals with a mean inter-arrival of 20 s
+  (``--interarrival-s``);
 
 on 100 nodes of 20 vcores and 64 GB. Task demands are the generator's default (vcores
 from {1, 2, 4}, memory from {1, 2, 4, 8} GB, drawn per stage, so that both resources bind
@@ -202,8 +203,11 @@ def offline(args: argparse.Namespace) -> bool:
 
 
 def online(args: argparse.Namespace) -> bool:
-    wl = workload(args.trace, args.jobs_online, 20.0, args.duration_scale, args.seeds[0])
-    print(f"online: {len(wl.jobs)} TPC-H jobs, Poisson arrivals (mean 20 s), {wl.tasks} tasks")
+    gap_s = args.interarrival_s
+    wl = workload(args.trace, args.jobs_online, gap_s, args.duration_scale, args.seeds[0])
+    print(
+        f"online: {len(wl.jobs)} TPC-H jobs, Poisson arrivals (mean {gap_s:g} s), {wl.tasks} tasks"
+    )
     base = {p: run(wl, p) for p in ("drf", "tetris", "sjf")}
     drf_mean = base["drf"].summary["mean_jct_s"]
     ok = True
@@ -249,6 +253,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs-offline", type=int, default=50)
     p.add_argument("--jobs-online", type=int, default=250)
     p.add_argument("--duration-scale", type=float, default=10.0)
+    p.add_argument(
+        "--interarrival-s",
+        type=float,
+        default=20.0,
+        help="online: mean inter-arrival of the jobs (default 20 s, the seed's; at that "
+        "rate the cluster is lightly loaded: lower it to make the jobs contend)",
+    )
     p.add_argument("--seeds", type=_ints, default=[1], help="workload seeds, e.g. 1,2,3")
     p.add_argument(
         "--carbyne",
@@ -268,6 +279,8 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.phase_draws < 1:
         p.error("--phase-draws must be >= 1")
+    if not args.interarrival_s > 0 or args.interarrival_s == float("inf"):
+        p.error("--interarrival-s must be a positive number of seconds")
     if args.carbyne is None:
         args.carbyne = [_setting("paper"), _setting(LONG_JOBS)]
     ok = True
