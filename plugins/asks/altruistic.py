@@ -20,8 +20,9 @@ DEFAULT, as greedy); the draws come from an RNG seeded by ``seed`` and a CRC of 
 name, so runs repeat exactly. Without a share, with a zero share, or with a share in which
 some remaining task does not fit at all, the job asks as greedy does.
 
-Plans are cached: a new one is made when the share changes or a task finishes, fails or is
-re-queued (a stage becomes runnable only then). Between plans, time passing turns tasks
+Plans are cached: a new one is made when the share changes (by more than
+``replan_tolerance`` of some resource, if set) or a task finishes, fails or is re-queued (a
+stage becomes runnable only then). Between plans, time passing turns tasks
 whose latest start has come into DEFAULT asks, and launched tasks count against the DEFAULT
 ones first (tasks of a stage are interchangeable).
 
@@ -73,6 +74,11 @@ class AltruisticParams(BaseModel):
     #: (YARN's default AM interval is 1 s). Without it, a stage of short tasks looks to
     #: need less of the share than it does, and the job yields what it needs.
     overhead_s: float = Field(1.0, ge=0.0, allow_inf_nan=False)
+    #: Re-plan on a share change only when some resource of the share moved by more than
+    #: this fraction (0: on any change). Under DRF, shares shift a little with every other
+    #: job's demand: on a loaded cluster nearly every call re-plans, and planning is most of
+    #: a simulation's time.
+    replan_tolerance: float = Field(0.0, ge=0.0, lt=1.0)
 
 
 @dataclass
@@ -110,7 +116,7 @@ class AltruisticAsks(AskStrategy):
         if (
             plan is None
             or plan.job is not progress.job
-            or plan.share != share
+            or not _share_close(plan.share, share, self.params.replan_tolerance)
             or plan.task_events != progress.task_events
             or any(s not in plan.queued for s in runnable)
         ):
@@ -160,6 +166,18 @@ class AltruisticAsks(AskStrategy):
                 kind = AskKind.ALTRUISTIC
                 out.append(Ask(priority_of(s, kind), res, n - due, kind, mean, remaining, usage, g))
         return out
+
+
+def _share_close(planned: Resources, share: Resources, tolerance: float) -> bool:
+    """Whether ``share`` is within ``tolerance`` (relative, per resource) of the share a
+    plan was made for."""
+    if tolerance <= 0 or planned == share:
+        return planned == share
+    for k in planned.keys() | share.keys():
+        a, b = planned[k], share[k]
+        if abs(a - b) > tolerance * max(a, b):
+            return False
+    return True
 
 
 def _mean(progress: JobProgress, stage: int, n: int, plan: _Plan | None) -> float:

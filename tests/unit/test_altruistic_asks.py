@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from pydantic import ValidationError
 
 from am.asks import group_of, priority_of
 from am.core import ApplicationMaster
@@ -338,6 +339,35 @@ def test_plan_is_cached_until_the_share_or_a_task_changes() -> None:
     p.task_events += 1
     s.asks(p, 6.0)
     assert s.plans == 3
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "new_share", "replans"),
+    [
+        (0.0, 2.05, True),  # the default: any change re-plans
+        (0.05, 2.05, False),  # 2.5% off: the plan stands
+        (0.05, 2.2, True),  # 10% off
+        (0.05, 1.8, True),
+    ],
+)
+def test_replan_tolerance_keeps_a_plan_through_small_share_changes(
+    tolerance: float, new_share: float, replans: bool
+) -> None:
+    p = Progress(branch_job(), units(2))
+    s = strategy(replan_tolerance=tolerance)
+    first = kinds(s.asks(p, 0.0))
+    p.share = units(new_share)
+    again = kinds(s.asks(p, 0.0))
+    assert s.plans == (2 if replans else 1)
+    if not replans:
+        assert again == first
+
+
+def test_replan_tolerance_is_checked() -> None:
+    with pytest.raises(ValidationError):
+        AltruisticParams(replan_tolerance=1.0)
+    with pytest.raises(ValidationError):
+        AltruisticParams(replan_tolerance=-0.1)
 
 
 # --------------------------------------------------------------------- P(altruism)
