@@ -171,8 +171,10 @@ class AltruisticAsks(AskStrategy):
 def _share_close(planned: Resources, share: Resources, tolerance: float) -> bool:
     """Whether ``share`` is within ``tolerance`` (relative, per resource) of the share a
     plan was made for."""
-    if tolerance <= 0 or planned == share:
-        return planned == share
+    if planned == share:
+        return True
+    if tolerance <= 0:
+        return False
     for k in planned.keys() | share.keys():
         a, b = planned[k], share[k]
         if abs(a - b) > tolerance * max(a, b):
