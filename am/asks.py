@@ -68,6 +68,13 @@ class JobProgress(Protocol):
         ...
 
     @property
+    def version(self) -> int:
+        """Grows whenever anything this view shows changes (a task assigned, finished,
+        failed or not launched; a new share or cluster size): a strategy whose asks depend
+        on its job alone may keep them until the version moves."""
+        ...
+
+    @property
     def remaining_work_s(self) -> float:
         """Task-seconds of the tasks not yet finished."""
         ...
@@ -85,9 +92,6 @@ class NoParams(BaseModel):
 class AskStrategy(ABC):
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
-    #: True when ``asks`` depends on the job's progress alone (not on ``now``, the share or
-    #: the cluster): the simulator may then skip an allocate call that would change nothing.
-    progress_only: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params: Any = params if params is not None else self.Params()

@@ -91,8 +91,14 @@ class ApplicationMaster:
         self.cluster: Resources = ZERO
         self.failed_reason: str | None = None
         # True while nothing changed since the last request: the last response brought
-        # nothing and nothing happened since (see ``quiet``).
+        # nothing and nothing happened since.
         self._quiet = False
+        self._version = 0  # see ``version``
+        self._last_asks: list[Ask] | None = None  # what the strategy returned last time
+        #: The last ``allocate_request`` repeats the one before: same asks, nothing
+        #: released or finished, nothing received since. Answering it would change
+        #: nothing at the RM unless the RM has something new to deliver.
+        self.repeats_last_request = False
         for stage, task in completed_tasks:  # a restarted attempt skips finished work
             self._unassigned[stage].remove(task)
             self._task_finished(stage, task)
@@ -127,6 +133,10 @@ class ApplicationMaster:
     @property
     def task_events(self) -> int:
         return self._task_events
+
+    @property
+    def version(self) -> int:
+        return self._version
 
     @property
     def remaining_work_s(self) -> float:
@@ -167,15 +177,16 @@ class ApplicationMaster:
             out.extend((i, t) for t in range(s.tasks) if t not in waiting)
         return out
 
-    @property
-    def quiet(self) -> bool:
-        """Nothing changed since the last request: the last response brought no container
-        and no completion, and nothing is waiting to be sent. With a progress-only strategy
-        the next request would repeat the last one."""
-        return self._quiet
-
     def allocate_request(self, now: float) -> AllocateRequest:
         asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
+        if self._quiet and (asks is self._last_asks or asks == self._last_asks):
+            self.repeats_last_request = True
+            # What building it afresh would give: the same asks, nothing to withdraw.
+            return AllocateRequest(
+                self.app_id, asks, [], self.progress, [], self.attempt, self.response_id
+            )
+        self.repeats_last_request = False
+        self._last_asks = asks
         sent: dict[int, Ask] = {}
         for a in asks:
             sent[a.priority] = a
@@ -203,15 +214,20 @@ class ApplicationMaster:
             self._quiet = False
             return []  # an answer we already had (the RM repeated it)
         self.response_id = resp.response_id
-        self.share = resp.share
-        self.cluster = resp.cluster
+        if resp.share != self.share or resp.cluster is not self.cluster:
+            self.share = resp.share
+            self.cluster = resp.cluster
+            self._version += 1
         for status in resp.completed:
             self._on_completed(status)
         launches: list[ContainerLaunch] = []
         if not resp.allocated:
             self._quiet = not resp.completed and not self._releases and not self._newly_done
+            if resp.completed:
+                self._version += 1
             return launches
         self._quiet = False
+        self._version += 1
         unassigned = self._unassigned
         parents_left = self._parents_left
         stages = self._job.stages
@@ -241,6 +257,7 @@ class ApplicationMaster:
         if key is None:
             return  # unknown, or already reported complete
         self._quiet = False
+        self._version += 1
         stage, task = key
         self._running[stage] -= 1
         self._ends[stage].pop(container_id, None)

@@ -79,13 +79,18 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
     address = host_port(args.listen, port)
     settings.advertise = args.advertise or address
-    log_.emit(
+    # The RM's own stream starts when it does; nodes join later (a replay driver writes the
+    # run's record with the cluster it found).
+    log_.run_started(
         state.now(),
-        ev.RUN_STARTED,
         policy=args.policy,
+        workload=None,
         mode="local",
+        seed=None,
         dilation=args.dilation,
         heartbeat_s=heartbeat_s,
+        nodes=0,
+        capacity={},
     )
     stop = asyncio.Event()
     from treadle.rpcutil import install_stop_signals

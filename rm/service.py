@@ -19,6 +19,7 @@ import grpc
 import structlog
 
 from rm.core import ResourceManager
+from rm.reports import AppReport
 from treadle import events as ev, wire
 from treadle.clock import EmulatedClock
 from treadle.errors import InvalidRequestError
@@ -71,9 +72,10 @@ class RmServer:
     def clock_pb(self) -> pb.Clock:
         return pb.Clock(epoch_unix_s=self.clock.epoch, dilation=self.clock.dilation)
 
-    def after_scheduling(self) -> None:
-        """Start any AM containers the last scheduling pass allocated."""
-        for c in self.rm.take_am_launches():
+    def after_core_calls(self) -> None:
+        """Do what the core's last calls left to do: start the AM containers they
+        allocated. (Nodes heartbeat on their own here, so touched nodes need nothing.)"""
+        for c in self.rm.take_effects().am_launches:
             task = asyncio.get_running_loop().create_task(
                 self._launch_am(c.container_id, c.app_id, c.node_id)
             )
@@ -83,8 +85,7 @@ class RmServer:
     async def _launch_am(self, container_id: str, app_id: str, node_id: str) -> None:
         address = self.addresses.get(node_id, "")
         command = [*self.settings.am_command, "--rm", self.settings.advertise, "--app-id", app_id]
-        app = self.rm.state.apps.get(app_id)
-        if app is None:
+        if not self.rm.is_running(app_id):
             return
         launch = cm_pb.ContainerLaunch(
             container_id=container_id,
@@ -105,6 +106,7 @@ class RmServer:
             log.warning("am_launch_failed", app=app_id, node=node_id, error=str(e))
             with contextlib.suppress(Exception):
                 self.rm.fail_attempt(app_id, f"AM container failed to launch: {e}", self.now())
+            self.after_core_calls()
 
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy."""
@@ -121,24 +123,24 @@ class RmServer:
             if now >= next_tick:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
-            self.after_scheduling()
+            self.after_core_calls()
 
-    def report(self, app_id: str) -> client_pb.ApplicationReport:
-        app = self.rm.application(app_id)
-        return client_pb.ApplicationReport(
-            app_id=app.app_id,
-            name=app.name,
-            user=app.user,
-            queue=app.queue,
-            state=str(app.state),
-            submit_s=app.submit_s,
-            finish_s=app.finish_s or 0.0,
-            progress=app.progress,
-            attempt=app.attempt,
-            diagnostics=app.diagnostics,
-            awaiting_am=app.awaiting_am,
-            managed_am=app.managed_am,
-        )
+
+def _app_pb(app: AppReport) -> client_pb.ApplicationReport:
+    return client_pb.ApplicationReport(
+        app_id=app.app_id,
+        name=app.name,
+        user=app.user,
+        queue=app.queue,
+        state=app.state,
+        submit_s=app.submit_s,
+        finish_s=app.finish_s or 0.0,
+        progress=app.progress,
+        attempt=app.attempt,
+        diagnostics=app.diagnostics,
+        awaiting_am=app.awaiting_am,
+        managed_am=app.managed_am,
+    )
 
 
 @map_errors
@@ -161,7 +163,7 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
         self, request: rt_pb.NodeHeartbeatRequest, context: Any
     ) -> rt_pb.NodeHeartbeatResponse:
         resp = self._heartbeat(request)
-        self.s.after_scheduling()
+        self.s.after_core_calls()
         return resp
 
     def _heartbeat(self, request: rt_pb.NodeHeartbeatRequest) -> rt_pb.NodeHeartbeatResponse:
@@ -180,7 +182,7 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
             except InvalidRequestError as e:  # one bad heartbeat must not fail the batch
                 out.responses.append(rt_pb.NodeHeartbeatResponse(resync=True))
                 out.errors.append(str(e))
-        self.s.after_scheduling()
+        self.s.after_core_calls()
         return out
 
 
@@ -201,7 +203,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
             allocate_interval_s=s.settings.am_interval_s,
             attempt=reg.attempt,
             completed_tasks=[am_pb.CompletedTask(stage=a, task=b) for a, b in reg.completed_tasks],
-            cluster=wire.resources_to_pb(s.rm.state.capacity),
+            cluster=wire.resources_to_pb(s.rm.cluster().capacity),
             ask_strategy=pb.AskStrategy(name=reg.ask_strategy, params_json=reg.ask_params_json),
             user=reg.user,
             queue=reg.queue,
@@ -217,6 +219,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
         with structlog.contextvars.bound_contextvars(app=request.app_id):
             req = wire.allocate_from_pb(request)
             resp = s.rm.on_allocate(req, s.now())
+        s.after_core_calls()
         return wire.allocate_response_to_pb(resp, s.addresses)
 
     async def FinishApplicationMaster(
@@ -229,6 +232,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
             s.rm.finish_application(
                 request.app_id, status, now, request.diagnostics, attempt=request.attempt
             )
+            s.after_core_calls()
             log.info("app_finished", status=str(status))
         return am_pb.FinishApplicationMasterResponse()
 
@@ -265,43 +269,38 @@ class ClientServicer(client_grpc.ClientServicer):
             params,
         )
         app_id = s.rm.submit_application(sub, now)
-        s.after_scheduling()
+        s.after_core_calls()
         log.info("app_submitted", app=app_id, name=job.name, user=request.user)
         return client_pb.SubmitApplicationResponse(app_id=app_id)
 
     async def GetApplicationReport(
         self, request: client_pb.GetApplicationReportRequest, context: Any
     ) -> client_pb.ApplicationReport:
-        return self.s.report(request.app_id)
+        return _app_pb(self.s.rm.application(request.app_id))
 
     async def ListApplications(
         self, request: client_pb.ListApplicationsRequest, context: Any
     ) -> client_pb.ListApplicationsResponse:
-        rm = self.s.rm
-        if request.awaiting_am_only:
-            ids = [a.app_id for a in rm.awaiting_am()]
-        else:
-            ids = [*rm.finished_app_ids(), *rm.state.apps]
-        return client_pb.ListApplicationsResponse(applications=[self.s.report(i) for i in ids])
+        apps = self.s.rm.applications(awaiting_am_only=request.awaiting_am_only)
+        return client_pb.ListApplicationsResponse(applications=[_app_pb(a) for a in apps])
 
     async def GetClusterMetrics(
         self, request: client_pb.GetClusterMetricsRequest, context: Any
     ) -> client_pb.ClusterMetrics:
         s = self.s
-        st = s.rm.state
-        nodes = list(st.nodes.values())
+        c = s.rm.cluster()
         return client_pb.ClusterMetrics(
-            nodes=sum(1 for n in nodes if n.alive),
-            lost_nodes=sum(1 for n in nodes if not n.alive),
-            capacity=wire.resources_to_pb(st.capacity),
-            used=wire.resources_to_pb(st.used),
-            running_apps=len(st.apps),
-            finished_apps=len(s.rm.finished_app_ids()),
-            pending_containers=min(sum(a.pending for a in st.apps.values()), INT32_MAX),
+            nodes=c.nodes,
+            lost_nodes=c.lost_nodes,
+            capacity=wire.resources_to_pb(c.capacity),
+            used=wire.resources_to_pb(c.used),
+            running_apps=c.running_apps,
+            finished_apps=c.finished_apps,
+            pending_containers=min(c.pending_containers, INT32_MAX),
             now_s=s.now(),
-            policy=s.rm.policy_name,
+            policy=c.policy,
             clock=s.clock_pb(),
-            heartbeat_interval_s=s.rm.heartbeat_s,
+            heartbeat_interval_s=c.heartbeat_s,
         )
 
     async def KillApplication(
@@ -310,6 +309,7 @@ class ClientServicer(client_grpc.ClientServicer):
         s = self.s
         now = s.now()
         s.rm.finish_application(request.app_id, FinalStatus.KILLED, now, "killed by a client")
+        s.after_core_calls()
         return client_pb.KillApplicationResponse()
 
     async def SetQueueBudget(

@@ -110,18 +110,19 @@ async def wait_for_rm(rm_address: str, wait_s: float, nodes: int = 0) -> client_
 def _run_started(
     m: client_pb.ClusterMetrics, workload: Workload, mode: str, t0: float
 ) -> ev.Record:
-    return {
-        "t": round(t0, 6),
-        "event": ev.RUN_STARTED,
-        "policy": m.policy,
-        "workload": workload.name,
-        "mode": mode,
-        "seed": workload.seed,
-        "dilation": m.clock.dilation,
-        "heartbeat_s": m.heartbeat_interval_s,
-        "nodes": m.nodes,
-        "capacity": {k: m.capacity.amounts[k] for k in sorted(m.capacity.amounts)},
-    }
+    head = ev.EventLog()
+    head.run_started(
+        t0,
+        policy=m.policy,
+        workload=workload.name,
+        mode=mode,
+        seed=workload.seed,
+        dilation=m.clock.dilation,
+        heartbeat_s=m.heartbeat_interval_s,
+        nodes=m.nodes,
+        capacity=dict(m.capacity.amounts),
+    )
+    return head.records[0]
 
 
 def _check_shape(m: client_pb.ClusterMetrics, workload: Workload, address: str) -> None:
@@ -251,15 +252,15 @@ async def replay(
     ours.sort(key=lambda r: float(r["t"]))
     end = max((float(r["t"]) for r in ours), default=t0)
     finished = sum(1 for s in states.values() if s == "FINISHED")
-    tail: ev.Record = {
-        "t": round(end, 6),
-        "event": ev.RUN_FINISHED,
-        "finished": finished,
-        "unfinished": len(jobs) - finished,
-        "stalled": None,
-        "submit_timers": clock.timers.summary(),
-    }
-    return [_run_started(m, workload, mode, t0), *ours, tail]
+    tail = ev.EventLog()
+    tail.run_finished(
+        end,
+        finished=finished,
+        unfinished=len(jobs) - finished,
+        stalled=None,
+        submit_timers=clock.timers.summary(),
+    )
+    return [_run_started(m, workload, mode, t0), *ours, *tail.records]
 
 
 async def _give_up(

@@ -5,9 +5,9 @@ allocate calls (every ``am_interval_s`` while the job runs), job submissions and
 ticks. Nothing else exists: task completions surface on the node's next heartbeat, as in
 YARN.
 
-AM calls that cannot change anything are skipped too: when the AM's ask strategy depends
-on its job's progress alone and nothing happened since its last call, the call would repeat
-the last request, and the RM says whether it has anything to answer.
+AM calls that cannot change anything are skipped too: when the AM's request would repeat
+its last one (same asks, nothing released or finished, nothing received since), the RM
+says whether it has anything to answer.
 
 Heartbeats that cannot change anything are skipped: a node whose heartbeat would report
 nothing and on which no pending ask could fit sleeps until its next container ends, and is
@@ -90,7 +90,9 @@ class Simulation:
         self.workload = workload
         self.h = workload.cluster.heartbeat_s
         self.am_interval_s = am_interval_s if am_interval_s is not None else self.h
-        self.policy_name = policy_name or getattr(policy, "name", type(policy).__name__)
+        self.policy_name: str = (
+            policy_name or getattr(policy, "name", None) or type(policy).__name__
+        )
         self.log = ev.EventLog()
         self.rm = ResourceManager(
             policy,
@@ -99,6 +101,9 @@ class Simulation:
             event_log=self.log,
             heartbeat_s=self.h,
         )
+        #: What the loop asks the RM to skip work (a separate attribute, so the property
+        #: tests can withdraw the hints).
+        self.hints = self.rm.hints
         self.make_strategy = make_strategy
         self.alone = alone_jct_s or {}
         self.stall_s = stall_s
@@ -155,7 +160,7 @@ class Simulation:
         # out-of-band one (as YARN's NodeStatusUpdater does).
         nf = nm.next_finish_s
         nid = nm.node_id
-        if stopped or rm.could_place_on(nid):
+        if stopped or self.hints.could_place_on(nid):
             self._schedule_hb(node, min(self._phase_after(node, t), nf))
             self._sleepers.pop(nid, None)
         else:
@@ -182,11 +187,11 @@ class Simulation:
 
     def _wake_next(self, t: float) -> None:
         self._wake_scheduled = False
-        rm = self.rm
+        hints = self.hints
         cursor = self._wake_cursor
         order = self._by_phase
         n = len(order)
-        while cursor[2] < n and rm.has_pending:
+        while cursor[2] < n and hints.has_pending:
             base, i, _ = cursor
             node = order[i]
             due = base + node.phase
@@ -201,21 +206,21 @@ class Simulation:
             nid = node.nm.node_id
             if nid not in self._sleepers or (node.due is not None and node.due <= t):
                 continue  # heartbeating on its own already
-            if rm.could_place_on(nid):
+            if hints.could_place_on(nid):
                 self.stats["wakeups"] += 1
                 self._heartbeat(node, t)
 
     def _after_rm_change(self, t: float) -> None:
         """Wake the nodes that an AM call or a tick gave something to do."""
-        rm = self.rm
-        for nid in rm.take_touched_nodes():
+        hints = self.hints
+        for nid in self.rm.take_effects().touched_nodes:
             node = self._nodes[nid]
             due = self._next_phase(node, t)
             if node.due is None or due < node.due:
                 self._schedule_hb(node, due)
             self._sleepers.pop(nid, None)
-        if self._sleepers and rm.has_pending and rm.pending_epoch != self._pending_seen:
-            self._pending_seen = rm.pending_epoch
+        if self._sleepers and hints.has_pending and hints.pending_epoch != self._pending_seen:
+            self._pending_seen = hints.pending_epoch
             self._wake(t)
 
     def run(self) -> SimResult:
@@ -232,9 +237,8 @@ class Simulation:
         wl = self.workload
         rm = self.rm
         n = len(wl.cluster.nodes)
-        self.log.emit(
+        self.log.run_started(
             0.0,
-            ev.RUN_STARTED,
             policy=self.policy_name,
             workload=wl.name,
             mode=self.mode,
@@ -284,13 +288,14 @@ class Simulation:
                 self._wake_next(t)
             elif kind == _AM:
                 am: ApplicationMaster = payload
-                if am.quiet and am.strategy.progress_only and rm.skip_allocate(am.app_id, t):
+                req = am.allocate_request(t)
+                if am.repeats_last_request and self.hints.skip_allocate(am.app_id, t):
                     # The call would repeat the last one and get nothing back.
                     stats["allocates_skipped"] += 1
                     self._push(t + self.am_interval_s, _AM, am)
                 else:
                     stats["allocates"] += 1
-                    resp = rm.on_allocate(am.allocate_request(t), t)
+                    resp = rm.on_allocate(req, t)
                     for launch in am.on_allocate_response(resp, t):
                         node = nodes[launch.node_id]
                         node.nm.start_container(launch, t)
@@ -333,9 +338,7 @@ class Simulation:
                 rm.tick(t)
                 self._after_rm_change(t)
                 self._push(t + payload, _TICK, payload)
-        self.log.emit(
-            t, ev.RUN_FINISHED, finished=finished, unfinished=total - finished, stalled=stalled
-        )
+        self.log.run_finished(t, finished=finished, unfinished=total - finished, stalled=stalled)
         return SimResult(
             canonical_order(self.log.records), total, finished, t, stalled, dict(stats)
         )

@@ -152,7 +152,7 @@ class Cluster:
 
     async def wait_finished(self, app_ids: list[str], timeout_s: float = 15.0) -> None:
         def done() -> bool:
-            return all(a in self.rm.finished_app_ids() for a in app_ids)
+            return all(self.rm.state.app(a).state != "RUNNING" for a in app_ids)
 
         await self.wait_until(f"{app_ids} to finish", done, timeout_s)
 
@@ -279,13 +279,13 @@ def test_managed_am_runs_in_a_container_on_the_nm() -> None:
             def finished() -> bool:
                 assert cl.host is not None
                 tasks = cl.task_containers(app_id) & nm.running.keys()
-                am_cid = cl.rm.application(app_id).am_container
+                am_cid = cl.rm.state.app(app_id).am_container
                 if tasks:
                     am_held_while_tasks_ran.append(am_cid in nm.running)
                 proc = cl.host.processes.get(am_cid or "")
                 if proc is not None and proc not in am_processes:
                     am_processes.append(proc)
-                return app_id in cl.rm.finished_app_ids()
+                return cl.rm.state.app(app_id).state != "RUNNING"
 
             await cl.wait_until("the managed job to finish", finished, 20)
             assert (await cl.report(app_id)).state == "FINISHED"
@@ -345,7 +345,7 @@ def test_killed_managed_am_is_replaced_by_a_second_attempt() -> None:
             assert cl.host is not None
             spec = job("retry-managed", maps=12)
             app_id = await cl.submit(spec, managed_am=True)
-            app = cl.rm.application(app_id)
+            app = cl.rm.state.app(app_id)
             await cl.wait_until("reported tasks", lambda: len(app.done_tasks) >= 2, 15)
             reported = len(app.done_tasks)
             am_cid = app.am_container
@@ -374,7 +374,7 @@ def test_silent_unmanaged_am_expires_and_a_second_attempt_finishes() -> None:
         async with Cluster(am_expiry_s=5.0) as cl:
             spec = job("retry-unmanaged", maps=12)
             app_id = await cl.submit(spec)
-            app = cl.rm.application(app_id)
+            app = cl.rm.state.app(app_id)
             first = asyncio.create_task(run_application_master(cl.address, app_id))
             try:
                 await cl.wait_until("reported tasks", lambda: len(app.done_tasks) >= 2, 15)
@@ -401,7 +401,7 @@ def test_am_of_a_killed_application_stops_quietly() -> None:
         async with Cluster() as cl:
             app_id = await cl.submit(job("doomed", maps=12, map_s=20.0))
             am = asyncio.create_task(run_application_master(cl.address, app_id))
-            app = cl.rm.application(app_id)
+            app = cl.rm.state.app(app_id)
             await cl.wait_until("running tasks", lambda: bool(app.containers), 10)
             await cl.client.KillApplication(
                 client_pb.KillApplicationRequest(app_id=app_id), timeout=5

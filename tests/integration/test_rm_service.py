@@ -1032,7 +1032,7 @@ async def test_kill_application() -> None:
         await expect(PRECONDITION, h.client.KillApplication(req, timeout=TIMEOUT))
         unknown = client_pb.KillApplicationRequest(app_id="application_55555")
         await expect(NOT_FOUND, h.client.KillApplication(unknown, timeout=TIMEOUT))
-        finished = [e for e in await h.event_log() if e["event"] == "job_finished"]
+        finished = [e for e in await h.event_log() if e["event"] == "job_failed"]
         assert [(e["job"], e["status"]) for e in finished] == [(app_id, "KILLED")]
 
 

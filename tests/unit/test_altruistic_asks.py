@@ -59,6 +59,12 @@ class Progress:
         self.ends = self.ends or [[] for _ in range(n)]
         self.finished = self.finished or [0] * n
 
+    @property
+    def version(self) -> int:
+        """Moves with any change of the state set by hand."""
+        state = (self.pending, self.ends, self.finished, self.share, self.cluster)
+        return hash(repr((state, self.task_events)))
+
     def runnable_stages(self) -> list[int]:
         st = self.job.stages
         return [

@@ -266,10 +266,12 @@ def test_allocate_after_finish_conflicts(status: FinalStatus) -> None:
         rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 1)]), 2.0)
     with pytest.raises(ConflictError):
         rm.finish_application(app, status, 3.0)
-    (fin,) = of(rm, ev.JOB_FINISHED)
+    # A job that succeeds is logged as job_finished, one that does not as job_failed.
+    (fin,) = of(rm, ev.JOB_FINISHED if status is FinalStatus.SUCCEEDED else ev.JOB_FAILED)
     assert fin["status"] == str(status)
+    assert (of(rm, ev.JOB_FINISHED) == []) is (status is not FinalStatus.SUCCEEDED)
     assert (
-        rm.application(app).state.value
+        rm.application(app).state
         == {
             FinalStatus.SUCCEEDED: "FINISHED",
             FinalStatus.FAILED: "FAILED",
@@ -322,7 +324,7 @@ def test_invalid_asks_are_refused_and_nothing_is_applied(asks: list[Ask]) -> Non
     assert a.progress == 0.0
     assert c.container_id in a.containers
     assert len(rm.log) == n_records
-    assert not rm.has_pending
+    assert not rm.hints.has_pending
 
 
 def test_ask_larger_than_a_lost_node_is_refused() -> None:
@@ -341,7 +343,7 @@ def test_ask_count_replaces_and_zero_removes() -> None:
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 5), Ask(2, SMALL, 1)]), 0.0)
     assert {p: x.count for p, x in a.asks.items()} == {0: 5, 2: 1}
     assert a.pending == 6
-    assert rm.has_pending
+    assert rm.hints.has_pending
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 3)]), 1.0)  # replaces, not adds
     assert {p: x.count for p, x in a.asks.items()} == {0: 3, 2: 1}
     assert a.pending == 4
@@ -350,7 +352,7 @@ def test_ask_count_replaces_and_zero_removes() -> None:
     rm.on_allocate(AllocateRequest(app, [Ask(2, ZERO, 0)]), 3.0)
     assert a.asks == {}
     assert a.pending == 0
-    assert not rm.has_pending
+    assert not rm.hints.has_pending
     assert a.demand == ZERO
 
 
@@ -474,7 +476,7 @@ def test_release_of_an_undelivered_container() -> None:
     assert (rel["t"], rel["container"], rel["node"]) == (2.0, c1.container_id, "n1")
     assert not of(rm, ev.CONTAINER_FINISHED)
     # The NM is told to stop it on its next heartbeat (a no-op there: it never started).
-    assert rm.take_touched_nodes() == ["n1"]
+    assert list(rm.take_effects().touched_nodes) == ["n1"]
     assert beat(3.0).stop == [c1.container_id]
 
 
@@ -509,7 +511,7 @@ def test_finish_kills_held_containers_and_drops_asks() -> None:
     rm.finish_application(app, FinalStatus.KILLED, 2.0)
     assert rm.state.used == ZERO
     assert rm.state.nodes["n1"].free == NODE
-    assert not rm.has_pending
+    assert not rm.hints.has_pending
     assert len(of(rm, ev.CONTAINER_RELEASED)) == len(of(rm, ev.CONTAINER_ALLOCATED))
 
 
@@ -569,7 +571,7 @@ def test_failed_attempt_restarts_with_the_completed_tasks() -> None:
     killed = [r for r in of(rm, ev.CONTAINER_FINISHED) if r["state"] == "KILLED"]
     assert sorted(r["container"] for r in killed) == sorted(others)
     assert rm.state.used == ZERO
-    assert not rm.has_pending
+    assert not rm.hints.has_pending
     with pytest.raises(ConflictError):
         am_call(rm, am, 4.5)  # the dead attempt is refused
 
@@ -583,8 +585,9 @@ def test_failed_attempt_restarts_with_the_completed_tasks() -> None:
     assert asks_by_priority(second) == {0: 2}
 
     rm.fail_attempt(app, "AM crashed again", 6.0)
-    (fin,) = of(rm, ev.JOB_FINISHED)
+    (fin,) = of(rm, ev.JOB_FAILED)
     assert fin["status"] == "FAILED"
+    assert "AM crashed again" in fin["diagnostics"]
     assert [r["attempt"] for r in of(rm, ev.ATTEMPT_FAILED)] == [1, 2]
     assert "AM crashed again" in rm.application(app).diagnostics
 
@@ -594,10 +597,10 @@ def test_managed_am_gets_a_container_first_and_its_exit_fails_the_attempt() -> N
     rm = ResourceManager(FifoPolicy(), max_am_attempts=1, am_resources=am_res)
     rm.register_node(NodeRegistration("n1", NODE), 0.0)
     app = rm.submit_application(AppSubmission("j", "alice", "default", 1, managed_am=True), 0.0)
-    assert rm.has_pending
+    assert rm.hints.has_pending
     assert rm.state.apps[app].asks[-1] == Ask(-1, am_res, 1)
     Beater(rm)(1.0)
-    (amc,) = rm.take_am_launches()
+    (amc,) = rm.take_effects().am_launches
     assert (amc.node_id, amc.resources) == ("n1", am_res)
     assert rm.state.apps[app].undelivered == []  # not given to the AM as a task container
     assert rm.state.nodes["n1"].free == NODE - am_res
@@ -610,7 +613,7 @@ def test_managed_am_gets_a_container_first_and_its_exit_fails_the_attempt() -> N
         completed=[ContainerStatus(amc.container_id, ContainerState.FAILED, 1, 1.5, 4.0)],
     )
     assert [r["reason"] for r in of(rm, ev.ATTEMPT_FAILED)] == ["AM container exited (FAILED, 1)"]
-    (fin,) = of(rm, ev.JOB_FINISHED)
+    (fin,) = of(rm, ev.JOB_FAILED)
     assert fin["status"] == "FAILED"
     assert rm.state.used == ZERO
 
@@ -776,7 +779,7 @@ def test_lost_node_fails_its_containers_and_the_am_asks_again() -> None:
     assert {launch.node_id for launch in launches} == {"n1"}
     assert len(launches) == 3
     assert am_call(rm, am, 1.5) == []
-    assert not rm.has_pending
+    assert not rm.hints.has_pending
 
     rm.lose_node("n1", 2.0)
     lost = of(rm, ev.CONTAINER_FINISHED)
@@ -786,7 +789,7 @@ def test_lost_node_fails_its_containers_and_the_am_asks_again() -> None:
     assert rm.state.capacity == NODE
     assert rm.state.used == ZERO
     assert rm.state.nodes["n1"].free == ZERO
-    assert not rm.could_place_on("n1")
+    assert not rm.hints.could_place_on("n1")
 
     resp = rm.on_allocate(am.allocate_request(2.5), 2.5)
     assert {s.state for s in resp.completed} == {ContainerState.LOST}
@@ -829,7 +832,7 @@ def test_preempt_container_frees_it_and_stops_it() -> None:
     (fin,) = of(rm, ev.CONTAINER_FINISHED)
     assert (fin["state"], fin["exit_status"]) == ("PREEMPTED", EXIT_PREEMPTED)
     assert rm.state.nodes["n1"].free == NODE
-    assert rm.take_touched_nodes() == ["n1"]
+    assert list(rm.take_effects().touched_nodes) == ["n1"]
     resp = rm.on_allocate(AllocateRequest(app), 2.5)
     assert [s.state for s in resp.completed] == [ContainerState.PREEMPTED]
 
@@ -1253,3 +1256,117 @@ def test_cores_run_a_two_stage_job_end_to_end() -> None:
     assert nm.used == ZERO
     (fin,) = of(rm, ev.JOB_FINISHED)
     assert fin["status"] == "SUCCEEDED"
+
+
+# ----------------------------------------------------------------------------------
+# RM: one call, one settled outcome
+# ----------------------------------------------------------------------------------
+
+
+def test_an_ending_am_container_fails_its_attempt_after_the_heartbeats_other_reports() -> None:
+    """One heartbeat reports a task's container done and, before it, the AM's: the task's
+    end is logged as COMPLETE first, then the attempt fails (killing what is left), and the
+    new attempt asks for an AM container again. Nothing is logged twice."""
+    am_res = res(1, 512)
+    rm = ResourceManager(FifoPolicy(), max_am_attempts=2, am_resources=am_res)
+    rm.register_node(NodeRegistration("n1", NODE), 0.0)
+    app = rm.submit_application(AppSubmission("j", "alice", "default", 2, managed_am=True), 0.0)
+    beat = Beater(rm)
+    beat(1.0)
+    (amc,) = rm.take_effects().am_launches
+    rm.register_application_master(app, 1.5)
+    rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 2)], attempt=1), 1.5)
+    beat(2.0)
+    task1, task2 = rm.on_allocate(AllocateRequest(app, [], attempt=1), 2.5).allocated
+    started = [ContainerStatus(c.container_id, ContainerState.COMPLETE, 0, 2.6) for c in (task1,)]
+    beat(
+        3.0,
+        started=[ContainerStatus(amc.container_id, ContainerState.COMPLETE, 0, 1.2), *started],
+        completed=[
+            ContainerStatus(amc.container_id, ContainerState.FAILED, 1, 1.2, 2.9),
+            ContainerStatus(task1.container_id, ContainerState.COMPLETE, 0, 2.6, 2.9),
+        ],
+    )
+    ends = [
+        (r["event"], r.get("container"), r.get("state"))
+        for r in rm.log.records
+        if r["event"] in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED, ev.ATTEMPT_FAILED)
+    ]
+    assert ends == [
+        (ev.CONTAINER_FINISHED, amc.container_id, "FAILED"),
+        (ev.CONTAINER_FINISHED, task1.container_id, "COMPLETE"),
+        (ev.ATTEMPT_FAILED, None, None),
+        (ev.CONTAINER_RELEASED, task2.container_id, None),
+    ]
+    assert rm.application(app).attempt == 1
+    assert rm.application(app).state == "RUNNING"
+    assert rm.state.apps[app].asks[-1] == Ask(-1, am_res, 1)  # the next attempt's container
+    assert rm.take_effects().touched_nodes == ("n1",)  # task2 is to be stopped there
+
+
+@pytest.mark.parametrize(
+    ("status", "progress"),
+    [(FinalStatus.SUCCEEDED, 1.0), (FinalStatus.FAILED, 0.5), (FinalStatus.KILLED, 0.5)],
+)
+def test_a_finished_application_reports_full_progress(status: FinalStatus, progress: float) -> None:
+    rm = make_rm()
+    app = submit(rm, tasks=2)
+    rm.register_application_master(app, 0.0)
+    rm.on_allocate(AllocateRequest(app, [], progress=0.5), 1.0)
+    rm.finish_application(app, status, 2.0)
+    assert rm.application(app).progress == progress
+    assert rm.applications()[0].progress == progress
+
+
+# ----------------------------------------------------------------------------------
+# AM: a request that repeats the last one
+# ----------------------------------------------------------------------------------
+
+
+class _CountingAsks(AskStrategy):
+    """Asks for every unassigned task of stage 0, computed afresh on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def asks(self, progress: Any, now: float) -> list[Ask]:
+        self.calls += 1
+        n = progress.unassigned(0)
+        return [Ask(priority_of(0, AskKind.DEFAULT), SMALL, n)] if n else []
+
+
+def test_an_am_knows_when_its_request_repeats_the_last_one() -> None:
+    spec = job(("a", 3, ()))
+    strategy = _CountingAsks()
+    am = ApplicationMaster(spec, "app", strategy)
+    first = am.allocate_request(0.0)
+    assert not am.repeats_last_request  # nothing was sent before
+    am.on_allocate_response(AllocateResponse(response_id=1), 0.0)
+    again = am.allocate_request(1.0)
+    assert am.repeats_last_request
+    assert (again.asks, again.releases, again.completed_tasks) == (first.asks, [], [])
+    assert again.response_id == 1  # what building it afresh would say
+    grant = Container("c1", "app", "n1", 0, SMALL)
+    (launch,) = am.on_allocate_response(AllocateResponse([grant], response_id=2), 1.0)
+    am.allocate_request(2.0)
+    assert not am.repeats_last_request  # one task fewer is asked for
+    done = ContainerStatus(launch.container_id, ContainerState.COMPLETE, 0, 1.0, 11.0)
+    am.on_allocate_response(AllocateResponse(completed=[done], response_id=3), 11.0)
+    assert am.allocate_request(12.0).completed_tasks == [(0, 0)]
+    assert not am.repeats_last_request  # it reports a finished task
+    assert strategy.calls == 4  # every call asks the strategy; only the RM call is skipped
+
+
+def test_greedy_asks_are_recomputed_only_when_the_job_moves() -> None:
+    spec = job(("a", 3, ()))
+    greedy = GreedyAsks()
+    am = ApplicationMaster(spec, "app", greedy)
+    first = greedy.asks(am, 0.0)
+    assert greedy.asks(am, 1.0) is first
+    am.on_allocate_response(AllocateResponse([Container("c1", "app", "n1", 0, SMALL)]), 1.0)
+    moved = greedy.asks(am, 2.0)
+    assert moved is not first
+    assert moved[0].count == 2
+    other = ApplicationMaster(spec, "other", greedy)  # another job's progress: no reuse
+    assert greedy.asks(other, 2.0) is not moved

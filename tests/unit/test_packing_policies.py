@@ -393,7 +393,7 @@ def test_carbyne_shares_are_drf_across_jobs() -> None:
     rig.job("B", ask(0, res(3, 1), 30))
     share = rig.ask("A")  # the share travels in every Allocate response
     assert share == pytest.approx(res(3, 12))
-    view = rig.rm.view
+    view = rig.rm.state
     carbyne = rig.rm.policy.shares(view)
     drf = registry.build("policies", "drf", {"across": "jobs"}).shares(view)
     assert dict(carbyne) == dict(drf)
@@ -471,7 +471,7 @@ def random_rig(policy: str, params: Mapping[str, Any], seed: int) -> Rig:
 
 
 def pending(rig: Rig) -> list[tuple[Any, Ask]]:
-    return [(app, a) for app in rig.rm.view.pending_apps() for a in app.sorted_asks()]
+    return [(app, a) for app in rig.rm.state.pending_apps() for a in app.sorted_asks()]
 
 
 def tetris_key(
@@ -488,7 +488,7 @@ def tetris_key(
 
 
 def tetris_reference(rig: Rig, f: float, weight: float) -> tuple[str, int] | None:
-    view, node = rig.rm.view, rig.rm.view.nodes["n0"]
+    view, node = rig.rm.state, rig.rm.state.nodes["n0"]
     free, cap = node.free, node.capacity
     apps = view.pending_apps()
     work = {app.app_id: remaining_work(app.sorted_asks(), view.capacity) for app in apps}
@@ -518,7 +518,7 @@ def test_tetris_matches_brute_force(seed: int) -> None:
 
 
 def carbyne_reference(rig: Rig, order: str, guarantee: float = 1.0) -> tuple[str, int] | None:
-    view, node = rig.rm.view, rig.rm.view.nodes["n0"]
+    view, node = rig.rm.state, rig.rm.state.nodes["n0"]
     free, cap = node.free, node.capacity
     shares = rig.rm.policy.shares(view)
     apps = view.pending_apps()

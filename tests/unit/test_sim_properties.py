@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from rm.effects import Effects
 from treadle import events as ev
 from treadle.messages import ContainerState, FinalStatus
 from treadle.model import (
@@ -293,24 +294,24 @@ def check_conservation(records: list[Record], workload: Workload) -> None:
 # ----------------------------------------------------------------------------------
 
 
-class _AlwaysHeartbeatRM:
-    """The RM as the simulator's loop sees it, minus the hints that let nodes sleep.
+class _AlwaysHeartbeatHints:
+    """The RM's hints as the simulator's loop sees them, minus the ones that let nodes
+    sleep.
 
     ``could_place_on`` always says yes, so every node that heartbeats is scheduled again
     at its next regular time (or its next container end, if sooner) and never sleeps;
     ``has_pending`` always says yes, so the simulator's wake-up walk goes once round every
     sleeping node (in phase order, from the first Allocate call on) instead of stopping
-    when the asks are placed; ``take_touched_nodes`` never asks for an early heartbeat
-    (an always-heartbeating node comes at its next regular time anyway). Only the
-    simulator's calls go through this proxy: the RM's own internal use of these (to skip
-    calling the policy) is untouched, so the RM behaves exactly as under the simulator.
+    when the asks are placed. Only the simulator's calls go through this proxy: the RM's
+    own internal use of its books (to skip calling the policy) is untouched, so the RM
+    behaves exactly as under the simulator.
     """
 
-    def __init__(self, rm: Any) -> None:
-        self._rm = rm
+    def __init__(self, hints: Any) -> None:
+        self._hints = hints
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._rm, name)
+        return getattr(self._hints, name)
 
     @property
     def has_pending(self) -> bool:
@@ -319,19 +320,29 @@ class _AlwaysHeartbeatRM:
     def could_place_on(self, node_id: str) -> bool:
         return True
 
-    def take_touched_nodes(self) -> list[str]:
-        self._rm.take_touched_nodes()
-        return []
-
     def skip_allocate(self, app_id: str, now: float) -> bool:
         return False  # every AM call is made
+
+
+class _NoTouchedNodesRM:
+    """The RM whose effects never ask for an early heartbeat (an always-heartbeating node
+    comes at its next regular time anyway)."""
+
+    def __init__(self, rm: Any) -> None:
+        self._rm = rm
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rm, name)
+
+    def take_effects(self) -> Effects:
+        return Effects(self._rm.take_effects().am_launches, ())
 
 
 class AlwaysHeartbeatSimulation(Simulation):
     """Every node heartbeats at each of its regular times (and out of band when one of its
     containers ends, as in the simulator), whatever it has to report.
 
-    Only the simulator's hints are bypassed (see :class:`_AlwaysHeartbeatRM`); the loop,
+    Only the simulator's hints are bypassed (see :class:`_AlwaysHeartbeatHints`); the loop,
     the event order at one instant and the cores are the simulator's own. Heartbeats
     before the first ask are not simulated: no container and no ask exists yet, so the RM
     answers them with nothing and logs nothing. From the first ask on, each node heartbeats
@@ -341,18 +352,19 @@ class AlwaysHeartbeatSimulation(Simulation):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.rm = _AlwaysHeartbeatRM(self.rm)  # type: ignore[assignment]
+        self.hints = _AlwaysHeartbeatHints(self.hints)  # type: ignore[assignment]
+        self.rm = _NoTouchedNodesRM(self.rm)  # type: ignore[assignment]
 
 
-class _EveryCallRM:
-    """The RM with the simulator's permission to skip AM calls withdrawn: every AM makes
-    its allocate call every interval (heartbeat elision is untouched)."""
+class _EveryCallHints:
+    """The hints with the simulator's permission to skip AM calls withdrawn: every AM
+    makes its allocate call every interval (heartbeat elision is untouched)."""
 
-    def __init__(self, rm: Any) -> None:
-        self._rm = rm
+    def __init__(self, hints: Any) -> None:
+        self._hints = hints
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._rm, name)
+        return getattr(self._hints, name)
 
     def skip_allocate(self, app_id: str, now: float) -> bool:
         return False
@@ -363,7 +375,7 @@ class EveryCallSimulation(Simulation):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.rm = _EveryCallRM(self.rm)  # type: ignore[assignment]
+        self.hints = _EveryCallHints(self.hints)  # type: ignore[assignment]
 
 
 # ----------------------------------------------------------------------------------

@@ -1,0 +1,257 @@
+"""Applications through their life, RM side: submission (YARN's ClientRMService), AM
+attempts and their Register/Allocate/Finish calls (ApplicationMasterService), attempt
+expiry and retries (the AMLivelinessMonitor), and the end of an application."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rm.containers import ContainerLifecycle
+from rm.netting import net_of_undelivered, validate_asks
+from rm.scheduling import AM_PRIORITY, Scheduler
+from rm.state import Application, AppState, ClusterState
+from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
+from treadle.events import EventLog
+from treadle.messages import (
+    AllocateRequest,
+    AllocateResponse,
+    AmRegistration,
+    AppSubmission,
+    Ask,
+    FinalStatus,
+)
+from treadle.resources import Resources
+
+_END_STATE = {
+    FinalStatus.SUCCEEDED: AppState.FINISHED,
+    FinalStatus.FAILED: AppState.FAILED,
+    FinalStatus.KILLED: AppState.KILLED,
+}
+
+
+class Applications:
+    def __init__(
+        self,
+        state: ClusterState,
+        log: EventLog,
+        containers: ContainerLifecycle,
+        scheduler: Scheduler,
+        *,
+        am_expiry_s: float,
+        max_am_attempts: int,
+        am_resources: Resources,
+    ) -> None:
+        if max_am_attempts < 1:
+            raise ValueError("max_am_attempts must be >= 1")
+        self._state = state
+        self._log = log
+        self._containers = containers
+        self._scheduler = scheduler
+        self.am_expiry_s = am_expiry_s
+        self.max_am_attempts = max_am_attempts
+        self.am_resources = am_resources
+        self._seq = 0
+
+    def running(self, app_id: str) -> Application:
+        app = self._state.apps.get(app_id)
+        if app is None:
+            if app_id in self._state.finished:
+                raise ConflictError(f"application {app_id!r} has already finished")
+            raise NotFoundError(f"unknown application {app_id!r}")
+        return app
+
+    # ------------------------------------------------------------------ clients
+    def submit(self, sub: AppSubmission, now: float) -> str:
+        st = self._state
+        queue = st.queues.get(sub.queue)
+        if queue is None:
+            raise InvalidRequestError(f"unknown queue {sub.queue!r}")
+        if not queue.is_leaf:
+            raise InvalidRequestError(f"queue {sub.queue!r} is not a leaf queue")
+        if not sub.user:
+            raise InvalidRequestError("user must not be empty")
+        a = sub.alone_jct_s
+        if a is not None and not (math.isfinite(a) and a >= 0):
+            raise InvalidRequestError(f"alone_jct_s must be a finite number >= 0, got {a}")
+        seq = self._seq
+        self._seq += 1
+        app_id = f"application_{seq + 1:05d}"
+        app = Application(app_id, seq, sub, now)
+        st.add_app(app)
+        self._log.job_submitted(
+            now, app_id, sub.name, sub.user, sub.queue, sub.tasks, sub.alone_jct_s
+        )
+        self._scheduler.policy.on_app_added(app, st)
+        if sub.managed_am:
+            self._ask_am_container(app)
+        return app_id
+
+    def finish(
+        self, app_id: str, status: FinalStatus, now: float, diagnostics: str = "", attempt: int = 0
+    ) -> None:
+        """End an application. ``attempt`` (when given) must be the current AM attempt."""
+        st = self._state
+        st.now = now
+        app = self.running(app_id)
+        if attempt:
+            self._check_attempt(app, attempt)
+        if diagnostics:
+            app.diagnostics = diagnostics
+        app.finish_s = now
+        for c in list(app.containers.values()):
+            # Containers still held by a finished application are killed (YARN does too).
+            self._containers.release(c, now, killed=True)
+        self._clear_asks(app)
+        app.state = _END_STATE[status]
+        if status is FinalStatus.SUCCEEDED:
+            app.progress = 1.0
+        del st.apps[app_id]
+        st.finished[app_id] = app
+        st.version += 1
+        if status is FinalStatus.SUCCEEDED:
+            self._log.job_finished(now, app_id, app.user, app.queue)
+        else:
+            self._log.job_failed(now, app_id, app.user, app.queue, str(status), app.diagnostics)
+        self._scheduler.policy.on_app_removed(app, st)
+
+    # ------------------------------------------------------------------ AM attempts
+    def _ask_am_container(self, app: Application) -> None:
+        was_pending = app.pending > 0
+        app.set_ask(Ask(AM_PRIORITY, self.am_resources, 1))
+        pending = self._state.pending
+        if not pending.narrow(self.am_resources):
+            pending.epoch += 1
+        pending.update(app, was_pending)
+
+    def register_am(self, app_id: str, now: float) -> AmRegistration:
+        app = self.running(app_id)
+        if not app.am_registered:
+            app.attempt += 1
+            app.am_registered = True
+            app.response_id = 0
+            app.last_response = None
+            self._log.attempt_started(now, app_id, app.attempt)
+        app.am_last_seen_s = now
+        return AmRegistration(
+            app.attempt,
+            tuple(app.done_tasks),
+            app.job,
+            app.user,
+            app.queue,
+            app.submission.ask_strategy,
+            app.submission.ask_params_json,
+        )
+
+    def expire_attempts(self, now: float) -> list[str]:
+        """Fail AM attempts that have not called Allocate within the expiry."""
+        late = [
+            a.app_id
+            for a in self._state.apps.values()
+            if a.am_registered and now - a.am_last_seen_s > self.am_expiry_s
+        ]
+        for app_id in late:
+            self.fail_attempt(app_id, f"AM missed Allocate calls for {self.am_expiry_s:g} s", now)
+        return late
+
+    def fail_attempt(self, app_id: str, reason: str, now: float) -> None:
+        """The current AM attempt died: kill its containers; retry or fail the application."""
+        app = self.running(app_id)
+        self._log.attempt_failed(now, app_id, app.attempt, reason)
+        for c in list(app.containers.values()):
+            self._containers.release(c, now, killed=True)
+        self._clear_asks(app)
+        app.undelivered = []
+        app.completed_reports = []
+        app.am_registered = False
+        app.am_container = None
+        if app.attempt >= self.max_am_attempts:
+            app.diagnostics = f"attempt {app.attempt} failed: {reason}"
+            self.finish(app_id, FinalStatus.FAILED, now)
+        elif app.managed_am:
+            self._ask_am_container(app)
+
+    def _clear_asks(self, app: Application) -> None:
+        was_pending = app.pending > 0
+        app.clear_asks()
+        self._state.pending.update(app, was_pending)
+
+    def _check_attempt(self, app: Application, attempt: int) -> None:
+        if not app.am_registered:
+            raise ConflictError(f"application {app.app_id!r} has no registered AM attempt")
+        if attempt and attempt != app.attempt:
+            raise ConflictError(
+                f"application {app.app_id!r}: attempt {attempt} was replaced by {app.attempt}"
+            )
+
+    # ------------------------------------------------------------------ Allocate
+    def allocate(self, req: AllocateRequest, now: float) -> AllocateResponse:
+        st = self._state
+        st.now = now
+        app = self.running(req.app_id)
+        self._check_attempt(app, req.attempt)
+        app.am_last_seen_s = now
+        rid = req.response_id
+        if rid is not None and app.last_response is not None and rid + 1 == app.response_id:
+            # The AM did not get our last answer: send it again. Releases and finished
+            # tasks are idempotent and applied; asks were counted without that answer's
+            # grants, so they wait for the AM's next call.
+            self._apply_releases(app, req.releases, now)
+            for task in req.completed_tasks:
+                app.done_tasks[task] = None
+            return app.last_response
+        if rid is not None and rid != app.response_id:
+            raise ConflictError(
+                f"application {req.app_id!r}: allocate out of sync (response id "
+                f"{rid}, expected {app.response_id}); register again"
+            )
+        validate_asks(req.asks, st.largest_node())
+        for task in req.completed_tasks:
+            app.done_tasks[task] = None
+        self._apply_releases(app, req.releases, now)
+        if req.asks:
+            pending = st.pending
+            was_pending = app.pending > 0
+            for ask in net_of_undelivered(req.asks, app.undelivered):
+                app.set_ask(ask)
+                if ask.count:
+                    pending.narrow(ask.resources)
+            pending.update(app, was_pending)
+            st.version += 1  # demand changed: shares may too
+        app.progress = req.progress
+        resp = AllocateResponse(
+            allocated=app.undelivered,
+            completed=app.completed_reports,
+            share=self._scheduler.share_of(app.app_id),
+            cluster=st.capacity,
+            num_nodes=st.live_nodes,
+        )
+        app.undelivered = []
+        app.completed_reports = []
+        app.response_id += 1
+        resp.response_id = app.response_id
+        app.last_response = resp
+        return resp
+
+    def _apply_releases(self, app: Application, releases: Sequence[str], now: float) -> None:
+        for cid in releases:
+            c = app.containers.get(cid)
+            if c is not None and cid != app.am_container:
+                self._containers.release(c, now)
+
+    def quiet_allocate(self, app_id: str, now: float) -> bool:
+        """For an AM whose call would repeat its last request: True (and the AM counts as
+        seen at ``now``) when answering it would change nothing either: nothing to deliver
+        and no policy shares to send. False when the call must be made."""
+        app = self._state.apps.get(app_id)
+        if (
+            app is None
+            or app.undelivered
+            or app.completed_reports
+            or self._scheduler.shares_hook is not None
+            or not app.am_registered
+            or app.last_response is None
+        ):
+            return False
+        app.am_last_seen_s = now
+        return True

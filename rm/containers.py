@@ -1,0 +1,97 @@
+"""How a container ends, as the RM sees it: an NM reports it finished (or its node is
+lost, or the policy preempts it), or the RM takes it back (the AM released it, or its
+application or attempt ended). Either way it leaves the books, the log says so, the policy
+hears of it, and its AM learns of it on its next Allocate call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rm.effects import Outbox
+from rm.state import ClusterState, Node
+from treadle.events import EventLog
+from treadle.messages import (
+    EXIT_ABORTED,
+    EXIT_KILLED_BY_AM,
+    Container,
+    ContainerState,
+    ContainerStatus,
+)
+
+#: ``Policy.on_container_finished`` when the policy overrides it (else None: not called).
+FinishedHook = Callable[[Container, ContainerStatus, Any], None] | None
+
+
+class ContainerLifecycle:
+    __slots__ = ("_log", "_on_finished", "_outbox", "_state", "_view", "started")
+
+    def __init__(
+        self, state: ClusterState, log: EventLog, outbox: Outbox, on_finished: FinishedHook
+    ) -> None:
+        self._state = state
+        self._view = state
+        self._log = log
+        self._outbox = outbox
+        self._on_finished = on_finished
+        self.started: set[str] = set()  # containers an NM reported running
+
+    def report_started(self, node: Node, statuses: list[ContainerStatus]) -> None:
+        """An NM says these containers run (each logged once, at its start time)."""
+        started = self.started
+        containers = node.containers
+        log = self._log
+        nid = node.node_id
+        for status in statuses:
+            cid = status.container_id
+            c = containers.get(cid)
+            if c is not None and cid not in started:
+                started.add(cid)
+                log.container_started(status.start_s, c.app_id, cid, nid)
+
+    def done(self, c: Container, status: ContainerStatus, t: float) -> None:
+        """``c`` ended on its node (completed, failed, lost or preempted) at ``t``."""
+        app = self._state.free_container(c)
+        cid = c.container_id
+        self.started.discard(cid)
+        state = status.state
+        self._log.container_finished(t, c.app_id, cid, c.node_id, str(state), status.exit_status)
+        if self._on_finished is not None:
+            self._on_finished(c, status, self._view)
+        if app is None:
+            return
+        if cid == app.am_container:
+            app.am_container = None
+            self._outbox.am_exits.append(
+                (app.app_id, f"AM container exited ({state}, {status.exit_status})")
+            )
+        else:
+            app.completed_reports.append(status)
+
+    def release(self, c: Container, now: float, *, killed: bool = False) -> None:
+        """The RM takes ``c`` back (its AM released it, or its application or attempt
+        ended): free it and tell its NM to stop it."""
+        st = self._state
+        app = st.free_container(c)
+        node = st.nodes.get(c.node_id)
+        cid = c.container_id
+        if node is not None and node.alive:
+            self.stop_on(node, cid)
+        if app is not None and c in app.undelivered:
+            app.undelivered.remove(c)
+        status = ContainerStatus(
+            cid, ContainerState.KILLED, EXIT_KILLED_BY_AM if killed else EXIT_ABORTED, now, now
+        )
+        if cid in self.started:
+            self.started.discard(cid)
+            self._log.container_finished(
+                now, c.app_id, cid, c.node_id, str(status.state), status.exit_status
+            )
+        else:
+            self._log.container_released(now, c.app_id, cid, c.node_id)
+        if self._on_finished is not None:
+            self._on_finished(c, status, self._view)
+
+    def stop_on(self, node: Node, container_id: str) -> None:
+        node.to_stop.append(container_id)
+        self._outbox.touched[node.node_id] = None

@@ -1,0 +1,41 @@
+"""What a discrete-event host may ask the RM so that it skips work that would change
+nothing: heartbeats of nodes on which no pending ask could fit, and AM calls that would
+repeat themselves and get nothing back. Only the simulator uses these; they answer from
+the RM's books and never change what a run produces (the property tests compare runs
+with every hint overridden to 'do the work')."""
+
+from __future__ import annotations
+
+from rm.applications import Applications
+from rm.state import ClusterState
+
+
+class SchedulingHints:
+    __slots__ = ("_apps", "_state")
+
+    def __init__(self, state: ClusterState, apps: Applications) -> None:
+        self._state = state
+        self._apps = apps
+
+    @property
+    def has_pending(self) -> bool:
+        """Some application has outstanding asks."""
+        return bool(self._state.pending.apps)
+
+    @property
+    def pending_epoch(self) -> int:
+        """Grows when nodes that could place nothing before might place something now."""
+        return self._state.pending.epoch
+
+    def could_place_on(self, node_id: str) -> bool:
+        """False when no pending ask can fit the node's free resources (a heartbeat of
+        that node reporting nothing would change nothing); True may be wrong, False never."""
+        node = self._state.nodes.get(node_id)
+        if node is None or not node.alive:
+            return False
+        return self._state.pending.could_fit(node._free)
+
+    def skip_allocate(self, app_id: str, now: float) -> bool:
+        """For an AM whose call would repeat its last request: True (the AM counts as seen
+        at ``now``) when the answer would bring nothing and change nothing."""
+        return self._apps.quiet_allocate(app_id, now)

@@ -1,0 +1,120 @@
+"""YARN's ResourceTracker protocol, RM side: nodes register, heartbeat (reporting the
+containers that started and ended, and getting back those to stop) and are expired when
+silent. Each heartbeat runs the scheduling pass for its node."""
+
+from __future__ import annotations
+
+from rm.containers import ContainerLifecycle
+from rm.scheduling import Scheduler
+from rm.state import ClusterState, Node
+from treadle.errors import ConflictError, InvalidRequestError
+from treadle.events import EventLog
+from treadle.frozen import slot_setters
+from treadle.messages import (
+    EXIT_LOST_NODE,
+    ContainerState,
+    ContainerStatus,
+    NodeHeartbeat,
+    NodeHeartbeatResponse,
+    NodeRegistration,
+)
+from treadle.resources import Accumulator, total
+
+_new = object.__new__
+_r_stop, _r_resync, _r_interval = slot_setters(
+    NodeHeartbeatResponse, ("stop", "resync", "next_interval_s")
+)
+
+
+class NodeTracker:
+    def __init__(
+        self,
+        state: ClusterState,
+        log: EventLog,
+        containers: ContainerLifecycle,
+        scheduler: Scheduler,
+        *,
+        heartbeat_s: float,
+        expiry_s: float,
+    ) -> None:
+        self._state = state
+        self._log = log
+        self._containers = containers
+        self._scheduler = scheduler
+        self.heartbeat_s = heartbeat_s
+        self.expiry_s = expiry_s
+
+    def register(self, reg: NodeRegistration, now: float) -> None:
+        st = self._state
+        if reg.resources.is_zero() or reg.resources.any_negative():
+            raise InvalidRequestError(f"node {reg.node_id!r}: resources must be positive")
+        existing = st.nodes.get(reg.node_id)
+        if existing is not None and existing.alive:
+            if existing.capacity == reg.resources and existing.rack == reg.rack:
+                existing.last_heartbeat_s = now
+                existing.last_seq = -1  # a restarted NM counts its heartbeats from 1 again
+                return  # idempotent re-registration
+            raise ConflictError(f"node {reg.node_id!r} is already registered with other resources")
+        # A new node, or a LOST one coming back empty (its containers were already failed).
+        node = Node(reg, now)
+        st.nodes[reg.node_id] = node
+        st.capacity = st.capacity + node.capacity
+        st.nodes_changed()
+        self._log.node_registered(now, node.node_id, node.rack, node.capacity)
+
+    def heartbeat(self, hb: NodeHeartbeat, now: float) -> NodeHeartbeatResponse:
+        st = self._state
+        st.now = now
+        node = st.nodes.get(hb.node_id)
+        if node is None or not node.alive:
+            # YARN answers an unknown or expired node with RESYNC: register again.
+            return NodeHeartbeatResponse(resync=True, next_interval_s=self.heartbeat_s)
+        if hb.seq <= node.last_seq:
+            # A duplicate or reordered heartbeat: its reports were already applied.
+            return NodeHeartbeatResponse(next_interval_s=self.heartbeat_s)
+        node.last_seq = hb.seq
+        node.last_heartbeat_s = now
+        if hb.started:
+            self._containers.report_started(node, hb.started)
+        if hb.completed:
+            containers = node.containers
+            done = self._containers.done
+            for status in hb.completed:
+                c = containers.get(status.container_id)
+                if c is not None:
+                    done(c, status, status.finish_s)
+        if st.pending.could_fit(node._free):
+            self._scheduler.schedule(node, now)
+        stop = node.to_stop
+        node.to_stop = []
+        resp: NodeHeartbeatResponse = _new(NodeHeartbeatResponse)  # (stop, False, interval)
+        _r_stop(resp, stop)
+        _r_resync(resp, False)
+        _r_interval(resp, self.heartbeat_s)
+        return resp
+
+    def expire(self, now: float) -> list[str]:
+        """Mark nodes silent for longer than the expiry LOST; their containers fail."""
+        lost = [
+            n
+            for n in self._state.nodes.values()
+            if n.alive and now - n.last_heartbeat_s > self.expiry_s
+        ]
+        for node in lost:
+            self.lose(node.node_id, now)
+        return [n.node_id for n in lost]
+
+    def lose(self, node_id: str, now: float) -> None:
+        st = self._state
+        node = st.nodes.get(node_id)
+        if node is None or not node.alive:
+            return
+        node.alive = False
+        # Summed afresh rather than subtracted, so float error cannot accumulate.
+        st.capacity = total([n.capacity for n in st.nodes.values() if n.alive])
+        st.nodes_changed()
+        self._log.node_lost(now, node_id)
+        for c in list(node.containers.values()):
+            status = ContainerStatus(c.container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
+            self._containers.done(c, status, now)
+        node._free = Accumulator()

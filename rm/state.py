@@ -1,0 +1,349 @@
+"""What the RM knows: nodes, applications, queues and users, and the books that total
+their usage. Policies see these objects through the read-only views of ``rm.policy``.
+
+Every container counts in its node's free space and in its application's books (the
+application's own total, its user's, its leaf queue's and each ancestor's; the root
+queue's total is the cluster's). Placing and freeing a container updates them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from rm.pending import PendingIndex
+from treadle.messages import (
+    AllocateResponse,
+    AppSubmission,
+    Ask,
+    Container,
+    ContainerStatus,
+    NodeRegistration,
+)
+from treadle.model import QueueSpec, UserSpec
+from treadle.resources import ZERO, Accumulator, Resources, sub_from_all
+
+
+class AppState(StrEnum):
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+
+
+class Node:
+    """A node as the RM sees it (a NodeView for policies)."""
+
+    __slots__ = (
+        "_free",
+        "address",
+        "alive",
+        "capacity",
+        "containers",
+        "last_heartbeat_s",
+        "last_seq",
+        "node_id",
+        "rack",
+        "to_stop",
+    )
+
+    def __init__(self, reg: NodeRegistration, now: float) -> None:
+        self.node_id = reg.node_id
+        self.rack = reg.rack
+        self.address = reg.address
+        self.capacity = reg.resources
+        self._free = Accumulator(reg.resources)
+        self.containers: dict[str, Container] = {}
+        self.last_seq = -1
+        self.last_heartbeat_s = now
+        self.alive = True
+        self.to_stop: list[str] = []
+
+    @property
+    def free(self) -> Resources:
+        return self._free.value
+
+    @property
+    def used(self) -> Resources:
+        return self.capacity - self._free.value
+
+    @property
+    def num_containers(self) -> int:
+        return len(self.containers)
+
+
+class Application:
+    """An application as the RM sees it (an AppView for policies)."""
+
+    __slots__ = (
+        "_all_books",
+        "_allocated",
+        "_cid_prefix",
+        "_sorted_asks",
+        "alone_jct_s",
+        "am_container",
+        "am_last_seen_s",
+        "am_registered",
+        "app_id",
+        "asks",
+        "attempt",
+        "books",
+        "completed_reports",
+        "containers",
+        "diagnostics",
+        "done_tasks",
+        "finish_s",
+        "job",
+        "last_response",
+        "managed_am",
+        "name",
+        "next_container",
+        "pending",
+        "progress",
+        "queue",
+        "response_id",
+        "seq",
+        "started",
+        "state",
+        "submission",
+        "submit_s",
+        "tasks",
+        "undelivered",
+        "user",
+    )
+
+    def __init__(self, app_id: str, seq: int, sub: AppSubmission, now: float) -> None:
+        self.app_id = app_id
+        self.seq = seq
+        self._cid_prefix = f"container_{seq + 1:05d}_"
+        self.name = sub.name
+        self.user = sub.user
+        self.queue = sub.queue
+        self.tasks = sub.tasks
+        self.alone_jct_s = sub.alone_jct_s
+        self.submit_s = now
+        self.state = AppState.RUNNING
+        self.asks: dict[int, Ask] = {}
+        self._sorted_asks: list[Ask] | None = None
+        self.pending = 0
+        self._allocated = Accumulator()
+        #: Usage totals this app's containers count in (user, queue path up to the root).
+        self.books: tuple[Accumulator, ...] = ()
+        #: ``_allocated`` and ``books``: everything a container of this app counts in.
+        self._all_books: tuple[Accumulator, ...] = (self._allocated,)
+        self.containers: dict[str, Container] = {}
+        self.undelivered: list[Container] = []
+        self.completed_reports: list[ContainerStatus] = []
+        self.next_container = 1
+        self.started = False
+        self.progress = 0.0
+        self.job = sub.job
+        self.submission = sub
+        self.managed_am = sub.managed_am
+        self.attempt = 0  # AM attempts started so far
+        self.am_registered = False
+        self.am_last_seen_s = now
+        self.am_container: str | None = None
+        self.done_tasks: dict[tuple[int, int], None] = {}  # ordered set
+        self.diagnostics = ""
+        self.finish_s: float | None = None
+        self.response_id = 0
+        self.last_response: AllocateResponse | None = None
+
+    @property
+    def allocated(self) -> Resources:
+        return self._allocated.value
+
+    @property
+    def awaiting_am(self) -> bool:
+        """Running, unmanaged, and no AM attempt registered: an AM host should start one."""
+        return self.state is AppState.RUNNING and not self.am_registered and not self.managed_am
+
+    @property
+    def running(self) -> int:
+        return len(self.containers)
+
+    @property
+    def demand(self) -> Resources:
+        out = ZERO
+        for a in self.asks.values():
+            out = out + a.resources * a.count
+        return out
+
+    def sorted_asks(self) -> list[Ask]:
+        if self._sorted_asks is None:
+            self._sorted_asks = [self.asks[p] for p in sorted(self.asks)]
+        return self._sorted_asks
+
+    def set_ask(self, ask: Ask) -> None:
+        old = self.asks.get(ask.priority)
+        if old is not None:
+            self.pending -= old.count
+        if ask.count > 0:
+            self.asks[ask.priority] = ask
+            self.pending += ask.count
+        elif old is not None:
+            del self.asks[ask.priority]
+        self._sorted_asks = None
+
+    def clear_asks(self) -> None:
+        self.asks.clear()
+        self.pending = 0
+        self._sorted_asks = None
+
+
+class Queue:
+    """A queue in the hierarchy (a QueueView for policies)."""
+
+    __slots__ = (
+        "_used",
+        "abs_capacity",
+        "abs_max_capacity",
+        "capacity",
+        "children",
+        "max_capacity",
+        "name",
+        "parent",
+        "path",
+        "weight",
+    )
+
+    path: str
+    abs_capacity: float
+    abs_max_capacity: float
+
+    def __init__(self, spec: QueueSpec, parent: Queue | None, capacity: float) -> None:
+        self.name = spec.name
+        self.parent = parent
+        self.path = f"{parent.path}.{spec.name}" if parent else spec.name
+        self.weight = spec.weight
+        self.capacity = capacity
+        self.max_capacity = spec.max_capacity / 100.0
+        self.abs_capacity = capacity * (parent.abs_capacity if parent else 1.0)
+        self.abs_max_capacity = self.max_capacity * (parent.abs_max_capacity if parent else 1.0)
+        self._used = Accumulator()
+        self.children: list[Queue] = []
+
+    @property
+    def used(self) -> Resources:
+        return self._used.value
+
+    @property
+    def is_leaf(self) -> bool:
+        return not self.children
+
+
+class User:
+    __slots__ = ("_used", "budget", "name", "weight")
+
+    def __init__(self, spec: UserSpec) -> None:
+        self.name = spec.name
+        self.weight = spec.weight
+        self.budget = spec.budget
+        self._used = Accumulator()
+
+    @property
+    def used(self) -> Resources:
+        return self._used.value
+
+
+def build_queues(root: QueueSpec) -> dict[str, Queue]:
+    """Flatten the queue tree. Children without a capacity split what their siblings leave."""
+    out: dict[str, Queue] = {}
+
+    def add(spec: QueueSpec, parent: Queue | None, capacity: float) -> None:
+        q = Queue(spec, parent, capacity)
+        out[q.name] = q
+        if parent is not None:
+            parent.children.append(q)
+        given = sum(c.capacity for c in spec.children if c.capacity is not None)
+        unset = [c for c in spec.children if c.capacity is None]
+        rest = max(0.0, 100.0 - given) / len(unset) if unset else 0.0
+        for c in spec.children:
+            add(c, q, (c.capacity if c.capacity is not None else rest) / 100.0)
+
+    add(root, None, 1.0)
+    return out
+
+
+class ClusterState:
+    """Everything the RM knows; policies see it through the read-only ClusterView protocol."""
+
+    def __init__(self, queues: QueueSpec, users: Mapping[str, UserSpec]) -> None:
+        self.now = 0.0
+        self.capacity = ZERO
+        self.nodes: dict[str, Node] = {}
+        self.apps: dict[str, Application] = {}  # running, in submission order
+        self.finished: dict[str, Application] = {}  # ended, in the order they ended
+        self.queues: dict[str, Queue] = build_queues(queues)
+        self.root_queue = self.queues[queues.name]
+        self.users: dict[str, User] = {name: User(u) for name, u in users.items()}
+        self.pending = PendingIndex()
+        #: Bumped on every change that may alter a policy's shares.
+        self.version = 0
+        self._largest: Resources | None = None
+        self._live_nodes: int | None = None
+
+    @property
+    def used(self) -> Resources:
+        return self.root_queue.used
+
+    def pending_apps(self) -> list[Application]:
+        return self.pending.sorted_apps()
+
+    # ------------------------------------------------------------------ nodes
+    def nodes_changed(self) -> None:
+        """A node came or went: cached totals are stale."""
+        self._largest = self._live_nodes = None
+        self.version += 1
+
+    @property
+    def live_nodes(self) -> int:
+        if self._live_nodes is None:
+            self._live_nodes = sum(1 for n in self.nodes.values() if n.alive)
+        return self._live_nodes
+
+    def largest_node(self) -> Resources | None:
+        """The componentwise maximum of live nodes (cached; nodes come and go rarely)."""
+        if self._largest is None:
+            nodes = [n.capacity for n in self.nodes.values() if n.alive]
+            if not nodes:
+                return None
+            out = nodes[0]
+            for r in nodes[1:]:
+                out = out.componentwise_max(r)
+            self._largest = out
+        return self._largest
+
+    # ------------------------------------------------------------------ applications
+    def add_app(self, app: Application) -> None:
+        if app.user not in self.users:
+            self.users[app.user] = User(UserSpec(app.user))
+        # The root queue's total is the cluster's: every application is in a leaf queue.
+        books = [self.users[app.user]._used]
+        q: Queue | None = self.queues.get(app.queue)
+        while q is not None:
+            books.append(q._used)
+            q = q.parent
+        app.books = tuple(books)
+        app._all_books = (app._allocated, *app.books)
+        self.apps[app.app_id] = app
+        self.version += 1
+
+    def app(self, app_id: str) -> Application | None:
+        """A running or ended application."""
+        return self.apps.get(app_id) or self.finished.get(app_id)
+
+    # ------------------------------------------------------------------ containers
+    def free_container(self, c: Container) -> Application | None:
+        """Take ``c`` off its node and out of its application's books; its application
+        if that is still running."""
+        cid = c.container_id
+        node = self.nodes.get(c.node_id)
+        if node is not None and node.containers.pop(cid, None) is not None and node.alive:
+            node._free.add(c.resources)
+        app = self.apps.get(c.app_id)
+        if app is not None and app.containers.pop(cid, None) is not None:
+            sub_from_all(app._all_books, c.resources)  # allocated, and the books
+            self.version += 1
+        return app
