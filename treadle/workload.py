@@ -95,7 +95,10 @@ from pydantic_core import ErrorDetails
 
 from treadle.errors import WorkloadError
 from treadle.model import (
+    DEFAULT_NODE_PREFIX,
     DEFAULT_QUEUE,
+    DEFAULT_RACK,
+    MIN_DURATION_S,
     ROOT_QUEUE,
     ClusterSpec,
     JobSpec,
@@ -111,11 +114,6 @@ from treadle.resources import Resources
 if TYPE_CHECKING:
     from treadle.importers.tpch import TpchTrace
 
-MIN_DURATION_S = 0.001
-"""Drawn durations are clamped to this, so a task never takes zero or negative time."""
-
-DEFAULT_RACK = "default-rack"
-DEFAULT_NODE_PREFIX = "node"
 FORMATS = ("yaml", "sls", "rumen")
 DISTRIBUTIONS = ("exponential", "lognormal", "uniform")
 GENERATOR_KINDS = ("poisson", "tpch", "dag")

@@ -15,9 +15,17 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from treadle.errors import WorkloadError
-from treadle.model import ROOT_QUEUE, ClusterSpec, NodeSpec, QueueSpec, UserSpec, Workload
+from treadle.model import (
+    DEFAULT_RACK,
+    ROOT_QUEUE,
+    ClusterSpec,
+    NodeSpec,
+    QueueSpec,
+    UserSpec,
+    Workload,
+)
 from treadle.resources import Resources
-from treadle.workload import DEFAULT_RACK, describe_resources, read_text
+from treadle.workload import describe_resources, read_text
 
 _WHITESPACE = re.compile(r"\s*")
 _TPCH_KEY = re.compile(r"^[^/\s]+/q[0-9]+$")  # as in treadle.importers.tpch

@@ -37,9 +37,8 @@ from treadle.importers import (
     read_json_objects,
 )
 from treadle.importers.sls import DEFAULT_NODE, read_nodes_file
-from treadle.model import ClusterSpec, JobSpec, StageSpec, Workload
+from treadle.model import MIN_DURATION_S, ClusterSpec, JobSpec, StageSpec, Workload
 from treadle.resources import Resources
-from treadle.workload import MIN_DURATION_S
 
 DEFAULT_CONTAINER_MB = 1024.0
 DEFAULT_CONTAINER_VCORES = 1.0

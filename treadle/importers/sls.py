@@ -43,9 +43,17 @@ from treadle.importers import (
     flat_queues,
     read_json_objects,
 )
-from treadle.model import ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload, topological_stages
+from treadle.model import (
+    DEFAULT_RACK,
+    MIN_DURATION_S,
+    ClusterSpec,
+    JobSpec,
+    NodeSpec,
+    StageSpec,
+    Workload,
+    topological_stages,
+)
 from treadle.resources import MEMORY_MB, VCORES, Resources
-from treadle.workload import DEFAULT_RACK, MIN_DURATION_S
 
 DEFAULT_TASK = Resources(vcores=1, memory_mb=1024)
 """Per-container ask when a task gives none (SLS's own defaults)."""
