@@ -78,7 +78,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources as package_files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
 from pydantic import (
@@ -93,7 +93,11 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from treadle import importers
 from treadle.errors import WorkloadError
+from treadle.importers import synthetic
+from treadle.importers.common import TraceFile, describe_resources, read_text as read_text
+from treadle.importers.tpch import TpchTrace, read_tpch
 from treadle.model import (
     DEFAULT_NODE_PREFIX,
     DEFAULT_QUEUE,
@@ -111,10 +115,9 @@ from treadle.model import (
 )
 from treadle.resources import Resources
 
-if TYPE_CHECKING:
-    from treadle.importers.tpch import TpchTrace
-
-FORMATS = ("yaml", "sls", "rumen")
+YAML = "yaml"
+"""The native format: a workload file."""
+YAML_SUFFIXES = (".yaml", ".yml")
 DISTRIBUTIONS = ("exponential", "lognormal", "uniform")
 GENERATOR_KINDS = ("poisson", "tpch", "dag")
 DAG_SHAPES = ("tpcds", "tpch", "bigbench")  # treadle.importers.synthetic.SHAPES
@@ -468,25 +471,31 @@ def builtin_workloads() -> dict[str, str]:
     return out
 
 
+def format_names() -> tuple[str, ...]:
+    """Every name ``load_workload`` takes as a format: yaml, then the trace formats."""
+    return (YAML, *importers.FORMATS)
+
+
 def load_workload(arg: str, fmt: str | None = None, *, nodes_file: str | None = None) -> Workload:
     """Load a workload from a file path or a built-in name.
 
-    ``fmt`` is ``yaml``, ``sls`` or ``rumen``; ``None`` infers it from the suffix (``.json``
-    is sniffed). An existing file wins over a built-in of the same name.
+    ``fmt`` is one of ``format_names()`` (``yaml``, ``sls``, ``rumen``, ...); ``None``
+    infers it from the suffix (a trace format's suffix is sniffed). An existing file
+    wins over a built-in of the same name.
     """
-    if fmt is not None and fmt not in FORMATS:
-        raise WorkloadError(arg, None, f"unknown format {fmt!r}; expected one of {_join(FORMATS)}")
+    if fmt is not None and fmt not in format_names():
+        expected = _join(format_names())
+        raise WorkloadError(arg, None, f"unknown format {fmt!r}; expected one of {expected}")
     path = Path(arg)
     if not path.is_file():
         return _load_builtin(arg, fmt, nodes_file)
-    fmt = fmt or _infer_format(path, arg)
-    if fmt == "yaml":
+    trace = TraceFile(path, arg)
+    fmt = fmt or _infer_format(trace)
+    if fmt == YAML:
         if nodes_file is not None:
             raise WorkloadError(arg, None, "a nodes file applies only to SLS and Rumen traces")
-        return parse_workload(read_text(path, arg), arg, base_dir=path.parent)
-    from treadle import importers  # imported here: importers build on this module
-
-    return importers.load_trace(path, fmt, nodes_file=nodes_file, source=arg)
+        return parse_workload(trace.text, arg, base_dir=path.parent)
+    return importers.FORMATS[fmt].load(trace, nodes_file)
 
 
 def _load_builtin(name: str, fmt: str | None, nodes_file: str | None) -> Workload:
@@ -494,33 +503,22 @@ def _load_builtin(name: str, fmt: str | None, nodes_file: str | None) -> Workloa
     if name not in builtins:
         hint = f"no such file or built-in workload (built-ins: {_join(builtins)})"
         raise WorkloadError(name, None, hint)
-    if fmt not in (None, "yaml") or nodes_file is not None:
+    if fmt not in (None, YAML) or nodes_file is not None:
         raise WorkloadError(name, None, "built-in workloads are YAML; no format or nodes file")
     text = package_files.files("treadle.workloads").joinpath(f"{name}.yaml").read_text("utf-8")
     return parse_workload(text, name)
 
 
-def _infer_format(path: Path, source: str) -> str:
-    suffix = path.suffix.lower()
-    if suffix in (".yaml", ".yml"):
-        return "yaml"
-    if suffix == ".json":
-        from treadle import importers
-
-        return importers.sniff_format(path, source)
+def _infer_format(trace: TraceFile) -> str:
+    if trace.path.suffix.lower() in YAML_SUFFIXES:
+        return YAML
+    if importers.claims(trace.path):
+        return importers.recognise(trace)
     raise WorkloadError(
-        source, None, f"cannot tell the format from the name; pass a format ({_join(FORMATS)})"
+        trace.source,
+        None,
+        f"cannot tell the format from the name; pass a format ({_join(format_names())})",
     )
-
-
-def read_text(path: Path, source: str) -> str:
-    """A UTF-8 file's text; unreadable files raise WorkloadError naming ``source``."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e:
-        raise WorkloadError(source, None, f"not UTF-8 text ({e.reason} at byte {e.start})") from e
-    except OSError as e:
-        raise WorkloadError(source, None, f"cannot read: {e.strerror or e}") from e
 
 
 def parse_workload(text: str, source: str, *, base_dir: Path | None = None) -> Workload:
@@ -714,11 +712,6 @@ def _join(names: Sequence[str] | Mapping[str, object]) -> str:
 # ----------------------------------------------------------------------------------
 # Building the model
 # ----------------------------------------------------------------------------------
-
-
-def describe_resources(r: Resources) -> str:
-    """``memory_mb=16384, vcores=8``: a resource vector as people write it."""
-    return ", ".join(f"{k}={v:g}" for k, v in r.to_dict().items()) or "nothing"
 
 
 def parse_resources(values: Mapping[str, object], source: str, where: str) -> Resources:
@@ -926,8 +919,6 @@ class _Builder:
         return [(s, q) for s in scales for q in queries if (s, q) in trace.queries]
 
     def _synthetic(self, where: str, g: DagGenerator) -> list[JobSpec]:
-        from treadle.importers import synthetic  # imported here: importers build on this module
-
         shape = synthetic.SHAPES[g.shape]
         stream = _Stream(self, where, g, g.name or g.shape)
         jobs = []
@@ -1100,8 +1091,6 @@ def _is_distribution(spec: object) -> bool:
 @lru_cache(maxsize=8)
 def _read_tpch(path: str, mtime_ns: int, size: int) -> TpchTrace:
     # Keyed on the file's version too: a trace edited between loads is read again.
-    from treadle.importers.tpch import read_tpch  # imported here: importers build on this
-
     return read_tpch(path)
 
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import WorkloadError
-from treadle.importers import (
+from treadle.importers.common import (
     JsonObject,
+    TraceFile,
     check_fits,
     cluster_from_hosts,
     default_users,
@@ -79,6 +80,17 @@ def read_rumen(
     source = str(path)
     objects = read_json_objects(Path(path), source)
     return rumen_import(objects, source, nodes_file=nodes_file, node=node)
+
+
+def sniff(trace: TraceFile) -> bool:
+    """A Rumen trace: the first object has ``jobID``."""
+    first = trace.json_values[0]
+    return isinstance(first, dict) and "jobID" in first
+
+
+def load_trace(trace: TraceFile, nodes_file: str | None = None) -> Workload:
+    """``treadle.importers.FORMATS``' loader: a Rumen trace and optional SLS node file."""
+    return rumen_import(trace.json_values, trace.source, nodes_file=nodes_file).workload
 
 
 def rumen_import(
