@@ -16,6 +16,7 @@ from rich.table import Table
 
 from treadle import logs
 from treadle.errors import TreadleError
+from treadle.importers import FORMATS as TRACE_FORMATS, or_list
 from treadle.registry import GROUPS, describe, parse_settings
 from treadle.runner import (
     PolicyChoice,
@@ -41,7 +42,10 @@ WorkloadArg = Annotated[
 ]
 FormatOpt = Annotated[
     str | None,
-    typer.Option("--format", help="Workload format: yaml, sls or rumen (default: inferred)."),
+    typer.Option(
+        "--format",
+        help=f"Workload format: {or_list(('yaml', *TRACE_FORMATS))} (default: inferred).",
+    ),
 ]
 NodesFileOpt = Annotated[
     Path | None, typer.Option("--nodes-file", help="SLS nodes file giving the cluster.")

@@ -15,6 +15,13 @@ import networkx as nx
 from treadle.resources import Resources, total
 
 DEFAULT_QUEUE = "default"
+DEFAULT_RACK = "default-rack"
+DEFAULT_NODE_PREFIX = "node"
+"""Node ids of a workload file's node group are ``{prefix}1``, ``{prefix}2``, ..."""
+
+MIN_DURATION_S = 0.001
+"""Drawn and imported durations are clamped to this, so a task never takes zero or
+negative time."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +157,7 @@ def topological_stages(stages: list[StageSpec], job: str = "") -> tuple[StageSpe
 class NodeSpec:
     node_id: str
     resources: Resources
-    rack: str = "default-rack"
+    rack: str = DEFAULT_RACK
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import WorkloadError
-from treadle.importers import (
+from treadle.importers.common import (
     JsonObject,
+    TraceFile,
     check_fits,
     cluster_from_hosts,
     default_users,
@@ -37,9 +38,8 @@ from treadle.importers import (
     read_json_objects,
 )
 from treadle.importers.sls import DEFAULT_NODE, read_nodes_file
-from treadle.model import ClusterSpec, JobSpec, StageSpec, Workload
+from treadle.model import MIN_DURATION_S, ClusterSpec, JobSpec, StageSpec, Workload
 from treadle.resources import Resources
-from treadle.workload import MIN_DURATION_S
 
 DEFAULT_CONTAINER_MB = 1024.0
 DEFAULT_CONTAINER_VCORES = 1.0
@@ -80,6 +80,17 @@ def read_rumen(
     source = str(path)
     objects = read_json_objects(Path(path), source)
     return rumen_import(objects, source, nodes_file=nodes_file, node=node)
+
+
+def sniff(trace: TraceFile) -> bool:
+    """A Rumen trace: the first object has ``jobID``."""
+    first = trace.json_values[0]
+    return isinstance(first, dict) and "jobID" in first
+
+
+def load_trace(trace: TraceFile, nodes_file: str | None = None) -> Workload:
+    """``treadle.importers.FORMATS``' loader: a Rumen trace and optional SLS node file."""
+    return rumen_import(trace.json_values, trace.source, nodes_file=nodes_file).workload
 
 
 def rumen_import(

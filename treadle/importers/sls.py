@@ -35,17 +35,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import WorkloadError
-from treadle.importers import (
+from treadle.importers.common import (
     JsonObject,
+    TraceFile,
     check_fits,
     cluster_from_hosts,
     default_users,
     flat_queues,
     read_json_objects,
 )
-from treadle.model import ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload, topological_stages
+from treadle.model import (
+    DEFAULT_RACK,
+    MIN_DURATION_S,
+    ClusterSpec,
+    JobSpec,
+    NodeSpec,
+    StageSpec,
+    Workload,
+    topological_stages,
+)
 from treadle.resources import MEMORY_MB, VCORES, Resources
-from treadle.workload import DEFAULT_RACK, MIN_DURATION_S
 
 DEFAULT_TASK = Resources(vcores=1, memory_mb=1024)
 """Per-container ask when a task gives none (SLS's own defaults)."""
@@ -84,6 +93,17 @@ def load_sls(
     source = str(path)
     objects = read_json_objects(Path(path), source)
     return sls_workload(objects, source, nodes_file=nodes_file, node=node, task=task)
+
+
+def sniff(trace: TraceFile) -> bool:
+    """An SLS job trace: the first object has ``job.tasks``."""
+    first = trace.json_values[0]
+    return isinstance(first, dict) and "job.tasks" in first
+
+
+def load_trace(trace: TraceFile, nodes_file: str | None = None) -> Workload:
+    """``treadle.importers.FORMATS``' loader: an SLS job trace and optional node file."""
+    return sls_workload(trace.json_values, trace.source, nodes_file=nodes_file)
 
 
 def sls_workload(

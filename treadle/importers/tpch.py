@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import TypeGuard
 
 from treadle.errors import WorkloadError
-from treadle.importers import _kind
+from treadle.importers.common import json_kind, read_text
 from treadle.model import StageSpec, topological_stages
 from treadle.resources import Resources
-from treadle.workload import read_text
 
 KEY = re.compile(r"^(?P<scale>[^/\s]+)/q(?P<query>[1-9][0-9]*)$")
 _SIZE = re.compile(r"^(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>[kmgtp]?)b?$", re.IGNORECASE)
@@ -93,7 +92,7 @@ def read_tpch(path: str | Path, source: str = "") -> TpchTrace:
         raise WorkloadError(source, None, f"duplicate key {e.key!r} in a JSON object") from None
     if not isinstance(data, dict):
         raise WorkloadError(
-            source, None, f"expected a JSON object of '<scale>/q<n>' keys, got {_kind(data)}"
+            source, None, f"expected a JSON object of '<scale>/q<n>' keys, got {json_kind(data)}"
         )
     if not data:
         raise WorkloadError(source, None, "the summary holds no queries")
@@ -130,7 +129,7 @@ def _query(source: str, key: str, scale: str, number: int, value: object) -> Tpc
     if raw is None:
         raise WorkloadError(source, stages_where, "required field is missing")
     if not isinstance(raw, list):
-        raise WorkloadError(source, stages_where, f"expected a list, got {_kind(raw)}")
+        raise WorkloadError(source, stages_where, f"expected a list, got {json_kind(raw)}")
     if not raw:
         raise WorkloadError(source, stages_where, "a query needs at least one stage")
     stages = [_stage(source, f"{stages_where}[{i}]", v) for i, v in enumerate(raw)]
@@ -179,7 +178,7 @@ def _stage(source: str, where: str, value: object) -> TpchStage:
     parents_where = f"{where}.parents"
     raw = d.get("parents", [])
     if not isinstance(raw, list):
-        raise WorkloadError(source, parents_where, f"expected a list, got {_kind(raw)}")
+        raise WorkloadError(source, parents_where, f"expected a list, got {json_kind(raw)}")
     parents = tuple(
         _whole(source, f"{parents_where}[{j}]", p, minimum=0) for j, p in enumerate(raw)
     )
@@ -200,7 +199,7 @@ def _check_count(
 
 def _object(source: str, where: str, value: object) -> dict[str, object]:
     if not isinstance(value, dict):
-        raise WorkloadError(source, where, f"expected a JSON object, got {_kind(value)}")
+        raise WorkloadError(source, where, f"expected a JSON object, got {json_kind(value)}")
     return value
 
 

@@ -1,0 +1,193 @@
+"""From the validated file model to the immutable ``Workload``: the builder's second pass.
+
+It checks what spans several places (references, duplicates, DAG cycles, tasks that fit
+no node), numbers the nodes, and expands duration distributions and generators
+(``treadle.workload.generators``) into concrete tasks; every problem is a
+``WorkloadError`` at a field path. One ``random.Random(seed)`` draws everything, in
+declaration order: the explicit jobs (stage by stage, task by task), then each generator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from treadle.errors import WorkloadError
+from treadle.importers.common import describe_resources
+from treadle.model import (
+    DEFAULT_QUEUE,
+    ROOT_QUEUE,
+    ClusterSpec,
+    JobSpec,
+    NodeSpec,
+    QueueSpec,
+    StageSpec,
+    UserSpec,
+    Workload,
+    topological_stages,
+)
+from treadle.resources import Resources
+from treadle.workload.errors import join, parse_resources
+from treadle.workload.generators import clamp, generate
+from treadle.workload.schema import ClusterFile, JobFile, QueueFile, StageFile, WorkloadFile
+
+
+def build_workload(doc: WorkloadFile, source: str, base_dir: Path, name: str) -> Workload:
+    """The workload ``doc`` describes, named ``name``; ``source`` names the file in errors
+    and ``base_dir`` anchors the relative paths inside it."""
+    return Builder(source, doc, base_dir).build(name)
+
+
+@dataclass
+class Builder:
+    """Turns a validated ``WorkloadFile`` into a ``Workload``, checking cross-references."""
+
+    source: str
+    doc: WorkloadFile
+    base_dir: Path = Path()
+    rng: random.Random = field(init=False)
+    cluster: ClusterSpec = field(init=False)
+    queues: QueueSpec = field(init=False)
+    job_names: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.doc.seed)
+
+    def error(self, where: str | None, message: str) -> WorkloadError:
+        return WorkloadError(self.source, where, message)
+
+    def build(self, name: str) -> Workload:
+        if not self.doc.jobs and not self.doc.generators:
+            raise self.error(None, "no jobs: add a jobs: list or a generators: list")
+        self.cluster = self._cluster(self.doc.cluster)
+        self.queues = self._queues(self.doc.queues)
+        jobs = [self._job(f"jobs[{i}]", j) for i, j in enumerate(self.doc.jobs)]
+        for i, g in enumerate(self.doc.generators):
+            where = f"generators[{i}]"
+            jobs.extend(generate(self, where, g))
+        jobs.sort(key=lambda j: j.submit_s)  # stable: ties keep declaration order
+        users = {
+            u: UserSpec(u, weight=spec.weight, budget=spec.budget)
+            for u, spec in self.doc.users.items()
+        }
+        try:
+            return Workload(name, self.cluster, tuple(jobs), self.queues, users, self.doc.seed)
+        except ValueError as e:  # the model re-checks; reaching this is a loader bug
+            raise self.error(None, str(e)) from None
+
+    # Cluster ------------------------------------------------------------------------
+    def _cluster(self, c: ClusterFile) -> ClusterSpec:
+        nodes: list[NodeSpec] = []
+        counters: dict[str, int] = {}
+        ids: set[str] = set()
+        for i, group in enumerate(c.nodes):
+            where = f"cluster.nodes[{i}]"
+            res = parse_resources(group.resources, self.source, f"{where}.resources")
+            for _ in range(group.count):
+                counters[group.name] = counters.get(group.name, 0) + 1
+                node_id = f"{group.name}{counters[group.name]}"
+                if node_id in ids:
+                    raise self.error(f"{where}.name", f"node id {node_id!r} is already taken")
+                ids.add(node_id)
+                nodes.append(NodeSpec(node_id, res, group.rack))
+        return ClusterSpec(tuple(nodes), c.heartbeat_s)
+
+    # Queues -------------------------------------------------------------------------
+    def _queues(self, declared: list[QueueFile] | None) -> QueueSpec:
+        if declared is None:
+            return QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
+        seen: set[str] = set()
+        return QueueSpec(ROOT_QUEUE, children=self._queue_level(declared, "queues", seen))
+
+    def _queue_level(
+        self, declared: list[QueueFile], where: str, seen: set[str]
+    ) -> tuple[QueueSpec, ...]:
+        total = sum(q.capacity or 0.0 for q in declared)
+        if total > 100 + 1e-9:
+            raise self.error(where, f"sibling capacities sum to {total:g}%, more than 100%")
+        return tuple(self._queue(q, f"{where}[{i}]", seen) for i, q in enumerate(declared))
+
+    def _queue(self, q: QueueFile, where: str, seen: set[str]) -> QueueSpec:
+        if q.name == ROOT_QUEUE:
+            raise self.error(f"{where}.name", f"{ROOT_QUEUE!r} is the implicit top of the tree")
+        if q.name in seen:
+            raise self.error(f"{where}.name", f"duplicate queue name {q.name!r}")
+        seen.add(q.name)
+        if q.capacity is not None and q.capacity > q.max_capacity:
+            raise self.error(
+                f"{where}.capacity",
+                f"capacity {q.capacity:g} exceeds max_capacity {q.max_capacity:g}",
+            )
+        children = self._queue_level(q.queues, f"{where}.queues", seen)
+        return QueueSpec(q.name, q.weight, q.capacity, q.max_capacity, children)
+
+    def check_queue(self, queue: str | None, where: str) -> str:
+        leaves = {q.name: q for q in self.queues.walk() if q.name != ROOT_QUEUE}
+        leaf_names = join([n for n, q in leaves.items() if q.is_leaf])
+        name = queue or DEFAULT_QUEUE
+        if name not in leaves:
+            problem = f"unknown queue {name!r}" if queue else "no queue given and none is 'default'"
+            raise self.error(where, f"{problem}; leaf queues: {leaf_names}")
+        if not leaves[name].is_leaf:
+            raise self.error(
+                where, f"queue {name!r} has child queues; jobs go to leaf queues: {leaf_names}"
+            )
+        return name
+
+    # Jobs ---------------------------------------------------------------------------
+    def claim_job_name(self, name: str, where: str) -> None:
+        if name in self.job_names:
+            raise self.error(where, f"duplicate job name {name!r}")
+        self.job_names.add(name)
+
+    def _job(self, where: str, j: JobFile) -> JobSpec:
+        self.claim_job_name(j.name, f"{where}.name")
+        queue = self.check_queue(j.queue, f"{where}.queue")
+        stages = self.stages(where, j.stages)
+        return JobSpec(j.name, j.user, j.submit_s, stages, queue)
+
+    def stages(self, where: str, declared: list[StageFile]) -> tuple[StageSpec, ...]:
+        names = [s.name for s in declared]
+        specs: list[StageSpec] = []
+        for k, s in enumerate(declared):
+            at = f"{where}.stages[{k}]"
+            if s.name in names[:k]:
+                raise self.error(f"{at}.name", f"duplicate stage name {s.name!r}")
+            self._check_parents(s, names, f"{at}.after")
+            res = self._task_resources(s.resources, f"{at}.resources")
+            specs.append(
+                StageSpec(s.name, res, self._durations(s, f"{at}.duration_s"), tuple(s.after))
+            )
+        try:
+            return topological_stages(specs)
+        except ValueError as e:
+            raise self.error(f"{where}.stages", str(e)) from None
+
+    def _check_parents(self, s: StageFile, names: list[str], where: str) -> None:
+        for p in s.after:
+            if p not in names:
+                raise self.error(where, f"unknown stage {p!r}; stages: {join(names)}")
+            if s.after.count(p) > 1:
+                raise self.error(where, f"stage {p!r} is listed twice")
+
+    def _task_resources(self, values: Mapping[str, float], where: str) -> Resources:
+        res = parse_resources(values, self.source, where)
+        if not self.cluster.fits_some_node(res):
+            raise self.error(
+                where,
+                f"a task needs {describe_resources(res)} and fits no node; the largest node "
+                f"has {describe_resources(self.cluster.largest_node())}",
+            )
+        return res
+
+    def _durations(self, s: StageFile, where: str) -> tuple[float, ...]:
+        spec = s.duration_s
+        if isinstance(spec, list):
+            if len(spec) != s.tasks:
+                raise self.error(where, f"has {len(spec)} values but the stage has {s.tasks} tasks")
+            return tuple(float(d) for d in spec)
+        if isinstance(spec, int | float):
+            return (float(spec),) * s.tasks
+        return tuple(clamp(spec.draw(self.rng)) for _ in range(s.tasks))

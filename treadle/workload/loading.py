@@ -1,0 +1,134 @@
+"""Reading workloads: files, built-ins, YAML parsing and format inference.
+
+``load_workload`` takes a file path or a built-in name; a YAML file is parsed here
+(``parse_workload``: YAML, then the schema, then the builder), and a trace is handed to
+its importer in ``treadle.importers.FORMATS``, the one table of trace formats.
+"""
+
+from __future__ import annotations
+
+from importlib import resources as package_files
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from treadle import importers
+from treadle.errors import WorkloadError
+from treadle.importers.common import TraceFile
+from treadle.model import Workload
+from treadle.workload.build import build_workload
+from treadle.workload.errors import from_validation_error, from_yaml_error, join
+from treadle.workload.schema import WorkloadFile
+
+YAML = "yaml"
+"""The native format: a workload file (``treadle.workload.schema``)."""
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def format_names() -> tuple[str, ...]:
+    """Every name ``load_workload`` takes as a format: yaml, then the trace formats."""
+    return (YAML, *importers.FORMATS)
+
+
+def builtin_workloads() -> dict[str, str]:
+    """Built-in workload names -> one-line description (the file's first comment)."""
+    out: dict[str, str] = {}
+    for entry in sorted(package_files.files("treadle.workloads").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".yaml"):
+            first = entry.read_text(encoding="utf-8").partition("\n")[0]
+            out[entry.name.removesuffix(".yaml")] = first.removeprefix("#").strip()
+    return out
+
+
+def load_workload(arg: str, fmt: str | None = None, *, nodes_file: str | None = None) -> Workload:
+    """Load a workload from a file path or a built-in name.
+
+    ``fmt`` is one of ``format_names()`` (``yaml``, ``sls``, ``rumen``, ...); ``None``
+    infers it from the suffix (a trace format's suffix is sniffed). An existing file
+    wins over a built-in of the same name.
+    """
+    if fmt is not None and fmt not in format_names():
+        expected = join(format_names())
+        raise WorkloadError(arg, None, f"unknown format {fmt!r}; expected one of {expected}")
+    path = Path(arg)
+    if not path.is_file():
+        return _load_builtin(arg, fmt, nodes_file)
+    trace = TraceFile(path, arg)
+    fmt = fmt or _infer_format(trace)
+    if fmt == YAML:
+        if nodes_file is not None:
+            raise WorkloadError(arg, None, "a nodes file applies only to SLS and Rumen traces")
+        return parse_workload(trace.text, arg, base_dir=path.parent)
+    return importers.FORMATS[fmt].load(trace, nodes_file)
+
+
+def _load_builtin(name: str, fmt: str | None, nodes_file: str | None) -> Workload:
+    builtins = builtin_workloads()
+    if name not in builtins:
+        hint = f"no such file or built-in workload (built-ins: {join(builtins)})"
+        raise WorkloadError(name, None, hint)
+    if fmt not in (None, YAML) or nodes_file is not None:
+        raise WorkloadError(name, None, "built-in workloads are YAML; no format or nodes file")
+    text = package_files.files("treadle.workloads").joinpath(f"{name}.yaml").read_text("utf-8")
+    return parse_workload(text, name)
+
+
+def _infer_format(trace: TraceFile) -> str:
+    if trace.path.suffix.lower() in YAML_SUFFIXES:
+        return YAML
+    if importers.claims(trace.path):
+        return importers.recognise(trace)
+    raise WorkloadError(
+        trace.source,
+        None,
+        f"cannot tell the format from the name; pass a format ({join(format_names())})",
+    )
+
+
+def parse_workload(text: str, source: str, *, base_dir: Path | None = None) -> Workload:
+    """Parse and validate YAML workload text; ``source`` names it in error messages.
+
+    Relative paths inside (a ``tpch`` generator's trace) are resolved against
+    ``base_dir``, by default the directory of ``source``."""
+    data = parse_yaml(text, source)
+    if data is None:
+        raise WorkloadError(source, None, "the workload file is empty")
+    if not isinstance(data, dict):
+        raise WorkloadError(source, None, "the top level must be a mapping (cluster:, jobs:, ...)")
+    try:
+        doc = WorkloadFile.model_validate(data)
+    except ValidationError as e:
+        raise from_validation_error(e, source) from None
+    base = Path(source).parent if base_dir is None else base_dir
+    return build_workload(doc, source, base, Path(source).stem or source)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate mapping keys (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # unhashable: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str, source: str) -> object:
+    """YAML text as plain data, refusing duplicate keys; errors name ``source`` and a line."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as e:
+        raise from_yaml_error(e, source) from None
