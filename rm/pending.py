@@ -10,15 +10,30 @@ asks arrive).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Generic, Protocol, TypeVar
 
+from treadle.messages import Ask
 from treadle.resources import ZERO, Accumulator, Resources
 
-if TYPE_CHECKING:
-    from rm.state import Application
+
+class _Asking(Protocol):
+    """What the index reads of an application (``rm.state.Application``)."""
+
+    @property
+    def app_id(self) -> str: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def pending(self) -> int: ...
+    @property
+    def asks(self) -> Mapping[int, Ask]: ...
 
 
-class PendingIndex:
+Application = TypeVar("Application", bound=_Asking)
+
+
+class PendingIndex(Generic[Application]):
     __slots__ = ("_sorted", "apps", "epoch", "min_ask")
 
     def __init__(self) -> None:
@@ -81,5 +96,5 @@ class PendingIndex:
         return out
 
 
-def _by_seq(app: Application) -> int:
+def _by_seq(app: _Asking) -> int:
     return app.seq

@@ -278,7 +278,7 @@ class ClusterState:
         self.queues: dict[str, Queue] = build_queues(queues)
         self.root_queue = self.queues[queues.name]
         self.users: dict[str, User] = {name: User(u) for name, u in users.items()}
-        self.pending = PendingIndex()
+        self.pending: PendingIndex[Application] = PendingIndex()
         #: Bumped on every change that may alter a policy's shares.
         self.version = 0
         self._largest: Resources | None = None
