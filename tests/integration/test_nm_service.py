@@ -18,6 +18,7 @@ import pytest
 from nm.service import ContainerManagerServicer, NodeHost
 from treadle import wire
 from treadle.messages import (
+    EXIT_KILLED_BY_AM,
     EXIT_SUCCESS,
     ContainerLaunch,
     ContainerState,
@@ -93,6 +94,23 @@ def test_get_container_statuses_follows_a_container_from_start_to_end(
             assert (short.state, short.exit_status) == (ContainerState.COMPLETE, EXIT_SUCCESS)
             assert short.finish_s == short.start_s + 0.05
             assert known["long"].state is ContainerState.RUNNING
+
+    asyncio.run(body())
+
+
+def test_a_container_the_am_stopped_is_killed_by_the_am(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def body() -> None:
+        async with nm_service(monkeypatch) as stub:
+            await start(stub, "c1", LONG_S)
+            resp = await stub.StopContainers(
+                cm_pb.StopContainersRequest(node_id="n1", container_ids=["c1", "nope"]),
+                timeout=5,
+            )
+            assert list(resp.stopped) == ["c1"]
+            known, _ = await statuses(stub, "c1")
+            c1 = known["c1"]
+            assert (c1.state, c1.exit_status) == (ContainerState.KILLED, EXIT_KILLED_BY_AM)
+            assert c1.finish_s >= c1.start_s
 
     asyncio.run(body())
 
