@@ -187,6 +187,7 @@ def test_same_seed_same_event_log_bytes(tmp_path: Path) -> None:
     assert (a / "summary.json").read_bytes() == (b / "summary.json").read_bytes()
 
 
+@pytest.mark.slow
 def test_phase_seed_draws_other_heartbeat_phases(tmp_path: Path) -> None:
     """--phase-seed 0 is the default draw; another seed moves the nodes' heartbeats (the
     first allocation times change) and still runs every job; a negative one is refused."""

@@ -117,6 +117,7 @@ def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"local": local, "sim": sim, "run": run, "ref": ref}
 
 
+@pytest.mark.slow
 def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, Any]) -> None:
     run = compared["run"]
     assert run.returncode == 0, run.stderr
@@ -144,6 +145,7 @@ def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, An
     assert _wait_dead(pids) == []
 
 
+@pytest.mark.slow
 def test_local_mean_jct_and_makespan_track_the_simulator(compared: dict[str, Any]) -> None:
     assert compared["run"].returncode == 0, compared["run"].stderr
     assert compared["ref"].returncode == 0, compared["ref"].stderr
@@ -165,6 +167,7 @@ def test_local_mean_jct_and_makespan_track_the_simulator(compared: dict[str, Any
 # (c) an NM process dies: its nodes are lost, the AMs re-run the lost tasks
 
 
+@pytest.mark.slow
 def test_killed_nm_process_nodes_expire_and_every_job_still_finishes(tmp_path: Path) -> None:
     wl = parse_workload(TWO_NODES, "two-nodes")
     cluster = LocalCluster(
@@ -272,6 +275,7 @@ def test_sigterm_to_the_rm_leaves_a_complete_event_file(tmp_path: Path) -> None:
 # (e) treadle cluster up / status / down
 
 
+@pytest.mark.slow
 def test_cluster_up_status_down_leaves_no_process_behind(tmp_path: Path) -> None:
     cdir = tmp_path / "cluster"
     pids: list[int] = []
@@ -374,6 +378,7 @@ def test_bad_local_settings_fail_before_any_process_starts(
 ALTRUISM = Path(__file__).parents[1] / "data" / "altruism.yaml"
 
 
+@pytest.mark.slow
 def test_carbyne_shares_and_altruistic_asks_travel_over_grpc(tmp_path: Path) -> None:
     # The short branch c has slack once an AM knows its share: its tasks are asked for as
     # ALTRUISTIC (the strategy falls back to greedy's DEFAULT asks without a share, so an
