@@ -3,6 +3,12 @@
 Sans-IO: ``now`` is always an argument. A container "runs" from ``start_container`` until
 ``start + duration``; the next heartbeat at or after that time reports it complete, as a
 real NM reports a finished process on its next heartbeat.
+
+A container is ``RUNNING`` from its start until it ends (its duration elapsed: ``COMPLETE``;
+stopped: ``KILLED``; an AM process that exited non-zero: ``FAILED``). Heartbeats carry
+each start (``RUNNING``, with its start time) and each end (the final state, with both
+times), sent again until the RM acknowledges them. A ``RUNNING`` status has ``finish_s``
+0 and ``exit_status`` 0 (meaningless until the container ends).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from treadle.messages import (
 from treadle.resources import Accumulator, Resources
 
 _COMPLETE = ContainerState.COMPLETE
+_RUNNING = ContainerState.RUNNING
 
 # Fast constructors (see treadle.frozen): one status per container start and end, one
 # heartbeat message per heartbeat.
@@ -113,7 +120,7 @@ class NodeManager:
         self.running[cid] = _tuple_new(RunningContainer, (launch, now, finish))
         self._free.sub(launch.resources)
         heapq.heappush(self._finish_heap, (finish, cid))
-        self._started.append(_status(cid, _COMPLETE, EXIT_SUCCESS, now, 0.0))
+        self._started.append(_status(cid, _RUNNING, EXIT_SUCCESS, now, 0.0))
 
     def stop_container(self, container_id: str, now: float, *, by_am: bool = False) -> bool:
         """Kill a running container (RM or AM request); False if it is not running here."""
@@ -138,13 +145,13 @@ class NodeManager:
         return True
 
     def container_status(self, container_id: str, now: float) -> ContainerStatus | None:
-        """The status of a running or not yet reported container (None: unknown here)."""
+        """The status of a container at ``now``: ``RUNNING`` while it runs, its final status
+        once it ended, until the RM has acknowledged that end (the NM then forgets it, and
+        the RM has it); None when this NM does not know the container."""
         self._collect_finished(now)
         rc = self.running.get(container_id)
         if rc is not None:
-            return ContainerStatus(
-                container_id, ContainerState.COMPLETE, EXIT_SUCCESS, rc.start_s, 0.0
-            )
+            return _status(container_id, _RUNNING, EXIT_SUCCESS, rc.start_s, 0.0)
         for s in self._completed:
             if s.container_id == container_id:
                 return s

@@ -156,12 +156,14 @@ class NodeHost:
             if self.clock.now() > t + self.interval_s:
                 t = self.clock.now()  # fell behind: do not fire a burst to catch up
 
-    def _stop(self, nm: NodeManager, cid: str, now: float) -> bool:
+    def _stop(self, nm: NodeManager, cid: str, now: float, *, by_am: bool = False) -> bool:
+        """Stop a container: asked by the RM (a heartbeat's answer) or by its AM
+        (StopContainers), which the exit status it ends with tells apart."""
         proc = self.processes.pop(cid, None)
         if proc is not None:
             with contextlib.suppress(ProcessLookupError):
                 proc.terminate()
-        return nm.stop_container(cid, now)
+        return nm.stop_container(cid, now, by_am=by_am)
 
     async def launch_process(self, nm: NodeManager, cid: str, command: Sequence[str]) -> None:
         """Run an AM container's command; the container completes when it exits."""
@@ -224,7 +226,7 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
     ) -> cm_pb.StopContainersResponse:
         nm = self.host.nm(request.node_id)
         now = self.host.clock.now()
-        stopped = [c for c in request.container_ids if self.host._stop(nm, c, now)]
+        stopped = [c for c in request.container_ids if self.host._stop(nm, c, now, by_am=True)]
         return cm_pb.StopContainersResponse(stopped=stopped)
 
     async def GetContainerStatuses(

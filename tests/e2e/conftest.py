@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,16 @@ from treadle.containers import labelled, remove_labelled
 from treadle.errors import TreadleError
 
 IMAGE = os.environ.get("TREADLE_IMAGE", "treadle:latest")
+HERE = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/e2e is marked ``e2e`` (``-m "not e2e"`` leaves them out).
+
+    The hook sees the whole session's items: only those in this directory are marked."""
+    for item in items:
+        if HERE in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
 
 
 def _unavailable() -> str | None:

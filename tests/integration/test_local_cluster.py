@@ -107,18 +107,17 @@ def _cleanup(cluster: LocalCluster) -> Iterator[LocalCluster]:
 def compared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("compare")
     local, sim = root / "local", root / "sim"
-    t = time.monotonic()
     run = _cli(
         [
             "compare", "tiny", "--mode", "local", "--policies", "fifo,drf",
             "--dilation", "20", "--out", str(local), "--timeout-s", "60",
         ]
     )  # fmt: skip
-    wall = time.monotonic() - t
     ref = _cli(["compare", "tiny", "--mode", "sim", "--policies", "fifo,drf", "--out", str(sim)])
-    return {"local": local, "sim": sim, "run": run, "ref": ref, "wall": wall}
+    return {"local": local, "sim": sim, "run": run, "ref": ref}
 
 
+@pytest.mark.slow
 def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, Any]) -> None:
     run = compared["run"]
     assert run.returncode == 0, run.stderr
@@ -146,6 +145,7 @@ def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, An
     assert _wait_dead(pids) == []
 
 
+@pytest.mark.slow
 def test_local_mean_jct_and_makespan_track_the_simulator(compared: dict[str, Any]) -> None:
     assert compared["run"].returncode == 0, compared["run"].stderr
     assert compared["ref"].returncode == 0, compared["ref"].stderr
@@ -167,6 +167,7 @@ def test_local_mean_jct_and_makespan_track_the_simulator(compared: dict[str, Any
 # (c) an NM process dies: its nodes are lost, the AMs re-run the lost tasks
 
 
+@pytest.mark.slow
 def test_killed_nm_process_nodes_expire_and_every_job_still_finishes(tmp_path: Path) -> None:
     wl = parse_workload(TWO_NODES, "two-nodes")
     cluster = LocalCluster(
@@ -274,6 +275,7 @@ def test_sigterm_to_the_rm_leaves_a_complete_event_file(tmp_path: Path) -> None:
 # (e) treadle cluster up / status / down
 
 
+@pytest.mark.slow
 def test_cluster_up_status_down_leaves_no_process_behind(tmp_path: Path) -> None:
     cdir = tmp_path / "cluster"
     pids: list[int] = []
@@ -331,13 +333,21 @@ def test_cluster_up_status_down_leaves_no_process_behind(tmp_path: Path) -> None
 
 
 def test_run_against_an_unreachable_rm_fails_fast_with_one_line(tmp_path: Path) -> None:
-    t = time.monotonic()
     res = _cli(["run", "tiny", "--rm", "127.0.0.1:1", "--out", str(tmp_path / "out")])
-    assert time.monotonic() - t < 20
     assert res.returncode != 0
     assert res.stderr.count("\n") == 1, res.stderr
-    assert res.stderr.startswith("error: ")
-    assert "127.0.0.1:1" in res.stderr
+    assert res.stderr.startswith("error: cannot reach the RM at 127.0.0.1:1: ")
+    # Fast: without --rm-wait-s it gives up at the first refusal, before running anything.
+    assert "waited" not in res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_waits_for_an_unreachable_rm_as_long_as_asked(tmp_path: Path) -> None:
+    res = _cli(["run", "tiny", "--rm", "127.0.0.1:1", "--rm-wait-s", "1", "--out", str(tmp_path)])
+    assert res.returncode != 0
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert res.stderr.startswith("error: cannot reach the RM at 127.0.0.1:1: ")
+    assert res.stderr.rstrip().endswith("(waited 1 s)")
     assert not (tmp_path / "out").exists()
 
 
@@ -368,6 +378,7 @@ def test_bad_local_settings_fail_before_any_process_starts(
 ALTRUISM = Path(__file__).parents[1] / "data" / "altruism.yaml"
 
 
+@pytest.mark.slow
 def test_carbyne_shares_and_altruistic_asks_travel_over_grpc(tmp_path: Path) -> None:
     # The short branch c has slack once an AM knows its share: its tasks are asked for as
     # ALTRUISTIC (the strategy falls back to greedy's DEFAULT asks without a share, so an

@@ -852,6 +852,7 @@ def check_metrics(w: Wire) -> client_pb.ClusterMetrics:
 # ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fuzz_then_the_rm_still_serves(server: ServerThread, client: Wire) -> None:
     RmFuzz.wire = client
     run_state_machine_as_test(

@@ -4,10 +4,13 @@ the CLI without any change to treadle itself."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,21 +31,41 @@ jobs:
 """
 
 
+def _tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (ignored ones too) and a digest of its bytes."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
 @pytest.fixture(scope="module")
-def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Install the plugin package into a site directory of its own, on PYTHONPATH."""
+def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Install the plugin package into a site directory of its own, on PYTHONPATH.
+
+    It is built from a copy: a build writes build/ and *.egg-info next to its sources, and
+    in the source tree they would change what later runs collect. The tree is checked
+    unchanged afterwards.
+    """
+    before = _tree(PLUGIN_SRC)
+    src = tmp_path_factory.mktemp("plugin") / PLUGIN_SRC.name
+    shutil.copytree(
+        PLUGIN_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
+    )
     site = tmp_path_factory.mktemp("site")
     subprocess.run(
         [
             sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
-            "--no-build-isolation", "--no-index", "--target", str(site), str(PLUGIN_SRC),
+            "--no-build-isolation", "--no-index", "--target", str(site), str(src),
         ],
         check=True,
         capture_output=True,
     )  # fmt: skip
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
-    return env
+    yield env
+    assert _tree(PLUGIN_SRC) == before, f"the tests changed {PLUGIN_SRC}"
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -27,6 +27,10 @@ SLS_DAG = TRACES / "sls_dag.json"
 NODES = TRACES / "nodes.json"
 NODES_WITH_RESOURCES = TRACES / "nodes-with-resources.json"
 RUMEN = TRACES / "2jobs2min-rumen-jh.json"
+# CI has ../shared beside the checkout; a checkout alone skips the tests on the samples.
+needs_samples = pytest.mark.skipif(
+    not TRACES.is_dir(), reason=f"{TRACES} is absent (../shared is not beside the checkout)"
+)
 
 TASK = Resources(vcores=1, memory_mb=1024)
 NODE = Resources(vcores=8, memory_mb=8192)
@@ -46,6 +50,7 @@ def write(tmp_path: Path, name: str, *objects: object) -> Path:
 # SLS samples -------------------------------------------------------------------------
 
 
+@needs_samples
 @pytest.mark.parametrize("trace", [INPUT_SLS, SLS_DAG], ids=["inputsls", "sls_dag"])
 def test_sls_sample_jobs_tasks_and_derived_nodes(trace: Path) -> None:
     w = load_sls(trace)
@@ -71,6 +76,7 @@ def test_sls_sample_jobs_tasks_and_derived_nodes(trace: Path) -> None:
     assert all(q.is_leaf and q.weight == 1 for q in w.queues.children)
 
 
+@needs_samples
 def test_sls_with_the_sample_node_file_skips_the_empty_entry() -> None:
     w = load_sls(INPUT_SLS, NODES)
     assert len(w.cluster.nodes) == 19
@@ -87,6 +93,7 @@ def test_sls_with_the_sample_node_file_skips_the_empty_entry() -> None:
     assert w.tasks == 5
 
 
+@needs_samples
 def test_sls_node_file_sizes_override_the_defaults() -> None:
     nodes = {n.node_id: n.resources for n in read_nodes_file(NODES_WITH_RESOURCES)}
     assert nodes == {
@@ -99,6 +106,7 @@ def test_sls_node_file_sizes_override_the_defaults() -> None:
     assert read_nodes_file(NODES, bigger)[0].resources == bigger
 
 
+@needs_samples
 def test_load_workload_sniffs_sls_and_passes_the_node_file() -> None:
     assert sniff_format(INPUT_SLS) == "sls"
     w = load_workload(str(INPUT_SLS), nodes_file=str(NODES_WITH_RESOURCES))
@@ -110,6 +118,7 @@ def test_load_workload_sniffs_sls_and_passes_the_node_file() -> None:
 # Rumen sample ------------------------------------------------------------------------
 
 
+@needs_samples
 def test_rumen_sample_jobs_tasks_and_nodes() -> None:
     result = read_rumen(RUMEN)
     w = result.workload
@@ -137,6 +146,7 @@ def test_rumen_sample_jobs_tasks_and_nodes() -> None:
     assert [q.name for q in w.queues.children] == ["sls_queue_1"]
 
 
+@needs_samples
 def test_load_workload_sniffs_rumen() -> None:
     assert sniff_format(RUMEN) == "rumen"
     w = load_workload(str(RUMEN))
@@ -391,6 +401,7 @@ NODE_FILE_ERRORS = [
 ]
 
 
+@needs_samples
 @pytest.mark.parametrize(
     ("objects", "field", "words"), [pytest.param(o, f, w, id=i) for i, o, f, w in NODE_FILE_ERRORS]
 )
