@@ -17,14 +17,14 @@ import pytest
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-from treadle.containers import labelled, remove_labelled
+from treadle.cluster.docker import labelled, remove_labelled
 from treadle.errors import TreadleError
 
 IMAGE = os.environ.get("TREADLE_IMAGE", "treadle:latest")
 
 
 def _unavailable() -> str | None:
-    from treadle.containers import check_image
+    from treadle.cluster.docker import check_image
 
     try:
         check_image(IMAGE)
