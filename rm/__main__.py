@@ -28,7 +28,9 @@ def parser() -> ArgumentParser:
     p.add_argument("--listen", default="127.0.0.1:0", help="host:port to serve on (port 0: any)")
     p.add_argument("--advertise", help="host:port AM processes use to reach this RM")
     p.add_argument("--dilation", type=float, default=1.0, help="emulated seconds per wall second")
-    p.add_argument("--workload", help="workload whose queues and users configure the RM")
+    p.add_argument(
+        "--config", metavar="FILE", help="queues, users and heartbeat_s (YAML; see README)"
+    )
     p.add_argument("--heartbeat-s", type=float, help="NM heartbeat interval (emulated s)")
     p.add_argument("--am-interval-s", type=float, default=1.0, help="AM allocate interval")
     p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
@@ -49,12 +51,12 @@ async def main_async(argv: list[str]) -> int:
         policy = build("policies", args.policy, parse_settings(args.set))
         queues = users = None
         heartbeat_s = args.heartbeat_s or 1.0
-        if args.workload:
-            from treadle.workload import load_workload
+        if args.config:
+            from treadle.cluster.config import load_rm_config
 
-            wl = load_workload(args.workload)
-            queues, users = wl.queues, wl.users
-            heartbeat_s = args.heartbeat_s or wl.cluster.heartbeat_s
+            config = load_rm_config(args.config)
+            queues, users = config.queues, config.users
+            heartbeat_s = args.heartbeat_s or config.heartbeat_s or 1.0
     except TreadleError as e:
         fail(PROG, str(e))
     if not heartbeat_s > 0:

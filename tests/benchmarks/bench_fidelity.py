@@ -26,7 +26,6 @@ Run: ``python -m tests.benchmarks fidelity [--dilations 10,50] [--repeats 3]`` (
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
 import sys
 import tempfile
@@ -34,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from treadle.driver import compare_docker, compare_local
+from treadle.cluster.compare import compare, make_backend
 from treadle.metrics import summarize
 from treadle.registry import build, factory
 from treadle.runner import PolicyChoice, RunOptions
@@ -62,19 +61,14 @@ def _sim_spread(wl: Any, policy: str, draws: int) -> dict[str, float]:
     }
 
 
-async def _cluster_run(
+def _cluster_run(
     args: argparse.Namespace, wl: Any, choice: PolicyChoice, out: Path, dilation: float
 ) -> Any:
     options = RunOptions(slowdown=False)  # JCT and makespan need no alone-JCT references
-    if args.mode == "docker":
-        nm = min(2, len(wl.cluster.nodes))
-        result = await compare_docker(
-            wl, [choice], out, options=options, dilation=dilation, nm_containers=nm
-        )
-    else:
-        result = await compare_local(
-            wl, [choice], out, options=options, dilation=dilation, nm_processes=args.nm_processes
-        )
+    backend = make_backend(
+        args.mode, wl, dilation=dilation, nm_processes=args.nm_processes
+    )  # docker: 2 NM containers (1 for a one-node workload)
+    result = compare(wl, [choice], out, backend, options=options)
     return result.runs[choice.name]
 
 
@@ -149,9 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs, walls = [], []
                 for k in range(args.repeats):
                     t = time.perf_counter()
-                    runs.append(
-                        asyncio.run(_cluster_run(args, wl, c, out / f"{c.name}-{k}", dilation))
-                    )
+                    runs.append(_cluster_run(args, wl, c, out / f"{c.name}-{k}", dilation))
                     walls.append(time.perf_counter() - t)
                 s = sim[c.name]
                 jcts = [r.summary["mean_jct_s"] for r in runs]

@@ -18,7 +18,7 @@ import pytest
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 
-from treadle.containers import labelled, remove_labelled
+from treadle.cluster.docker import labelled, remove_labelled
 from treadle.errors import TreadleError
 
 IMAGE = os.environ.get("TREADLE_IMAGE", "treadle:latest")
@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _unavailable() -> str | None:
-    from treadle.containers import check_image
+    from treadle.cluster.docker import check_image
 
     try:
         check_image(IMAGE)

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from treadle import events as ev
-from treadle.containers import DockerCluster, check_image, labelled
-from treadle.driver import compare_docker, fetch_events, replay
+from treadle.cluster.compare import compare, make_backend
+from treadle.cluster.docker import DockerCluster, check_image, labelled
+from treadle.cluster.driver import fetch_events, replay
 from treadle.errors import TreadleError
 from treadle.metrics import analyze
 from treadle.rpc.v1 import client_pb2_grpc as client_grpc
@@ -79,10 +80,9 @@ def compared(image: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     root = tmp_path_factory.mktemp("compare")
     wl = parse_workload(WORKLOAD, "e2e")
     choices = [PolicyChoice("fifo", {}), PolicyChoice("drf", {})]
-    docker_result = asyncio.run(
-        compare_docker(wl, choices, root / "docker", dilation=DILATION, nm_containers=2,
-                       image=image, timeout_s=180)
-    )  # fmt: skip
+    backend = make_backend("docker", wl, dilation=DILATION, nm_containers=2, image=image,
+                           timeout_s=180)  # fmt: skip
+    docker_result = compare(wl, choices, root / "docker", backend)
     sim_result = run_compare(wl, choices, root / "sim")
     return {"docker": docker_result, "sim": sim_result, "root": root, "workload": wl}
 
@@ -127,10 +127,9 @@ def test_containers_agree_with_the_simulator(image: str, compared: dict[str, Any
 def test_carbyne_shares_and_ask_kinds_travel_between_containers(image: str, tmp_path: Path) -> None:
     # tests/data/altruism.yaml: the short branch (stage 2) yields once the AMs have shares.
     wl = load_workload(str(Path(__file__).parents[1] / "data" / "altruism.yaml"))
-    result = asyncio.run(
-        compare_docker(wl, [PolicyChoice("carbyne", {})], tmp_path, dilation=20.0,
-                       nm_containers=1, image=image, timeout_s=120)
-    )  # fmt: skip
+    backend = make_backend("docker", wl, dilation=20.0, nm_containers=1, image=image,
+                           timeout_s=120)  # fmt: skip
+    result = compare(wl, [PolicyChoice("carbyne", {})], tmp_path, backend)
     assert result.runs["carbyne"].summary["finished"] == 2
     kinds = Counter(
         (int(r["priority"]) // 2, str(r["kind"]))

@@ -220,3 +220,45 @@ def test_phase_seed_draws_other_heartbeat_phases(tmp_path: Path) -> None:
     )
     assert live.returncode == 2
     assert "--phase-seed applies to --mode sim" in one_line_error(live)
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every result file under ``root`` but the plots (bytes by relative path)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix != ".png"
+    }
+
+
+def test_compare_mode_sim_is_the_one_compare_path_on_the_simulator(tmp_path: Path) -> None:
+    """``treadle compare --mode sim``, the library's one compare path with the simulator
+    backend, and the simulator's own comparison write the same files."""
+    from treadle.cluster.compare import SimBackend, compare, make_backend
+    from treadle.runner import PolicyChoice, compare as sim_compare
+    from treadle.workload import load_workload
+
+    wl = load_workload("tiny")
+    choices = [PolicyChoice("fifo", {}), PolicyChoice("drf", {"across": "jobs"})]
+    backend = make_backend("sim", wl)
+    assert isinstance(backend, SimBackend)
+    result = compare(wl, choices, tmp_path / "lib", backend, baseline="fifo")
+    sim_compare(wl, choices, tmp_path / "sim", baseline="fifo")
+    proc = treadle(
+        "compare", "tiny", "--mode", "sim", "--policies", "fifo,drf", "--set",
+        "drf.across=jobs", "--out", str(tmp_path / "cli"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lib = _files(tmp_path / "lib")
+    assert {"report.md", "comparison.json", "fifo/events.jsonl", "drf/jobs.csv"} <= set(lib)
+    assert lib == _files(tmp_path / "sim") == _files(tmp_path / "cli")
+    assert set(result.runs) == {"fifo", "drf"}
+    assert all(r.finished == r.jobs for r in result.results.values())
+
+
+def test_compare_rejects_an_unknown_mode(tmp_path: Path) -> None:
+    line = one_line_error(
+        treadle("compare", "tiny", "--mode", "nosuch", "--out", str(tmp_path / "c"))
+    )
+    assert "--mode 'nosuch'" in line
+    assert not (tmp_path / "c").exists()

@@ -22,15 +22,11 @@ from typing import Any
 import pytest
 
 from treadle import events as ev
-from treadle.driver import fetch_events, replay
+from treadle.cluster.config import load_rm_config
+from treadle.cluster.driver import fetch_events, replay
+from treadle.cluster.local import LocalCluster
+from treadle.cluster.procs import STATE_FILE, read_state, recorded_processes, terminate
 from treadle.errors import TreadleError
-from treadle.launcher import (
-    STATE_FILE,
-    LocalCluster,
-    read_state,
-    recorded_processes,
-    terminate,
-)
 from treadle.metrics import analyze
 from treadle.rpc.v1 import client_pb2_grpc as client_grpc
 from treadle.rpcutil import channel
@@ -122,6 +118,7 @@ def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, An
     run = compared["run"]
     assert run.returncode == 0, run.stderr
     out: Path = compared["local"]
+    tiny = load_workload("tiny")
     assert (out / "report.md").is_file()
     comparison = json.loads((out / "comparison.json").read_text())
     assert set(comparison) == {"fifo", "drf"}
@@ -134,6 +131,10 @@ def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, An
         assert s["finished"] == 2, policy
         for name in ("summary.json", "jobs.csv", "events.jsonl", "timers.json"):
             assert (out / policy / name).is_file()
+        # The RM was configured with the workload's queues and users (its --config file).
+        config = load_rm_config(out / policy / "cluster" / "rm-config.yaml")
+        assert config.queues == tiny.queues
+        assert dict(config.users) == dict(tiny.users)
     assert "dilation 20" in (out / "report.md").read_text()
     # The clusters were stopped: no process recorded in either work dir survives.
     pids = [
@@ -383,13 +384,12 @@ def test_carbyne_shares_and_altruistic_asks_travel_over_grpc(tmp_path: Path) -> 
     # The short branch c has slack once an AM knows its share: its tasks are asked for as
     # ALTRUISTIC (the strategy falls back to greedy's DEFAULT asks without a share, so an
     # ALTRUISTIC container proves that shares reached the AMs and ask kinds the RM).
-    from treadle.driver import compare_local
+    from treadle.cluster.compare import compare, make_backend
     from treadle.runner import PolicyChoice
 
     wl = load_workload(str(ALTRUISM))
-    result = asyncio.run(
-        compare_local(wl, [PolicyChoice("carbyne", {})], tmp_path / "out", dilation=20.0)
-    )
+    backend = make_backend("local", wl, dilation=20.0)
+    result = compare(wl, [PolicyChoice("carbyne", {})], tmp_path / "out", backend)
     records = result.results["carbyne"].records
     assert result.runs["carbyne"].summary["finished"] == 2
     kinds = Counter((int(r["priority"]) // 2, str(r["kind"])) for r in records

@@ -1,15 +1,12 @@
-"""Replaying a workload on a live cluster, and comparing policies on local clusters.
+"""Replaying a workload on a live cluster: the YARN client side of an emulated run.
 
-``replay`` is a YARN client: it reads the RM's clock, submits every job at its emulated
-submission time, waits until every application has ended, then fetches the RM's event log
-through GetEvents and keeps this run's records (its applications' records and the node
-events), headed by a ``run_started`` record that carries what the metrics need. The
-records are then analysed by treadle.metrics exactly as a simulation's are.
-
-``compare_local`` (``compare_docker``) starts a fresh ``LocalCluster`` (``DockerCluster``)
-of the workload's shape per policy, replays the workload on it, stops it, and writes the
-same files and report as the simulator's comparison (``treadle compare --mode local`` and
-``--mode docker``).
+``replay`` reads the RM's clock, submits every job at its emulated submission time, waits
+until every application has ended, then fetches the RM's event log through GetEvents and
+keeps this run's records (its applications' records and the node events), headed by a
+``run_started`` record that carries what the metrics need. The records are then analysed
+by treadle.metrics exactly as a simulation's are. ``probe`` and ``wait_for_rm`` ask an RM
+for its metrics; ``run_async`` runs a coroutine with SIGTERM as cancellation, so that
+clusters are stopped on the way out. The comparison built on this is treadle.cluster.compare.
 """
 
 from __future__ import annotations
@@ -19,30 +16,20 @@ import contextlib
 import json
 import math
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import Any, TypeVar
 
 import grpc
 import structlog
 
-from treadle import events as ev, metrics, report, wire
+from treadle import events as ev, wire
 from treadle.clock import EmulatedClock
 from treadle.errors import TreadleError
-from treadle.launcher import LocalCluster
 from treadle.model import Workload
 from treadle.registry import build
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
 from treadle.rpcutil import channel
-from treadle.runner import (
-    Comparison,
-    PolicyChoice,
-    RunOptions,
-    alone_jcts,
-    asks_for,
-    build_policy,
-)
-from treadle.sim import ProgressFn, SimResult
+from treadle.sim import ProgressFn
 
 log = structlog.get_logger("driver")
 T = TypeVar("T")
@@ -53,7 +40,6 @@ DEFAULT_TIMEOUT_S = 3600.0
 CONNECT_TIMEOUT_S = 5.0
 RPC_TIMEOUT_S = 30.0
 EVENTS_PAGE = 5000
-TIMERS_JSON = "timers.json"
 
 
 def _rpc_error(what: str, address: str, e: grpc.aio.AioRpcError) -> TreadleError:
@@ -291,181 +277,6 @@ def finished_count(records: Iterable[Mapping[str, Any]]) -> int:
         for r in records
         if r.get("event") == ev.JOB_FINISHED and r.get("status", "SUCCEEDED") == "SUCCEEDED"
     )
-
-
-class LiveCluster(Protocol):
-    """What a comparison needs of a cluster: LocalCluster and DockerCluster."""
-
-    rm_address: str
-
-    async def __aenter__(self) -> Any: ...
-    async def __aexit__(self, *exc: Any) -> None: ...
-    async def guard(self, aw: Awaitable[T], poll_s: float = ...) -> T: ...
-    def timer_stats(self) -> dict[str, dict[str, float]]: ...
-
-
-def _check_live_options(
-    choices: Sequence[PolicyChoice], options: RunOptions, timeout_s: float
-) -> None:
-    # Every check first: a bad name or parameter fails before any process starts.
-    for c in choices:
-        build_policy(c)
-        build("asks", *asks_for(c, options))
-    if not timeout_s > 0:
-        raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
-
-
-async def compare_local(
-    workload: Workload,
-    policies: Iterable[PolicyChoice],
-    out_dir: Path,
-    *,
-    options: RunOptions | None = None,
-    baseline: str | None = None,
-    dilation: float = 10.0,
-    nm_processes: int = 1,
-    managed_am: bool = False,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    on_policy: Callable[[str], ProgressFn | None] | None = None,
-    ready_timeout_s: float = 30.0,
-    log_level: str = "info",
-) -> Comparison:
-    """Run every policy on a fresh local cluster of ``workload``'s shape and write
-    ``out_dir``'s per-policy files (plus the cluster's logs under POLICY/cluster/) and the
-    comparison report."""
-    options = options or RunOptions()
-    choices = list(policies)
-    _check_live_options(choices, options, timeout_s)
-    clusters = [
-        LocalCluster(
-            workload,
-            c.name,
-            dict(c.params),
-            workdir=out_dir / c.name / "cluster",
-            dilation=dilation,
-            nm_processes=nm_processes,
-            managed_am=managed_am,
-            am_interval_s=options.am_interval_s,
-            ready_timeout_s=ready_timeout_s,
-            log_level=log_level,
-        )
-        for c in choices
-    ]
-    return await compare_on_clusters(
-        workload, choices, clusters, out_dir,
-        options=options, baseline=baseline, dilation=dilation, managed_am=managed_am,
-        timeout_s=timeout_s, on_policy=on_policy, mode="local", where="local cluster",
-    )  # fmt: skip
-
-
-async def compare_docker(
-    workload: Workload,
-    policies: Iterable[PolicyChoice],
-    out_dir: Path,
-    *,
-    options: RunOptions | None = None,
-    baseline: str | None = None,
-    dilation: float = 10.0,
-    nm_containers: int = 2,
-    image: str = "treadle:latest",
-    managed_am: bool = False,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    on_policy: Callable[[str], ProgressFn | None] | None = None,
-    ready_timeout_s: float = 60.0,
-    log_level: str = "info",
-) -> Comparison:
-    """Like ``compare_local``, on a fresh deployment of containers per policy (same image,
-    same topology); the containers' logs are kept under POLICY/cluster/."""
-    from treadle.containers import DockerCluster, check_image
-
-    options = options or RunOptions()
-    choices = list(policies)
-    _check_live_options(choices, options, timeout_s)
-    clusters = [
-        DockerCluster(
-            workload,
-            c.name,
-            dict(c.params),
-            image=image,
-            workdir=out_dir / c.name / "cluster",
-            dilation=dilation,
-            nm_containers=nm_containers,
-            managed_am=managed_am,
-            am_interval_s=options.am_interval_s,
-            ready_timeout_s=ready_timeout_s,
-            log_level=log_level,
-        )
-        for c in choices
-    ]
-    # Before the first policy, not in its turn.
-    if not await asyncio.to_thread(check_image, image):
-        log.warning(
-            "image_differs_from_checkout",
-            image=image,
-            hint="its treadle was built from other sources; rebuild with deploy/build-image.sh",
-        )
-    return await compare_on_clusters(
-        workload, choices, clusters, out_dir,
-        options=options, baseline=baseline, dilation=dilation, managed_am=managed_am,
-        timeout_s=timeout_s, on_policy=on_policy, mode="docker",
-        where=f"{nm_containers} NM containers of {image}",
-    )  # fmt: skip
-
-
-async def compare_on_clusters(
-    workload: Workload,
-    choices: Sequence[PolicyChoice],
-    clusters: Sequence[LiveCluster],
-    out_dir: Path,
-    *,
-    options: RunOptions,
-    baseline: str | None,
-    dilation: float,
-    managed_am: bool,
-    timeout_s: float,
-    on_policy: Callable[[str], ProgressFn | None] | None,
-    mode: str,
-    where: str,
-) -> Comparison:
-    """Replay ``workload`` on each policy's own cluster in turn (each is started, used and
-    stopped before the next starts) and write the per-policy files and the report."""
-    alone = alone_jcts(workload, options) if options.slowdown else {}
-    weights = {name: u.weight for name, u in workload.users.items()}
-    runs: dict[str, metrics.RunMetrics] = {}
-    results: dict[str, SimResult] = {}
-    for c, cluster in zip(choices, clusters, strict=True):
-        progress = on_policy(c.name) if on_policy else None
-        async with cluster:
-            records = await cluster.guard(
-                replay(
-                    cluster.rm_address,
-                    workload,
-                    alone=alone,
-                    ask_strategy=asks_for(c, options)[0],
-                    ask_params=asks_for(c, options)[1],
-                    managed_am=managed_am,
-                    timeout_s=timeout_s,
-                    progress=progress,
-                    mode=mode,
-                )
-            )
-        run_dir = out_dir / c.name
-        run = metrics.analyze(records, policy=c.name, user_weights=weights)
-        metrics.write_run_outputs(records, run_dir, policy=c.name, user_weights=weights, run=run)
-        timers = {"dilation": dilation, "processes": cluster.timer_stats()}
-        for r in records:
-            if r["event"] == ev.RUN_FINISHED:
-                timers["driver_submit"] = r.get("submit_timers")
-        metrics.write_json(metrics.rounded(timers), run_dir / TIMERS_JSON)
-        runs[c.name] = run
-        done = finished_count(records)
-        end = max((float(r["t"]) for r in records), default=0.0)
-        results[c.name] = SimResult(records, len(workload.jobs), done, end, None, {})
-    title = (
-        f"treadle: {workload.name} under {len(choices)} policies ({where}, dilation {dilation:g})"
-    )
-    path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
-    return Comparison(runs, results, path)
 
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:

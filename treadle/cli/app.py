@@ -1,0 +1,391 @@
+"""The ``treadle`` command line: simulate, compare, replay; ``treadle cluster`` in cluster.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from treadle import logs
+from treadle.cli.cluster import cluster_app
+from treadle.cli.common import (
+    DilationOpt,
+    FormatOpt,
+    LogLevelOpt,
+    ManagedAmOpt,
+    NmProcessesOpt,
+    NodesFileOpt,
+    OutOpt,
+    SetOpt,
+    WorkloadArg,
+    err,
+    errors,
+    fail,
+    load,
+    num,
+    out,
+    progress_bars,
+    tracker,
+)
+from treadle.errors import TreadleError
+from treadle.registry import GROUPS, describe, parse_settings
+from treadle.runner import (
+    PolicyChoice,
+    RunOptions,
+    resolve_policies,
+    run_sim,
+    split_policy_settings,
+)
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Try cluster scheduling policies: simulate or emulate a YARN-style cluster.",
+)
+AsksOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--asks",
+        help="AM ask strategy [default: each policy's own: altruistic for carbyne, else greedy].",
+        show_default=False,
+    ),
+]
+AskSetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ask-set", help="Ask-strategy parameter key=value, or STRATEGY.key=value for one."
+    ),
+]
+SlowdownOpt = Annotated[
+    bool,
+    typer.Option(
+        "--slowdown/--no-slowdown",
+        help="Simulate each job alone on the empty cluster for slowdown figures.",
+    ),
+]
+LIVE_TIMEOUT_S = 3600.0
+NmContainersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nm-containers",
+        help="Docker: NM host containers to spread nodes over [default: 2, or 1 for one node].",
+        show_default=False,
+    ),
+]
+ImageOpt = Annotated[
+    str,
+    typer.Option("--image", help="Docker: the treadle image (deploy/build-image.sh builds it)."),
+]
+PhaseSeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--phase-seed",
+        min=0,
+        help="Simulator: draw the nodes' heartbeat phases with this seed (with the "
+        "workload's). Results move a little with the phases, as a live cluster's do; vary "
+        "it to see that spread.",
+    ),
+]
+TimeoutOpt = Annotated[
+    float,
+    typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
+]
+
+
+@app.command()
+def policies(
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List installed policies, estimators and ask strategies."""
+    with errors():
+        data = {kind: describe(kind) for kind in GROUPS}
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    for kind, rows in data.items():
+        table = Table(title=kind, title_justify="left", show_edge=False)
+        table.add_column("name")
+        table.add_column("description")
+        table.add_column("from")
+        for r in rows:
+            table.add_row(r["name"], r["description"], r["distribution"])
+        out.print(table)
+
+
+@app.command()
+def workloads() -> None:
+    """List the built-in workloads."""
+    from treadle.workload import builtin_workloads
+
+    for name, doc in builtin_workloads().items():
+        out.print(f"{name}\t{doc}", markup=False, highlight=False)
+
+
+@app.command()
+def validate(workload: WorkloadArg, fmt: FormatOpt = None, nodes_file: NodesFileOpt = None) -> None:
+    """Check a workload and print what it holds."""
+    with errors():
+        wl = load(workload, fmt, nodes_file)
+    out.print(
+        f"{wl.name}: {len(wl.cluster.nodes)} nodes ({wl.cluster.capacity}), "
+        f"{len(wl.jobs)} jobs, {wl.tasks} tasks, {len(wl.leaf_queues)} leaf queues",
+        markup=False,
+        highlight=False,
+    )
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON schema of workload YAML files."""
+    from treadle.workload import workload_json_schema
+
+    out.print_json(json.dumps(workload_json_schema()))
+
+
+@app.command()
+def sim(
+    workload: WorkloadArg,
+    policy: Annotated[str, typer.Option("--policy", help="Policy name (see `treadle policies`).")],
+    out_dir: OutOpt,
+    settings: SetOpt = None,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    asks: AsksOpt = None,
+    ask_settings: AskSetOpt = None,
+    slowdown: SlowdownOpt = True,
+    phase_seed: PhaseSeedOpt = 0,
+    log_level: LogLevelOpt = "warning",
+) -> None:
+    """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, events.jsonl."""
+    with errors():
+        logs.configure(log_level)
+        choice = PolicyChoice(policy, parse_settings(settings or []))
+        options = RunOptions(
+            asks,
+            parse_settings(ask_settings or [], "--ask-set"),
+            slowdown=slowdown,
+            phase_seed=phase_seed,
+        )
+        from treadle.runner import build_policy
+
+        build_policy(choice)  # bad name or parameter: fail before loading a large trace
+        wl = load(workload, fmt, nodes_file)
+        with progress_bars() as progress:
+            result, run = run_sim(
+                wl,
+                choice,
+                out_dir,
+                options=options,
+                progress=tracker(progress, policy, len(wl.jobs)),
+            )
+    s = run.summary
+    out.print(
+        f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {s['makespan_s']} s, "
+        f"mean JCT {s['mean_jct_s']} s -> {out_dir}",
+        markup=False,
+        highlight=False,
+    )
+    if result.stalled:
+        fail(f"simulation stalled: {result.stalled}")
+
+
+@app.command()
+def compare(
+    workload: WorkloadArg,
+    out_dir: OutOpt,
+    policies: Annotated[
+        str, typer.Option("--policies", help="Comma-separated policy names, or 'all'.")
+    ] = "all",
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="sim (simulator), local (a cluster of local processes per policy) or docker "
+            "(a deployment of containers per policy).",
+        ),
+    ] = "sim",
+    settings: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="POLICY.PARAM=VALUE for one compared policy (repeatable)."),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="Policy for factor-of-improvement figures.")
+    ] = None,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    asks: AsksOpt = None,
+    ask_settings: AskSetOpt = None,
+    slowdown: SlowdownOpt = True,
+    dilation: DilationOpt = 10.0,
+    nm_processes: NmProcessesOpt = 1,
+    nm_containers: NmContainersOpt = None,
+    image: ImageOpt = "treadle:latest",
+    managed_am: ManagedAmOpt = False,
+    timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
+    phase_seed: PhaseSeedOpt = 0,
+    log_level: LogLevelOpt = "warning",
+) -> None:
+    """Run WORKLOAD under several policies and write a side-by-side report."""
+    with errors():
+        logs.configure(log_level)
+        if mode not in ("sim", "local", "docker"):
+            fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
+        if phase_seed and mode != "sim":
+            fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
+        names = resolve_policies(policies)
+        per_policy = split_policy_settings(parse_settings(settings or []), names)
+        if baseline is not None and baseline not in names:
+            fail(f"--baseline {baseline!r} is not among the compared policies {names}", 2)
+        if baseline is None and "fifo" in names and len(names) > 1:
+            baseline = "fifo"
+        options = RunOptions(
+            asks,
+            parse_settings(ask_settings or [], "--ask-set"),
+            slowdown=slowdown,
+            phase_seed=phase_seed,
+        )
+        choices = [PolicyChoice(n, per_policy[n]) for n in names]
+        wl = load(workload, fmt, nodes_file)
+        from treadle.cluster.compare import compare as run_compare, make_backend
+
+        backend = make_backend(
+            mode,
+            wl,
+            timeout_s=timeout_s,
+            dilation=dilation,
+            managed_am=managed_am,
+            nm_processes=nm_processes,
+            nm_containers=nm_containers,
+            image=image,
+        )
+        with progress_bars() as progress:
+            result = run_compare(
+                wl,
+                choices,
+                out_dir,
+                backend,
+                options=options,
+                baseline=baseline,
+                on_policy=lambda n: tracker(progress, n, len(wl.jobs)),
+            )
+    table = Table(show_edge=False)
+    for col in ("policy", "finished", "makespan s", "mean JCT s", "p95 JCT s", "slowdown"):
+        table.add_column(col)
+    for name, run in result.runs.items():
+        s = run.summary
+        table.add_row(
+            name,
+            f"{s['finished']}/{s['jobs']}",
+            num(s["makespan_s"]),
+            num(s["mean_jct_s"]),
+            num(s["p95_jct_s"]),
+            num(s["mean_slowdown"]),
+        )
+    out.print(table)
+    out.print(f"report: {result.report}", markup=False, highlight=False)
+    stalled = [n for n, r in result.results.items() if r.stalled]
+    if stalled:
+        fail(f"simulation stalled under {', '.join(stalled)}")
+
+
+@app.command("run")
+def run_live(
+    workload: WorkloadArg,
+    rm: Annotated[str, typer.Option("--rm", help="The RM's host:port.")],
+    out_dir: OutOpt,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    asks: AsksOpt = None,
+    ask_settings: AskSetOpt = None,
+    managed_am: ManagedAmOpt = False,
+    timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
+    slowdown: SlowdownOpt = True,
+    expect_policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            help="The policy the RM should run (checked with its --set values before "
+            "anything else, then against the RM): a deployment's settings fail here, early.",
+        ),
+    ] = None,
+    settings: SetOpt = None,
+    rm_wait_s: Annotated[
+        float,
+        typer.Option("--rm-wait-s", help="Wait up to this many seconds for the RM to answer."),
+    ] = 0.0,
+    wait_nodes: Annotated[
+        int,
+        typer.Option("--wait-nodes", help="Start only once the RM has this many nodes."),
+    ] = 0,
+    log_level: LogLevelOpt = "warning",
+) -> None:
+    """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does."""
+    with errors():
+        logs.configure(log_level)
+        from treadle import metrics
+        from treadle.cluster.driver import replay, run_async, wait_for_rm
+        from treadle.registry import build
+        from treadle.runner import alone_jcts, asks_for, build_policy
+
+        params = parse_settings(ask_settings or [], "--ask-set")
+        if asks is not None:
+            build("asks", *asks_for(None, RunOptions(asks, params)))  # fail before anything
+        if expect_policy is not None:
+            expected = PolicyChoice(expect_policy, parse_settings(settings or []))
+            build_policy(expected)
+            build("asks", *asks_for(expected, RunOptions(asks, params)))
+        elif settings:
+            fail("--set needs --policy (the policy whose parameters they are)", 2)
+        if not rm_wait_s >= 0:
+            fail(f"--rm-wait-s must be >= 0, got {rm_wait_s:g}", 2)
+        # An unreachable RM fails before the simulations.
+        if wait_nodes < 0:
+            fail(f"--wait-nodes must be >= 0, got {wait_nodes}", 2)
+        live = run_async(wait_for_rm(rm, rm_wait_s, wait_nodes))
+        if expect_policy is not None and live.policy != expect_policy:
+            fail(f"the RM at {rm} runs policy {live.policy!r}, not {expect_policy!r}")
+        wl = load(workload, fmt, nodes_file)
+        options = RunOptions(asks, params, slowdown=slowdown)
+        # The strategy the RM's policy is designed with, unless --asks names one.
+        try:
+            strategy, strategy_params = asks_for(PolicyChoice(live.policy, {}), options)
+        except TreadleError:  # a policy installed on the RM only: its AMs default to greedy
+            strategy, strategy_params = asks_for(None, options)
+        alone = alone_jcts(wl, options) if slowdown else None
+        with progress_bars() as progress:
+            records = run_async(
+                replay(
+                    rm,
+                    wl,
+                    alone=alone,
+                    ask_strategy=strategy,
+                    ask_params=strategy_params,
+                    managed_am=managed_am,
+                    timeout_s=timeout_s,
+                    progress=tracker(progress, live.policy or "replay", len(wl.jobs)),
+                )
+            )
+        policy = str(records[0].get("policy") or "unknown")
+        weights = {name: u.weight for name, u in wl.users.items()}
+        s = metrics.write_run_outputs(records, out_dir, policy=policy, user_weights=weights)
+    out.print(
+        f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
+        f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}",
+        markup=False,
+        highlight=False,
+    )
+
+
+app.add_typer(cluster_app, name="cluster")
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)

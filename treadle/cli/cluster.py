@@ -1,0 +1,188 @@
+"""``treadle cluster``: start, inspect and stop a detached local cluster; an RM's config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from treadle import logs
+from treadle.cli.common import (
+    DilationOpt,
+    FormatOpt,
+    LogLevelOpt,
+    ManagedAmOpt,
+    NmProcessesOpt,
+    NodesFileOpt,
+    SetOpt,
+    WorkloadArg,
+    err,
+    errors,
+    fail,
+    load,
+    out,
+    say,
+)
+from treadle.errors import TreadleError
+from treadle.registry import parse_settings
+
+cluster_app = typer.Typer(
+    no_args_is_help=True,
+    help="Start, inspect and stop a detached local cluster; write an RM's configuration.",
+)
+
+DirOpt = Annotated[
+    Path, typer.Option("--dir", help="Directory of the cluster's state file and logs.")
+]
+DEFAULT_CLUSTER_DIR = Path(".treadle/cluster")
+
+
+@cluster_app.command("up")
+def cluster_up(
+    policy: Annotated[str, typer.Option("--policy", help="Policy name (see `treadle policies`).")],
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", help="Number of nodes (default: the workload's).")
+    ] = None,
+    settings: SetOpt = None,
+    dilation: DilationOpt = 10.0,
+    resources: Annotated[
+        str, typer.Option("--resources", help="Each node's capacity as name=amount,...")
+    ] = "vcores=8,memory_mb=16384",
+    rack: Annotated[
+        str, typer.Option("--rack", help="Rack of the --nodes nodes.")
+    ] = "default-rack",
+    heartbeat_s: Annotated[
+        float | None,
+        typer.Option("--heartbeat-s", help="NM heartbeat (emulated s; default: workload's or 1)."),
+    ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", help="Workload whose queues and users (and nodes) to use."),
+    ] = None,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    nm_processes: NmProcessesOpt = 1,
+    managed_am: ManagedAmOpt = False,
+    cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
+    log_level: LogLevelOpt = "warning",
+) -> None:
+    """Start a local cluster that keeps running after this command; print the RM address."""
+    with errors():
+        logs.configure(log_level)
+        from treadle.cluster.commands import cluster_workload, parse_node_resources
+        from treadle.cluster.driver import run_async
+        from treadle.cluster.local import LocalCluster
+        from treadle.model import NodeSpec
+
+        params = parse_settings(settings or [])
+        like = load(workload, fmt, nodes_file) if workload else None
+        if nodes is not None:
+            if nodes < 1:
+                fail(f"--nodes must be >= 1, got {nodes}", 2)
+            res = parse_node_resources(resources, "--resources")
+            specs = [NodeSpec(f"node{i}", res, rack) for i in range(1, nodes + 1)]
+        elif like is not None:
+            specs = list(like.cluster.nodes)
+        else:
+            fail("give --nodes N (and --resources) or --workload WL for the cluster's nodes", 2)
+        hb = heartbeat_s or (like.cluster.heartbeat_s if like is not None else 1.0)
+        cluster = LocalCluster(
+            cluster_workload(specs, hb, like),
+            policy,
+            params,
+            workdir=cluster_dir,
+            dilation=dilation,
+            nm_processes=nm_processes,
+            managed_am=managed_am,
+            detached=True,
+        )
+        address = run_async(cluster.start())
+    say(address)
+    err.print(
+        f"cluster up: {len(specs)} nodes, policy {policy}, dilation {dilation:g}; state in "
+        f"{cluster_dir}; stop it with: treadle cluster down --dir {cluster_dir}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@cluster_app.command("status")
+def cluster_status(
+    cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Show the cluster recorded in --dir: its processes and, if it runs, its RM's view."""
+    with errors():
+        from treadle.cluster.driver import probe, run_async
+        from treadle.cluster.procs import pid_alive, read_state, recorded_processes
+
+        state = read_state(cluster_dir)
+        if state is None:
+            fail(f"no cluster is recorded in {cluster_dir}")
+        procs = recorded_processes(state)
+        alive = {p.name: pid_alive(p.pid, p.started) for p in procs}
+        metrics_: dict[str, Any] | None = None
+        if alive.get("rm"):
+            try:
+                m = run_async(probe(str(state.get("rm")), timeout_s=3.0))
+                metrics_ = {
+                    "nodes": m.nodes,
+                    "lost_nodes": m.lost_nodes,
+                    "running_apps": m.running_apps,
+                    "finished_apps": m.finished_apps,
+                    "now_s": round(m.now_s, 3),
+                }
+            except TreadleError:
+                metrics_ = None
+    if as_json:
+        data = dict(state, alive=alive, rm_metrics=metrics_)
+        out.print_json(json.dumps(data, default=str))
+        return
+    running = sum(alive.values())
+    say(
+        f"rm {state.get('rm')}  policy {state.get('policy')}  dilation {state.get('dilation')}  "
+        f"nodes {state.get('nodes')}  ({running}/{len(procs)} processes running)"
+    )
+    for p in procs:
+        say(f"  {p.name:<6} pid {p.pid:<8} {'running' if alive[p.name] else 'exited'}  {p.log}")
+    if metrics_ is not None:
+        say(
+            f"  rm view: {metrics_['nodes']} nodes up, {metrics_['lost_nodes']} lost, "
+            f"{metrics_['running_apps']} apps running, {metrics_['finished_apps']} finished, "
+            f"t={metrics_['now_s']:.1f} s"
+        )
+
+
+@cluster_app.command("down")
+def cluster_down(cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR) -> None:
+    """Stop the cluster recorded in --dir (SIGTERM, then SIGKILL) and remove its state."""
+    with errors():
+        from treadle.cluster.procs import stop_recorded
+
+        state = stop_recorded(cluster_dir)
+    say(f"stopped the cluster in {cluster_dir} (rm was at {state.get('rm')})")
+
+
+@cluster_app.command("config")
+def cluster_config(
+    workload: WorkloadArg,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", help="Write it to this file (default: stdout).")
+    ] = None,
+) -> None:
+    """Print WORKLOAD's queues, users and heartbeat as an RM configuration file (the
+    `python -m rm --config FILE` that a cluster of WORKLOAD's shape is given)."""
+    with errors():
+        from treadle.cluster.config import dump_rm_config, rm_config_for
+
+        wl = load(workload, fmt, nodes_file)
+        text = dump_rm_config(rm_config_for(wl), f"RM configuration of workload {wl.name!r}")
+        if out_file is not None:
+            out_file.write_text(text, encoding="utf-8")
+    if out_file is None:
+        print(text, end="")

@@ -1,0 +1,109 @@
+"""What the ``treadle`` commands share: the consoles, options, error lines and progress."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from treadle.errors import TreadleError
+from treadle.importers import FORMATS as TRACE_FORMATS, or_list
+from treadle.sim import ProgressFn
+
+err = Console(stderr=True)
+out = Console()
+
+WorkloadArg = Annotated[
+    str, typer.Argument(help="A workload file (YAML, SLS or Rumen JSON) or a built-in name.")
+]
+FormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        help=f"Workload format: {or_list(('yaml', *TRACE_FORMATS))} (default: inferred).",
+    ),
+]
+NodesFileOpt = Annotated[
+    Path | None, typer.Option("--nodes-file", help="SLS nodes file giving the cluster.")
+]
+OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the results.")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option("--set", help="Policy parameter as key=value (repeatable)."),
+]
+LogLevelOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
+DilationOpt = Annotated[
+    float,
+    typer.Option("--dilation", help="Local clusters: emulated seconds per wall second."),
+]
+NmProcessesOpt = Annotated[
+    int,
+    typer.Option("--nm-processes", help="Local clusters: NM host processes to spread nodes over."),
+]
+ManagedAmOpt = Annotated[
+    bool,
+    typer.Option(
+        "--managed-am/--unmanaged-am",
+        help="Run AMs in containers launched by the NMs instead of one unmanaged-AM host.",
+    ),
+]
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    """Every expected failure becomes one line on stderr and a non-zero exit."""
+    try:
+        yield
+    except TreadleError as e:
+        fail(str(e))
+    except OSError as e:
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        fail(f"{e.strerror or e}{':' if where else ''}{where}")
+
+
+def say(text: str) -> None:
+    """One plain line on stdout."""
+    out.print(text, markup=False, highlight=False)
+
+
+def load(workload: str, fmt: str | None, nodes_file: Path | None) -> Any:
+    from treadle.workload import load_workload
+
+    return load_workload(workload, fmt, nodes_file=str(nodes_file) if nodes_file else None)
+
+
+def progress_bars() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs"),
+        TextColumn("t={task.fields[sim_t]:.0f}s"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+        disable=not err.is_terminal,
+    )
+
+
+def tracker(progress: Progress, label: str, total: int) -> ProgressFn:
+    task = progress.add_task(label, total=total, sim_t=0.0)
+
+    def update(done: int, total_jobs: int, t: float) -> None:
+        progress.update(task, completed=done, total=total_jobs, sim_t=t)
+
+    return update
+
+
+def num(v: Any) -> str:
+    return "-" if v is None else f"{v:.1f}"

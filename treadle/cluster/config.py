@@ -1,0 +1,208 @@
+"""The RM's configuration file (``python -m rm --config FILE``): queues, users, heartbeat.
+
+A YAML mapping with three optional keys::
+
+    heartbeat_s: 1.0                     # NM heartbeat, emulated s (--heartbeat-s wins)
+    queues:                              # a workload file's queue tree syntax
+      - {name: etl, weight: 2, capacity: 40, max_capacity: 100}
+      - {name: adhoc, capacity: 20, queues: [{name: small}, {name: large}]}
+    users:                               # a workload file's users: name -> weight, budget
+      alice: {weight: 1, budget: 100}
+
+Without ``queues`` the RM has one leaf queue, ``default``. The queue and user entries are
+the workload schema's own models (``QueueFile``, ``UserFile``), checked the same way and
+reported the same way: one line naming the file and the field. ``rm_config_for`` takes a
+workload's queues, users and heartbeat, and ``dump_rm_config`` writes them as such a file
+(what local and container clusters hand their RM; ``treadle cluster config WORKLOAD``).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from treadle.errors import InputError
+from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec, Workload
+from treadle.workload import QueueFile, UserFile, _from_validation_error
+
+UserName = Annotated[str, StringConstraints(pattern=r"^\S+$")]
+
+
+class RmConfigFile(BaseModel):
+    """The RM's queues and users (``python -m rm --config``)."""
+
+    # As a workload file's models: unknown keys and quoted numbers are errors.
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    heartbeat_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
+        default=None, description="NM heartbeat interval (emulated s); default 1."
+    )
+    queues: Annotated[list[QueueFile], Field(min_length=1)] | None = Field(
+        default=None, description="Top-level queues; default a single leaf 'default'."
+    )
+    users: dict[UserName, UserFile] = Field(default_factory=dict)
+
+
+FIELDS = tuple(RmConfigFile.model_fields)
+
+
+def _default_queues() -> QueueSpec:
+    return QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
+
+
+@dataclass(frozen=True)
+class RmConfig:
+    """What the RM is configured with besides its policy and its command-line settings."""
+
+    queues: QueueSpec = field(default_factory=_default_queues)
+    users: Mapping[str, UserSpec] = field(default_factory=dict)
+    heartbeat_s: float | None = None
+
+
+# --------------------------------------------------------------------------------------
+# Reading
+
+
+def load_rm_config(path: str | Path) -> RmConfig:
+    """Read and check an RM configuration file; every problem is an InputError naming the
+    file (and the field)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(source, None, f"not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise InputError(source, None, f"cannot read: {e.strerror or e}") from None
+    return parse_rm_config(text, source)
+
+
+def parse_rm_config(text: str, source: str) -> RmConfig:
+    data = _parse_yaml(text, source)
+    if data is None:
+        raise InputError(source, None, f"the RM configuration is empty (keys: {_join(FIELDS)})")
+    if not isinstance(data, dict):
+        raise InputError(source, None, f"the top level must be a mapping ({_join(FIELDS)})")
+    for key in data:
+        if key not in FIELDS:
+            raise InputError(source, str(key), _unknown_top_level(str(key), data))
+    try:
+        doc = RmConfigFile.model_validate(data)
+    except ValidationError as e:
+        raise _from_validation_error(e, source) from None
+    queues = _default_queues()
+    if doc.queues is not None:
+        queues = QueueSpec(ROOT_QUEUE, children=_queue_level(doc.queues, "queues", source, set()))
+    users = {name: UserSpec(name, u.weight, u.budget) for name, u in doc.users.items()}
+    return RmConfig(queues, users, doc.heartbeat_s)
+
+
+def _unknown_top_level(key: str, data: Mapping[Any, Any]) -> str:
+    if "cluster" in data or "jobs" in data:
+        return (
+            f"unknown field; an RM configuration holds {_join(FIELDS)} only, not a workload "
+            "(treadle cluster config WORKLOAD writes a workload's)"
+        )
+    close = difflib.get_close_matches(key, FIELDS, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"expected {_join(FIELDS)}"
+    return f"unknown field; {hint}"
+
+
+def _queue_level(
+    declared: Sequence[QueueFile], where: str, source: str, seen: set[str]
+) -> tuple[QueueSpec, ...]:
+    """The checks a workload file's queue tree gets (beyond its schema)."""
+    total = sum(q.capacity or 0.0 for q in declared)
+    if total > 100 + 1e-9:
+        raise InputError(source, where, f"sibling capacities sum to {total:g}%, more than 100%")
+    out = []
+    for i, q in enumerate(declared):
+        at = f"{where}[{i}]"
+        if q.name == ROOT_QUEUE:
+            raise InputError(
+                source, f"{at}.name", f"{ROOT_QUEUE!r} is the implicit top of the tree"
+            )
+        if q.name in seen:
+            raise InputError(source, f"{at}.name", f"duplicate queue name {q.name!r}")
+        seen.add(q.name)
+        if q.capacity is not None and q.capacity > q.max_capacity:
+            raise InputError(
+                source,
+                f"{at}.capacity",
+                f"capacity {q.capacity:g} exceeds max_capacity {q.max_capacity:g}",
+            )
+        children = _queue_level(q.queues, f"{at}.queues", source, seen)
+        out.append(QueueSpec(q.name, q.weight, q.capacity, q.max_capacity, children))
+    return tuple(out)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+        for i, key in enumerate(keys):
+            try:
+                duplicate = key in keys[:i]
+            except TypeError:
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", node.value[i][0].start_mark
+                )
+        return super().construct_mapping(node, deep)
+
+
+def _parse_yaml(text: str, source: str) -> object:
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        parts = [p for p in (e.context, e.problem) if p]
+        where = f"line {mark.line + 1}" if mark else None
+        raise InputError(source, where, "invalid YAML: " + ", ".join(parts)) from None
+    except yaml.YAMLError as e:
+        raise InputError(source, None, f"invalid YAML: {e}") from None
+
+
+def _join(names: Sequence[str]) -> str:
+    return ", ".join(names)
+
+
+# --------------------------------------------------------------------------------------
+# Writing
+
+
+def rm_config_for(workload: Workload) -> RmConfig:
+    """``workload``'s queues, users and heartbeat, for the RM of a cluster of its shape."""
+    return RmConfig(workload.queues, dict(workload.users), workload.cluster.heartbeat_s)
+
+
+def _queue_doc(q: QueueSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {"name": q.name, "weight": q.weight}
+    if q.capacity is not None:
+        doc["capacity"] = q.capacity
+    doc["max_capacity"] = q.max_capacity
+    if q.children:
+        doc["queues"] = [_queue_doc(c) for c in q.children]
+    return doc
+
+
+def dump_rm_config(config: RmConfig, comment: str | None = None) -> str:
+    """``config`` as an RM configuration file (``load_rm_config`` reads it back)."""
+    doc: dict[str, Any] = {}
+    if config.heartbeat_s is not None:
+        doc["heartbeat_s"] = config.heartbeat_s
+    if config.queues.name == ROOT_QUEUE and config.queues.children:
+        doc["queues"] = [_queue_doc(c) for c in config.queues.children]
+    doc["users"] = {
+        name: {"weight": u.weight, **({"budget": u.budget} if u.budget is not None else {})}
+        for name, u in config.users.items()
+    }
+    head = "".join(f"# {line}\n" for line in (comment or "").splitlines())
+    return head + yaml.safe_dump(doc, sort_keys=False)

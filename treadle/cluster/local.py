@@ -1,0 +1,219 @@
+"""Local clusters as real OS processes: one RM, NM host processes and the unmanaged-AM host.
+
+``LocalCluster`` starts ``python -m rm`` on port 0 (it publishes its address in a port
+file) with its configuration file (the workload's queues, users and heartbeat), waits for
+its health check, starts the NM host processes with ``--nodes-json`` files listing exactly
+the workload's nodes, waits until the RM counts them all, then starts the AM host
+(``python -m am --rm ADDR``) unless AMs are managed (launched by the NMs in AM
+containers). Every process writes its log to the work directory and the RM streams its
+event log to ``rm-events.jsonl`` there; ``cluster.json`` records pids and addresses.
+
+Each process leads a session (and process group) of its own, so that ``stop()`` can sweep
+what a process left behind (an NM's AM processes) and so that a detached cluster
+(``treadle cluster up``) outlives the command that started it. ``stop()`` sends SIGTERM,
+waits a grace period, then SIGKILLs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from treadle.cluster.base import ClusterBase
+from treadle.cluster.commands import nodes_json
+from treadle.cluster.procs import (
+    STATE_FILE,
+    ProcessInfo,
+    live_processes,
+    log_tail,
+    read_state,
+    signal_group,
+    start_time,
+    write_state,
+)
+from treadle.errors import TreadleError
+from treadle.model import NodeSpec
+
+RM_EVENTS = "rm-events.jsonl"
+RM_CONFIG = "rm-config.yaml"
+
+
+@dataclass
+class _Running:
+    info: ProcessInfo
+    popen: subprocess.Popen[bytes]
+
+
+def _read_text(path: Path) -> str | None:
+    with contextlib.suppress(OSError):
+        return path.read_text().strip() or None
+    return None
+
+
+@dataclass
+class LocalCluster(ClusterBase):
+    """An RM, ``nm_processes`` NM host processes and (unmanaged AMs) an AM host, started
+    on this machine; ``detached`` ones outlive this interpreter (treadle cluster up)."""
+
+    nm_processes: int = 1
+    detached: bool = False
+    python: str = sys.executable
+    _procs: list[_Running] = field(default_factory=list, init=False, repr=False)
+
+    mode: ClassVar[str] = "local"
+    kind: ClassVar[str] = "local cluster"
+    parts_option: ClassVar[str] = "--nm-processes"
+
+    @property
+    def parts(self) -> int:
+        return self.nm_processes
+
+    @property
+    def where(self) -> str:
+        return "local cluster"
+
+    @property
+    def events_path(self) -> Path:
+        return self.workdir / RM_EVENTS
+
+    @property
+    def processes(self) -> dict[str, ProcessInfo]:
+        return {r.info.name: r.info for r in self._procs}
+
+    # ------------------------------------------------------------------ start
+    def _is_started(self) -> bool:
+        return bool(self._procs)
+
+    def _stop_at_exit(self) -> bool:
+        return not self.detached
+
+    async def _prepare(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        state = read_state(self.workdir)
+        if state is not None:
+            if live_processes(state):
+                raise TreadleError(
+                    f"a cluster is already running in {self.workdir} (rm at "
+                    f"{state.get('rm') or '?'}); stop it first: treadle cluster down "
+                    f"--dir {self.workdir}"
+                )
+            (self.workdir / STATE_FILE).unlink()
+        stale = [RM_EVENTS, "rm.port", *(p.name for p in self.workdir.glob("nm-*.port"))]
+        for name in stale:
+            (self.workdir / name).unlink(missing_ok=True)
+
+    async def _launch_rm(self, deadline: float) -> str:
+        wd = self.workdir
+        config = wd / RM_CONFIG
+        config.write_text(self.rm_config_text(), encoding="utf-8")
+        argv = self.rm_argv(
+            self.python,
+            listen="127.0.0.1:0",
+            port_file=str(wd / "rm.port"),
+            config=str(config),
+            events=str(self.events_path),
+        )
+        self._spawn("rm", argv)
+        port_file = wd / "rm.port"
+        return await self._wait_until(lambda: _read_text(port_file), deadline, "rm",
+                                      "wrote no port file")  # fmt: skip
+
+    async def _launch_nm(self, name: str, nodes: Sequence[NodeSpec]) -> None:
+        spec = self.workdir / f"nodes-{name.removeprefix('nm-')}.json"
+        spec.write_text(nodes_json(nodes), encoding="utf-8")
+        argv = self.nm_argv(
+            self.python,
+            self.rm_address,
+            str(spec),
+            listen="127.0.0.1:0",
+            port_file=str(self.workdir / f"{name}.port"),
+        )
+        self._spawn(name, argv)
+
+    async def _launch_am(self, deadline: float) -> None:
+        ready = self.workdir / "am.ready"
+        ready.unlink(missing_ok=True)
+        self._spawn("am", self.am_argv(self.python, self.rm_address, port_file=str(ready)))
+        await self._wait_until(lambda: _read_text(ready), deadline, "am", "wrote no port file")
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log_path = self.log_path(name)
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        with open(log_path, "wb") as logf:
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # own group: swept on stop; survives a detached CLI
+                close_fds=True,
+            )
+        info = ProcessInfo(name, popen.pid, argv, str(log_path), start_time(popen.pid))
+        self._procs.append(_Running(info, popen))
+
+    def _started(self) -> None:
+        write_state(
+            self.workdir,
+            {
+                "rm": self.rm_address,
+                "policy": self.policy,
+                "params": dict(self.params),
+                "dilation": self.dilation,
+                "heartbeat_s": self.heartbeat_s,
+                "nodes": len(self.nodes),
+                "nm_processes": self.nm_processes,
+                "managed_am": self.managed_am,
+                "workload": self.workload.name,
+                "detached": self.detached,
+                "events": str(self.events_path),
+                "started_unix": time.time(),
+                "processes": [asdict(r.info) for r in self._procs],
+            },
+        )
+
+    # ------------------------------------------------------------------ watching
+    def _dead(self) -> list[tuple[str, int | None]]:
+        out: list[tuple[str, int | None]] = []
+        for r in self._procs:
+            code = r.popen.poll()
+            if r.info.name not in self._expected_exit and code is not None:
+                out.append((r.info.name, code))
+        return out
+
+    def _log_tail(self, name: str) -> tuple[str, str]:
+        path = self.log_path(name)
+        return log_tail(path), str(path)
+
+    # ------------------------------------------------------------------ stop
+    def _stop(self) -> None:
+        procs, self._procs = self._procs, []
+        if not procs:
+            return
+        self._logs = {r.info.name: Path(r.info.log) for r in procs}
+        deadline = time.monotonic() + self.stop_grace_s
+        by_name = {r.info.name: r for r in procs}
+        ordered = [by_name[n] for n in self.stop_order(list(by_name))]
+        rm = [r for r in ordered if r.info.name == "rm"]
+        for phase in ([r for r in ordered if r.info.name != "rm"], rm):
+            for r in phase:
+                if r.popen.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        r.popen.send_signal(signal.SIGTERM)
+            for r in phase:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    r.popen.wait(max(0.0, deadline - time.monotonic()))
+        for r in procs:
+            # SIGKILL a leader that outlived the grace period and sweep its group
+            # (processes it started, such as an NM's AM containers).
+            signal_group(r.info.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                r.popen.wait(5.0)

@@ -1,0 +1,193 @@
+"""OS processes of a local cluster by pid, its state file, and the processes' logs.
+
+A local cluster may have been started by another command (``treadle cluster up``), so
+what it runs is recorded in ``cluster.json`` and read back by pid. Pids are signalled
+only while they still belong to the process that was started (same start time in
+``/proc``). Each cluster process leads a process group of its own, swept on stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from treadle.errors import InputError, TreadleError
+
+STATE_FILE = "cluster.json"
+LOG_TAIL_LINES = 12
+
+
+@dataclass
+class ProcessInfo:
+    """One OS process of a cluster, as recorded in cluster.json."""
+
+    name: str  # "rm", "nm-1", ..., "am"
+    pid: int
+    argv: list[str]
+    log: str
+    started: int | None = None  # /proc start time (clock ticks after boot): pid-reuse guard
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time) of ``pid`` from /proc, or None where /proc is missing."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may hold spaces: split after the last ')'.
+    rest = text[text.rfind(")") + 2 :].split()
+    try:
+        return rest[0], int(rest[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def start_time(pid: int) -> int | None:
+    stat = _proc_stat(pid)
+    return stat[1] if stat is not None else None
+
+
+def pid_alive(pid: int, started: int | None = None) -> bool:
+    """Whether ``pid`` runs (zombies count as dead) and, when ``started`` is given, is still
+    the process that was started then (not a later process that reused the pid)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return started is None  # someone else's process: cannot be ours
+    stat = _proc_stat(pid)
+    if stat is None:
+        # Gone since kill(0), or a system without /proc (then kill(0) is all we know).
+        return not Path("/proc/self").exists()
+    state, start = stat
+    if state in ("Z", "X"):
+        return False
+    return started is None or start == started
+
+
+def signal_group(pid: int, sig: int) -> None:
+    """Signal the process group led by ``pid`` (each cluster process leads its own)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
+
+
+def terminate(processes: Sequence[ProcessInfo], grace_s: float = 5.0) -> list[str]:
+    """SIGTERM every live recorded process, wait up to ``grace_s``, SIGKILL the rest and
+    what their groups still hold. Returns the names that needed SIGKILL."""
+    live = [p for p in processes if pid_alive(p.pid, p.started)]
+    for p in live:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(pid_alive(p.pid, p.started) for p in live):
+        time.sleep(0.05)
+    killed = []
+    for p in live:
+        if pid_alive(p.pid, p.started):
+            killed.append(p.name)
+        signal_group(p.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and any(pid_alive(p.pid, p.started) for p in live):
+        time.sleep(0.02)
+    return killed
+
+
+# --------------------------------------------------------------------------------------
+# The state file
+
+
+def read_state(workdir: Path) -> dict[str, Any] | None:
+    path = workdir / STATE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise InputError(str(path), None, f"unreadable cluster state: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("processes"), list):
+        raise InputError(str(path), None, "not a treadle cluster state file")
+    return data
+
+
+def write_state(workdir: Path, state: Mapping[str, Any]) -> None:
+    path = workdir / STATE_FILE
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def recorded_processes(state: Mapping[str, Any]) -> list[ProcessInfo]:
+    out = []
+    for p in state.get("processes", []):
+        try:
+            out.append(
+                ProcessInfo(
+                    str(p["name"]),
+                    int(p["pid"]),
+                    [str(a) for a in p.get("argv", [])],
+                    str(p.get("log", "")),
+                    int(p["started"]) if p.get("started") is not None else None,
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def live_processes(state: Mapping[str, Any]) -> list[ProcessInfo]:
+    return [p for p in recorded_processes(state) if pid_alive(p.pid, p.started)]
+
+
+def stop_recorded(workdir: Path, grace_s: float = 5.0) -> dict[str, Any]:
+    """Stop the cluster recorded in ``workdir`` (``treadle cluster down``) and remove its
+    state file; return the state that was recorded."""
+    state = read_state(workdir)
+    if state is None:
+        raise TreadleError(f"no cluster is recorded in {workdir} (no {STATE_FILE})")
+    terminate(recorded_processes(state), grace_s)
+    left = live_processes(state)
+    if left:
+        names = ", ".join(f"{p.name} (pid {p.pid})" for p in left)
+        raise TreadleError(f"could not stop {names}; {workdir / STATE_FILE} is kept")
+    (workdir / STATE_FILE).unlink(missing_ok=True)
+    return state
+
+
+# --------------------------------------------------------------------------------------
+# Logs
+
+
+def log_tail(path: Path | str, lines: int = LOG_TAIL_LINES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 16_384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def timer_summary(log: Path | str) -> dict[str, float] | None:
+    """The last ``timers`` summary a process logged on its way out (JSON log lines)."""
+    found: dict[str, float] | None = None
+    for line in log_tail(log, 50).splitlines():
+        if '"timers"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        timers = rec.get("timers") if isinstance(rec, dict) else None
+        if isinstance(timers, dict):
+            found = {str(k): float(v) for k, v in timers.items() if isinstance(v, int | float)}
+    return found
