@@ -112,9 +112,9 @@ def test_a_format_is_one_entry_in_the_table(
 
 
 def test_the_cli_lists_the_formats_of_the_table() -> None:
-    from treadle import cli
+    from treadle.cli import common
 
-    option = typing.get_args(cli.FormatOpt)[1]
+    option = typing.get_args(common.FormatOpt)[1]
     assert all(name in option.help for name in format_names())
 
 
