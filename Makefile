@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/treadle compare demo --policies all --out $(OUT)
 
 lint: setup
-	$(PY) -m treadle.protogen --check
+	$(PY) -m treadle.rpc.protogen --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 

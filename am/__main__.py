@@ -19,8 +19,8 @@ import grpc
 import structlog
 
 from treadle.errors import TreadleError
-from treadle.proc import ArgumentParser, add_common, fail, setup_logging, write_port_file
-from treadle.rpcutil import install_stop_signals, wait_ready
+from treadle.live.proc import ArgumentParser, add_common, fail, setup_logging, write_port_file
+from treadle.live.rpcutil import install_stop_signals, wait_ready
 
 PROG = "python -m am"
 log = structlog.get_logger("am")

@@ -28,9 +28,10 @@ import grpc
 import structlog
 
 from am.core import ApplicationMaster
-from treadle import wire
-from treadle.clock import EmulatedClock
 from treadle.errors import TreadleError
+from treadle.live import wire
+from treadle.live.clock import EmulatedClock
+from treadle.live.rpcutil import channel
 from treadle.messages import AllocateRequest, ContainerLaunch, FinalStatus
 from treadle.model import JobSpec
 from treadle.registry import build
@@ -42,7 +43,6 @@ from treadle.rpc.v1 import (
     container_manager_pb2 as cm_pb,
     container_manager_pb2_grpc as cm_grpc,
 )
-from treadle.rpcutil import channel
 
 log = structlog.get_logger("am")
 

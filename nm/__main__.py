@@ -13,11 +13,18 @@ import structlog
 
 from nm.service import ContainerManagerServicer, NodeHost
 from treadle.errors import InvalidRequestError
+from treadle.live.proc import (
+    ArgumentParser,
+    add_common,
+    fail,
+    host_port,
+    setup_logging,
+    write_port_file,
+)
+from treadle.live.rpcutil import CHANNEL_OPTIONS, add_health, install_stop_signals, wait_ready
 from treadle.model import NodeSpec
-from treadle.proc import ArgumentParser, add_common, fail, host_port, setup_logging, write_port_file
 from treadle.resources import Resources
 from treadle.rpc.v1 import container_manager_pb2_grpc as cm_grpc
-from treadle.rpcutil import CHANNEL_OPTIONS, add_health, install_stop_signals, wait_ready
 
 PROG = "python -m nm"
 log = structlog.get_logger("nm")

@@ -21,9 +21,10 @@ import grpc
 import structlog
 
 from nm.core import NodeManager
-from treadle import wire
-from treadle.clock import EmulatedClock
 from treadle.errors import InvalidRequestError, NotFoundError
+from treadle.live import wire
+from treadle.live.clock import EmulatedClock
+from treadle.live.rpcutil import channel, map_errors
 from treadle.model import NodeSpec
 from treadle.rpc.v1 import (
     container_manager_pb2 as cm_pb,
@@ -31,7 +32,6 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2 as rt_pb,
     resource_tracker_pb2_grpc as rt_grpc,
 )
-from treadle.rpcutil import channel, map_errors
 
 log = structlog.get_logger("nm")
 

@@ -12,7 +12,14 @@ from rm.core import ResourceManager
 from rm.service import RmSettings, serve
 from treadle import events as ev
 from treadle.errors import TreadleError
-from treadle.proc import ArgumentParser, add_common, fail, host_port, setup_logging, write_port_file
+from treadle.live.proc import (
+    ArgumentParser,
+    add_common,
+    fail,
+    host_port,
+    setup_logging,
+    write_port_file,
+)
 from treadle.registry import build, parse_settings
 
 PROG = "python -m rm"
@@ -95,7 +102,7 @@ async def main_async(argv: list[str]) -> int:
         capacity={},
     )
     stop = asyncio.Event()
-    from treadle.rpcutil import install_stop_signals
+    from treadle.live.rpcutil import install_stop_signals
 
     install_stop_signals(stop)
     housekeeping = asyncio.create_task(state.housekeeping(stop))

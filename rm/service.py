@@ -1,7 +1,7 @@
 """The ResourceManager's gRPC services: thin adapters around the RM core.
 
-Each RPC converts its request (treadle.wire), calls the core with the emulated ``now`` and
-converts the answer back; errors become status codes in treadle.rpcutil.map_errors. All
+Each RPC converts its request (treadle.live.wire), calls the core with the emulated ``now`` and
+converts the answer back; errors become status codes in treadle.live.rpcutil.map_errors. All
 handlers run on one asyncio loop, so core calls never interleave. Background tasks expire
 silent NMs and AM attempts, tick the policy and launch managed AMs' containers.
 """
@@ -20,9 +20,11 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.reports import AppReport
-from treadle import events as ev, wire
-from treadle.clock import EmulatedClock
+from treadle import events as ev
 from treadle.errors import InvalidRequestError
+from treadle.live import wire
+from treadle.live.clock import EmulatedClock
+from treadle.live.rpcutil import CHANNEL_OPTIONS, add_health, channel, map_errors
 from treadle.messages import AppSubmission, FinalStatus
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -35,7 +37,6 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2 as rt_pb,
     resource_tracker_pb2_grpc as rt_grpc,
 )
-from treadle.rpcutil import CHANNEL_OPTIONS, add_health, channel, map_errors
 
 log = structlog.get_logger("rm")
 

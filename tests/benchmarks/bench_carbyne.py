@@ -48,7 +48,7 @@ from treadle.errors import TreadleError
 from treadle.metrics import SUCCEEDED, RunMetrics as Metrics
 from treadle.model import Workload
 from treadle.registry import build, parse_settings
-from treadle.runner import PolicyChoice, RunOptions, run_sim
+from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload import parse_workload
 
 TRACE = Path(__file__).resolve().parents[3] / "shared/traces/tpch-dags/tpch_dag_summary.json"

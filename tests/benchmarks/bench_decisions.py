@@ -50,7 +50,7 @@ from treadle.messages import (
 )
 from treadle.registry import build, parse_settings
 from treadle.resources import Resources
-from treadle.runner import split_policy_settings
+from treadle.study.runner import split_policy_settings
 
 GB = 1024
 NODE = Resources(vcores=20, memory_mb=128 * GB)

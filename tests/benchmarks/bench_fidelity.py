@@ -33,11 +33,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from treadle.cluster.compare import compare, make_backend
 from treadle.metrics import summarize
 from treadle.registry import build, factory
-from treadle.runner import PolicyChoice, RunOptions
 from treadle.sim import Simulation
+from treadle.study.compare import compare, make_backend
+from treadle.study.runner import PolicyChoice, RunOptions
 from treadle.workload import load_workload
 
 

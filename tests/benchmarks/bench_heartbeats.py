@@ -55,6 +55,7 @@ from typing import Any
 
 import grpc
 
+from treadle.live.rpcutil import channel, wait_ready
 from treadle.rpc.v1 import (
     client_pb2 as client_pb,
     client_pb2_grpc as client_grpc,
@@ -62,7 +63,6 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2 as rt_pb,
     resource_tracker_pb2_grpc as rt_grpc,
 )
-from treadle.rpcutil import channel, wait_ready
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_NODES = (1000, 5000, 10000)

@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from treadle import events as ev
-from treadle.cluster.compare import compare, make_backend
 from treadle.cluster.docker import DockerCluster, check_image, labelled
 from treadle.cluster.driver import fetch_events, replay
 from treadle.errors import TreadleError
+from treadle.live.rpcutil import channel
 from treadle.metrics import analyze
 from treadle.rpc.v1 import client_pb2_grpc as client_grpc
-from treadle.rpcutil import channel
-from treadle.runner import PolicyChoice, compare as run_compare
+from treadle.study.compare import compare, make_backend
+from treadle.study.runner import PolicyChoice
 from treadle.workload import load_workload, parse_workload
 
 TREADLE = [sys.executable, "-m", "treadle.cli"]
@@ -83,7 +83,7 @@ def compared(image: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     backend = make_backend("docker", wl, dilation=DILATION, nm_containers=2, image=image,
                            timeout_s=180)  # fmt: skip
     docker_result = compare(wl, choices, root / "docker", backend)
-    sim_result = run_compare(wl, choices, root / "sim")
+    sim_result = compare(wl, choices, root / "sim", make_backend("sim", wl))
     return {"docker": docker_result, "sim": sim_result, "root": root, "workload": wl}
 
 

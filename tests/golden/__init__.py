@@ -18,7 +18,7 @@ from pathlib import Path
 
 from treadle import events as ev
 from treadle.registry import discover
-from treadle.runner import PolicyChoice, RunOptions, run_sim
+from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload import load_workload
 
 HERE = Path(__file__).resolve().parent

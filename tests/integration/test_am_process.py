@@ -21,7 +21,9 @@ from am.service import run_application_master
 from nm.service import ContainerManagerServicer, NodeHost
 from rm.core import AM_PRIORITY, ResourceManager
 from rm.service import RmServer, RmSettings, serve
-from treadle import events as ev, wire
+from treadle import events as ev
+from treadle.live import wire
+from treadle.live.rpcutil import channel
 from treadle.messages import FinalStatus
 from treadle.model import JobSpec, NodeSpec, StageSpec
 from treadle.registry import build
@@ -32,7 +34,6 @@ from treadle.rpc.v1 import (
     container_manager_pb2 as cm_pb,
     container_manager_pb2_grpc as cm_grpc,
 )
-from treadle.rpcutil import channel
 
 AM = [sys.executable, "-m", "am"]
 TASK = Resources(vcores=1, memory_mb=512)

@@ -27,9 +27,9 @@ from treadle.cluster.driver import fetch_events, replay
 from treadle.cluster.local import LocalCluster
 from treadle.cluster.procs import STATE_FILE, read_state, recorded_processes, terminate
 from treadle.errors import TreadleError
+from treadle.live.rpcutil import channel
 from treadle.metrics import analyze
 from treadle.rpc.v1 import client_pb2_grpc as client_grpc
-from treadle.rpcutil import channel
 from treadle.workload import load_workload, parse_workload
 
 TREADLE = [sys.executable, "-m", "treadle.cli"]
@@ -384,8 +384,8 @@ def test_carbyne_shares_and_altruistic_asks_travel_over_grpc(tmp_path: Path) -> 
     # The short branch c has slack once an AM knows its share: its tasks are asked for as
     # ALTRUISTIC (the strategy falls back to greedy's DEFAULT asks without a share, so an
     # ALTRUISTIC container proves that shares reached the AMs and ask kinds the RM).
-    from treadle.cluster.compare import compare, make_backend
-    from treadle.runner import PolicyChoice
+    from treadle.study.compare import compare, make_backend
+    from treadle.study.runner import PolicyChoice
 
     wl = load_workload(str(ALTRUISM))
     backend = make_backend("local", wl, dilation=20.0)

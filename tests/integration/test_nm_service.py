@@ -16,7 +16,8 @@ import grpc
 import pytest
 
 from nm.service import ContainerManagerServicer, NodeHost
-from treadle import wire
+from treadle.live import wire
+from treadle.live.rpcutil import channel
 from treadle.messages import (
     EXIT_KILLED_BY_AM,
     EXIT_SUCCESS,
@@ -30,7 +31,6 @@ from treadle.rpc.v1 import (
     container_manager_pb2 as cm_pb,
     container_manager_pb2_grpc as cm_grpc,
 )
-from treadle.rpcutil import channel
 
 NODE = Resources(vcores=4, memory_mb=8192)
 TASK = Resources(vcores=1, memory_mb=1024)

@@ -18,13 +18,13 @@ from typing import Any
 import grpc
 import pytest
 
-from treadle import wire
 from treadle.cluster.config import dump_rm_config, parse_rm_config, rm_config_for
 from treadle.errors import InputError
+from treadle.live import wire
+from treadle.live.rpcutil import channel
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, JobSpec, StageSpec
 from treadle.resources import Resources
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
-from treadle.rpcutil import channel
 from treadle.workload import load_workload
 
 GOOD = """

@@ -60,7 +60,8 @@ from hypothesis.stateful import (
 
 from rm.core import ResourceManager
 from rm.service import SERVICES, RmServer, RmSettings, serve
-from treadle import wire
+from treadle.live import wire
+from treadle.live.rpcutil import CHANNEL_OPTIONS
 from treadle.registry import build
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -71,7 +72,6 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2 as rt_pb,
     resource_tracker_pb2_grpc as rt_grpc,
 )
-from treadle.rpcutil import CHANNEL_OPTIONS
 
 Code = grpc.StatusCode
 OK, INVALID, NOT_FOUND, PRECONDITION = (

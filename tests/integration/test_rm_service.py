@@ -1,7 +1,7 @@
 """The RM's gRPC services over real gRPC: an in-process RM on port 0, real channels.
 
 Each test starts its own RM (``rm.service.serve``) in a fresh event loop (``asyncio.run``:
-pytest-asyncio is not used), talks to it through ``treadle.rpcutil.channel`` and checks
+pytest-asyncio is not used), talks to it through ``treadle.live.rpcutil.channel`` and checks
 answers, status codes, cluster state and the event log. Every RPC of ResourceTracker,
 ApplicationMaster and Client is covered with its error paths, plus gRPC health checking
 and one full allocation cycle.
@@ -29,7 +29,8 @@ from plugins.policies.fifo import FifoPolicy
 from rm.core import ResourceManager
 from rm.policy import Policy
 from rm.service import SERVICES, RmServer, RmSettings, serve
-from treadle import wire
+from treadle.live import wire
+from treadle.live.rpcutil import channel
 from treadle.registry import build
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -40,7 +41,6 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2 as rt_pb,
     resource_tracker_pb2_grpc as rt_grpc,
 )
-from treadle.rpcutil import channel
 
 OK = grpc.StatusCode.OK
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -30,7 +30,7 @@ from treadle.messages import (
 )
 from treadle.model import ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import ZERO, Resources, total
-from treadle.runner import PolicyChoice, RunOptions, run_sim
+from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 
 D, A = AskKind.DEFAULT, AskKind.ALTRUISTIC
 ONE = Resources(vcores=1, memory_mb=1024)

@@ -12,7 +12,7 @@ import pytest
 from treadle import events as ev
 from treadle.registry import discover
 from treadle.resources import Resources
-from treadle.runner import PolicyChoice, RunOptions, run_sim
+from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload import load_workload
 
 SAMPLE: dict[str, Any] = {

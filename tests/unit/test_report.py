@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from treadle.metrics import RunMetrics, analyze
-from treadle.report import _resample, write_comparison
+from treadle.report.markdown import _resample, write_comparison
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

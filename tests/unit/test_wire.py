@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from treadle import wire
 from treadle.errors import InvalidRequestError
+from treadle.live import wire
 from treadle.messages import Ask, AskKind
 from treadle.resources import Resources
 

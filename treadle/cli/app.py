@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from treadle import logs
 from treadle.cli.cluster import cluster_app
 from treadle.cli.common import (
     DilationOpt,
@@ -31,8 +30,9 @@ from treadle.cli.common import (
     tracker,
 )
 from treadle.errors import TreadleError
+from treadle.live import logs
 from treadle.registry import GROUPS, describe, parse_settings
-from treadle.runner import (
+from treadle.study.runner import (
     PolicyChoice,
     RunOptions,
     resolve_policies,
@@ -170,7 +170,7 @@ def sim(
             slowdown=slowdown,
             phase_seed=phase_seed,
         )
-        from treadle.runner import build_policy
+        from treadle.study.runner import build_policy
 
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
         wl = load(workload, fmt, nodes_file)
@@ -250,7 +250,7 @@ def compare(
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         wl = load(workload, fmt, nodes_file)
-        from treadle.cluster.compare import compare as run_compare, make_backend
+        from treadle.study.compare import compare as run_compare, make_backend
 
         backend = make_backend(
             mode,
@@ -329,7 +329,7 @@ def run_live(
         from treadle import metrics
         from treadle.cluster.driver import replay, run_async, wait_for_rm
         from treadle.registry import build
-        from treadle.runner import alone_jcts, asks_for, build_policy
+        from treadle.study.runner import alone_jcts, asks_for, build_policy
 
         params = parse_settings(ask_settings or [], "--ask-set")
         if asks is not None:

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 
 import typer
 
-from treadle import logs
 from treadle.cli.common import (
     DilationOpt,
     FormatOpt,
@@ -26,6 +25,7 @@ from treadle.cli.common import (
     say,
 )
 from treadle.errors import TreadleError
+from treadle.live import logs
 from treadle.registry import parse_settings
 
 cluster_app = typer.Typer(

@@ -39,12 +39,12 @@ from treadle.cluster.commands import (
 from treadle.cluster.config import dump_rm_config, rm_config_for
 from treadle.cluster.procs import timer_summary
 from treadle.errors import TreadleError
+from treadle.live.rpcutil import channel, wait_ready
 from treadle.model import NodeSpec, Workload
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
-from treadle.rpcutil import channel, wait_ready
 
 if TYPE_CHECKING:
-    from treadle.runner import PolicyChoice
+    from treadle.study.runner import PolicyChoice
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ keeps this run's records (its applications' records and the node events), headed
 ``run_started`` record that carries what the metrics need. The records are then analysed
 by treadle.metrics exactly as a simulation's are. ``probe`` and ``wait_for_rm`` ask an RM
 for its metrics; ``run_async`` runs a coroutine with SIGTERM as cancellation, so that
-clusters are stopped on the way out. The comparison built on this is treadle.cluster.compare.
+clusters are stopped on the way out. The comparison built on this is treadle.study.compare.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from typing import Any, TypeVar
 import grpc
 import structlog
 
-from treadle import events as ev, wire
-from treadle.clock import EmulatedClock
+from treadle import events as ev
 from treadle.errors import TreadleError
+from treadle.live import wire
+from treadle.live.clock import EmulatedClock
+from treadle.live.rpcutil import channel
 from treadle.model import Workload
 from treadle.registry import build
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
-from treadle.rpcutil import channel
 from treadle.sim import ProgressFn
 
 log = structlog.get_logger("driver")

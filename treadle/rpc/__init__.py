@@ -1,1 +1,1 @@
-"""Generated protobuf/gRPC code (see treadle.protogen)."""
+"""Generated protobuf/gRPC code (see treadle.rpc.protogen)."""

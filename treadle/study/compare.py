@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,8 +24,8 @@ from treadle.cluster.local import LocalCluster
 from treadle.errors import TreadleError
 from treadle.model import Workload
 from treadle.registry import build
-from treadle.runner import (
-    Comparison,
+from treadle.sim import ProgressFn, SimResult
+from treadle.study.runner import (
     PolicyChoice,
     RunOptions,
     alone_jcts,
@@ -32,9 +33,15 @@ from treadle.runner import (
     build_policy,
     run_sim,
 )
-from treadle.sim import ProgressFn, SimResult
 
 TIMERS_JSON = "timers.json"
+
+
+@dataclass
+class Comparison:
+    runs: dict[str, metrics.RunMetrics]
+    results: dict[str, SimResult]
+    report: Path
 
 
 class Backend(Protocol):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from treadle import logs
+from treadle.live import logs
 
 
 class ArgumentParser(argparse.ArgumentParser):

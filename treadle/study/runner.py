@@ -1,19 +1,17 @@
-"""Running workloads under policies and comparing them: what the CLI calls.
-
-``run_sim`` runs one policy in the simulator; ``compare`` runs several on the same
-workload and writes every per-run file plus the comparison report. Reference JCTs for
-slowdown (each job alone on the empty cluster) are computed here, once per distinct job
-shape, and travel in the event log so that metrics need nothing else.
+"""One policy's run in the simulator, and what every run needs: policies and ask
+strategies by name with their settings, and the reference JCTs for slowdown (each job
+alone on the empty cluster, computed once per distinct job shape; they travel in the event
+log so that metrics need nothing else). ``treadle.study.compare`` runs several policies.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from treadle import metrics, report
+from treadle import metrics
 from treadle.errors import InputError, PluginError
 from treadle.model import JobSpec, Workload
 from treadle.registry import build, discover, factory
@@ -173,40 +171,3 @@ def split_policy_settings(
             raise InputError("--set", key, f"policy {policy!r} is not among {list(policies)}")
         out[policy][param] = value
     return out
-
-
-@dataclass
-class Comparison:
-    runs: dict[str, metrics.RunMetrics]
-    results: dict[str, SimResult]
-    report: Path
-
-
-def compare(
-    workload: Workload,
-    policies: Iterable[PolicyChoice],
-    out_dir: Path,
-    *,
-    options: RunOptions = RunOptions(),
-    baseline: str | None = None,
-    on_policy: Callable[[str], ProgressFn | None] | None = None,
-) -> Comparison:
-    """Run every policy on ``workload`` (mode sim) and write ``out_dir``'s report."""
-    choices = list(policies)
-    # Build every policy first: a bad parameter fails before any run starts.
-    for c in choices:
-        build_policy(c)
-        _strategy_factory(options, c)
-    alone = alone_jcts(workload, options) if options.slowdown else {}
-    runs: dict[str, metrics.RunMetrics] = {}
-    results: dict[str, SimResult] = {}
-    for c in choices:
-        progress = on_policy(c.name) if on_policy else None
-        result, run = run_sim(
-            workload, c, out_dir / c.name, options=options, progress=progress, alone=alone
-        )
-        runs[c.name] = run
-        results[c.name] = result
-    title = f"treadle: {workload.name} under {len(choices)} policies"
-    path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
-    return Comparison(runs, results, path)

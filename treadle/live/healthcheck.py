@@ -1,4 +1,4 @@
-"""``python -m treadle.healthcheck HOST:PORT``: exit 0 when the gRPC server there reports
+"""``python -m treadle.live.healthcheck HOST:PORT``: exit 0 when the gRPC server there reports
 SERVING (for container healthchecks), 1 otherwise, with the reason on stderr."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m treadle.healthcheck HOST:PORT", file=sys.stderr)
+        print("usage: python -m treadle.live.healthcheck HOST:PORT", file=sys.stderr)
         return 2
     try:
         with grpc.insecure_channel(argv[0]) as ch:

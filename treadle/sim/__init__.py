@@ -1,0 +1,6 @@
+"""The discrete-event simulator: the real RM, NM and AM cores driven by a virtual clock
+(``treadle.sim.engine``)."""
+
+from treadle.sim.engine import ProgressFn, SimResult, Simulation, canonical_order
+
+__all__ = ["ProgressFn", "SimResult", "Simulation", "canonical_order"]
