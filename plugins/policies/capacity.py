@@ -31,9 +31,8 @@ class CapacityParams(BaseModel):
     resource_calculator: Literal["dominant", "memory"] = "dominant"
 
 
-class CapacityPolicy(Policy):
+class CapacityPolicy(Policy[CapacityParams]):
     description = "YARN capacity scheduler: least-used queue (vs guarantee) first, max enforced"
-    Params = CapacityParams
 
     def usage(self, r: Resources, cluster: Resources) -> float:
         """``r`` as a fraction of the cluster, per the resource calculator."""

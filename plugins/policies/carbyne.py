@@ -55,9 +55,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.fairshare import drf_entitlements
-from rm.packing import AskIndex, Entry, best_scored
-from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, SharesCache
+from rm.policy import (
+    AppView,
+    AskIndex,
+    ClusterView,
+    Entry,
+    NodeView,
+    Placement,
+    Policy,
+    SharesCache,
+    best_scored,
+    drf_entitlements,
+)
 from treadle.messages import Ask, AskKind
 from treadle.resources import ZERO, Resources
 
@@ -83,12 +92,11 @@ class CarbyneParams(BaseModel):
     guarantee_long: float | None = Field(None, ge=0.0, le=1.0)
 
 
-class CarbynePolicy(Policy):
+class CarbynePolicy(Policy[CarbyneParams]):
     description = "Carbyne: DRF shares to AMs; DEFAULT asks packed within them; leftover by SRTF"
-    Params = CarbyneParams
     ask_strategy = "altruistic"
 
-    def __init__(self, params: BaseModel | None = None) -> None:
+    def __init__(self, params: CarbyneParams | None = None) -> None:
         super().__init__(params)
         self._index = AskIndex()
         self._shares_cache = SharesCache(self.params.update_interval_s)

@@ -24,7 +24,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.fairshare import drf_entitlements
 from rm.policy import (
     AppView,
     ClusterView,
@@ -32,6 +31,7 @@ from rm.policy import (
     Placement,
     Policy,
     SharesCache,
+    drf_entitlements,
     first_fit_ask,
 )
 from treadle.resources import Resources
@@ -45,9 +45,8 @@ class DrfParams(BaseModel):
     update_interval_s: float = Field(0.5, ge=0.0)
 
 
-class DrfPolicy(Policy):
+class DrfPolicy(Policy[DrfParams]):
     description = "weighted dominant resource fairness across users or jobs"
-    Params = DrfParams
 
     def entity(self, app: AppView) -> str:
         return app.user if self.params.across == "users" else app.app_id
@@ -64,7 +63,7 @@ class DrfPolicy(Policy):
             used = cluster.apps[name].allocated
         return used.dominant_share(cluster.capacity) / self.weight(name, cluster)
 
-    def __init__(self, params: BaseModel | None = None) -> None:
+    def __init__(self, params: DrfParams | None = None) -> None:
         super().__init__(params)
         self._shares_cache = SharesCache(self.params.update_interval_s)
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from itertools import accumulate
 from typing import Literal
 
@@ -36,6 +36,7 @@ from rm.policy import (
     QueueView,
     SharesCache,
     first_fit_ask,
+    water_fill,
 )
 from treadle.resources import ZERO, Resources, total
 
@@ -50,20 +51,8 @@ class FairParams(BaseModel):
     update_interval_s: float = Field(0.5, ge=0.0)
 
 
-def water_fill(amount: float, weights: Sequence[float], caps: Sequence[float]) -> list[float]:
-    """Split ``amount`` in proportion to ``weights``, none above its cap, excess redistributed."""
-    out = [0.0] * len(caps)
-    order = sorted((i for i, w in enumerate(weights) if w > 0), key=lambda i: caps[i] / weights[i])
-    wsum = sum(weights[i] for i in order)
-    for i in order:
-        out[i] = min(caps[i], weights[i] * amount / wsum)
-        amount, wsum = amount - out[i], wsum - weights[i]
-    return out
-
-
-class FairPolicy(Policy):
+class FairPolicy(Policy[FairParams]):
     description = "YARN fair scheduler: weighted queues, water-filled shares, fair/drf/fifo inside"
-    Params = FairParams
 
     def usage(self, r: Resources, cap: Resources) -> float:
         kind = self.params.resource
@@ -71,7 +60,7 @@ class FairPolicy(Policy):
             return r.dominant_share(cap)
         return r[kind] / cap[kind] if cap[kind] else 0.0
 
-    def __init__(self, params: BaseModel | None = None) -> None:
+    def __init__(self, params: FairParams | None = None) -> None:
         super().__init__(params)
         self._shares_cache = SharesCache(self.params.update_interval_s)
 

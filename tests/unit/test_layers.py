@@ -15,7 +15,13 @@ PLUGIN_FORBIDDEN = ("grpc", "treadle.rpc", "treadle.wire", "rm.service", "nm.ser
 CORE_FORBIDDEN = ("grpc", "socket", "asyncio", "time", "treadle.rpc", "treadle.clock")
 CORE_MODULES = [
     "rm/core.py",
-    "rm/policy.py",
+    "rm/policy/__init__.py",
+    "rm/policy/base.py",
+    "rm/policy/views.py",
+    "rm/policy/ordering.py",
+    "rm/policy/shares.py",
+    "rm/policy/packing.py",
+    "rm/policy/fairshare.py",
     "rm/estimator.py",
     "am/core.py",
     "am/asks.py",

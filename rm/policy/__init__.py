@@ -1,0 +1,52 @@
+"""The scheduling-policy API: everything a policy plugin imports, from one place.
+
+- ``views``: the read-only views of the RM's state a policy sees (``ClusterView``, ...);
+- ``base``: ``Policy[P]``, generic over its pydantic parameters, and ``Placement``;
+- ``ordering``: ``OrderingPolicy`` (an order over applications) and first-fit helpers;
+- ``shares``: ``SharesCache`` (entitlements recomputed periodically);
+- ``packing``: Tetris' alignment, remaining work and the shape index of asks;
+- ``fairshare``: DRF progressive filling and entitlements, water-filling.
+
+Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
+"""
+
+from __future__ import annotations
+
+from rm.policy.base import NoParams, P, Placement, Policy
+from rm.policy.fairshare import drf_entitlements, progressive_fill, water_fill
+from rm.policy.ordering import OrderingPolicy, fill_node, first_fit_ask
+from rm.policy.packing import (
+    AskIndex,
+    Entry,
+    FairWindow,
+    alignment,
+    best_scored,
+    remaining_work,
+)
+from rm.policy.shares import SharesCache
+from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
+
+__all__ = [
+    "AppView",
+    "AskIndex",
+    "ClusterView",
+    "Entry",
+    "FairWindow",
+    "NoParams",
+    "NodeView",
+    "OrderingPolicy",
+    "P",
+    "Placement",
+    "Policy",
+    "QueueView",
+    "SharesCache",
+    "UserView",
+    "alignment",
+    "best_scored",
+    "drf_entitlements",
+    "fill_node",
+    "first_fit_ask",
+    "progressive_fill",
+    "remaining_work",
+    "water_fill",
+]
