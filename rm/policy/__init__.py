@@ -26,7 +26,11 @@ from rm.policy.packing import (
 from rm.policy.shares import SharesCache
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
+#: The entry-point group of policy plugins (the registry's ``policies`` kind).
+ENTRY_POINT_GROUP = "treadle.policies"
+
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "AppView",
     "AskIndex",
     "ClusterView",
