@@ -50,7 +50,7 @@ asks skipped in step 1 (a set lookup each once a job is known to be at its share
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -58,12 +58,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from rm.policy import (
     AppView,
     AskIndex,
+    CachedShares,
     ClusterView,
     Entry,
     NodeView,
     Placement,
-    Policy,
-    SharesCache,
     best_scored,
     drf_entitlements,
 )
@@ -92,38 +91,27 @@ class CarbyneParams(BaseModel):
     guarantee_long: float | None = Field(None, ge=0.0, le=1.0)
 
 
-class CarbynePolicy(Policy[CarbyneParams]):
+class CarbynePolicy(CachedShares[CarbyneParams]):
     description = "Carbyne: DRF shares to AMs; DEFAULT asks packed within them; leftover by SRTF"
     ask_strategy = "altruistic"
+    #: Shares are recomputed as soon as a new job first asks: it must be entitled to some.
+    shares_on_first_ask = True
 
     def __init__(self, params: CarbyneParams | None = None) -> None:
         super().__init__(params)
         self._index = AskIndex()
-        self._shares_cache = SharesCache(self.params.update_interval_s)
         self._limit: dict[str, float] = {}  # entitled dominant share, per app
         self._limit_cap: Resources = ZERO  # the capacity the limits were computed against
-        self._unseen: set[str] = set()  # jobs added that have not asked for anything yet
-
-    # Shares -----------------------------------------------------------------------
-    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._unseen.add(app.app_id)
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
-        self._unseen.discard(app.app_id)
+        super().on_app_removed(app, cluster)
         self._index.remove(app.app_id)
 
-    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
-        """Cached for ``update_interval_s``, or until a new job first asks: from then on
-        it must be entitled to something."""
-        for app_id in list(self._unseen):
-            app = cluster.apps.get(app_id)
-            if app is None or app.pending:
-                self._unseen.discard(app_id)
-                if app is not None:
-                    self._shares_cache.invalidate()
-        return self._shares_cache.get(cluster.now, lambda: self._entitlements(cluster))
+    # Shares -----------------------------------------------------------------------
+    def shares_interval_s(self) -> float:
+        return self.params.update_interval_s
 
-    def _entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
+    def compute_shares(self, cluster: ClusterView) -> dict[str, Resources]:
         out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
         cap = self._limit_cap = cluster.capacity
         self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}

@@ -19,18 +19,17 @@ every change) and when an application is added.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from rm.policy import (
     AppView,
+    CachedShares,
     ClusterView,
     NodeView,
     Placement,
-    Policy,
-    SharesCache,
     drf_entitlements,
     first_fit_ask,
 )
@@ -45,7 +44,7 @@ class DrfParams(BaseModel):
     update_interval_s: float = Field(0.5, ge=0.0)
 
 
-class DrfPolicy(Policy[DrfParams]):
+class DrfPolicy(CachedShares[DrfParams]):
     description = "weighted dominant resource fairness across users or jobs"
 
     def entity(self, app: AppView) -> str:
@@ -63,10 +62,6 @@ class DrfPolicy(Policy[DrfParams]):
             used = cluster.apps[name].allocated
         return used.dominant_share(cluster.capacity) / self.weight(name, cluster)
 
-    def __init__(self, params: DrfParams | None = None) -> None:
-        super().__init__(params)
-        self._shares_cache = SharesCache(self.params.update_interval_s)
-
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         jobs: dict[str, list[AppView]] = {}  # per entity, latest first (pop() drops the head)
         for app in reversed(cluster.pending_apps()):
@@ -81,14 +76,10 @@ class DrfPolicy(Policy[DrfParams]):
             yield found
             heapq.heappush(heap, (self.key(name, cluster), first, name))
 
-    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._shares_cache.invalidate()
+    def shares_interval_s(self) -> float:
+        return self.params.update_interval_s
 
-    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
-        """Cached for ``update_interval_s`` or until an application is added."""
-        return self._shares_cache.get(cluster.now, lambda: self.entitlements(cluster))
-
-    def entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
+    def compute_shares(self, cluster: ClusterView) -> dict[str, Resources]:
         return drf_entitlements(cluster, self.entity, lambda name: self.weight(name, cluster))
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from itertools import accumulate
 from typing import Literal
 
@@ -29,12 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rm.policy import (
     AppView,
+    CachedShares,
     ClusterView,
     NodeView,
     Placement,
-    Policy,
     QueueView,
-    SharesCache,
     first_fit_ask,
     water_fill,
 )
@@ -51,7 +50,7 @@ class FairParams(BaseModel):
     update_interval_s: float = Field(0.5, ge=0.0)
 
 
-class FairPolicy(Policy[FairParams]):
+class FairPolicy(CachedShares[FairParams]):
     description = "YARN fair scheduler: weighted queues, water-filled shares, fair/drf/fifo inside"
 
     def usage(self, r: Resources, cap: Resources) -> float:
@@ -59,10 +58,6 @@ class FairPolicy(Policy[FairParams]):
         if kind == "dominant":
             return r.dominant_share(cap)
         return r[kind] / cap[kind] if cap[kind] else 0.0
-
-    def __init__(self, params: FairParams | None = None) -> None:
-        super().__init__(params)
-        self._shares_cache = SharesCache(self.params.update_interval_s)
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         cap, inner = cluster.capacity, self.params.inner
@@ -110,14 +105,10 @@ class FairPolicy(Policy[FairParams]):
                 if app.pending:
                     heapq.heappush(heap, app_key(app))
 
-    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._shares_cache.invalidate()
+    def shares_interval_s(self) -> float:
+        return self.params.update_interval_s
 
-    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
-        """Cached for ``update_interval_s`` or until an application is added."""
-        return self._shares_cache.get(cluster.now, lambda: self.fair_shares(cluster))
-
-    def fair_shares(self, cluster: ClusterView) -> dict[str, Resources]:
+    def compute_shares(self, cluster: ClusterView) -> dict[str, Resources]:
         cap, out = cluster.capacity, dict[str, Resources]()
         want: dict[str, Resources] = {}  # used + asked for, per queue
         apps_of: dict[str, list[tuple[AppView, Resources]]] = {}

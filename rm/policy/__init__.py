@@ -3,7 +3,7 @@
 - ``views``: the read-only views of the RM's state a policy sees (``ClusterView``, ...);
 - ``base``: ``Policy[P]``, generic over its pydantic parameters, and ``Placement``;
 - ``ordering``: ``OrderingPolicy`` (an order over applications) and first-fit helpers;
-- ``shares``: ``SharesCache`` (entitlements recomputed periodically);
+- ``shares``: ``CachedShares`` (entitlements recomputed periodically) and ``SharesCache``;
 - ``packing``: Tetris' alignment, remaining work and the shape index of asks;
 - ``fairshare``: DRF progressive filling and entitlements, water-filling.
 
@@ -23,7 +23,7 @@ from rm.policy.packing import (
     best_scored,
     remaining_work,
 )
-from rm.policy.shares import SharesCache
+from rm.policy.shares import CachedShares, SharesCache
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
 #: The entry-point group of policy plugins (the registry's ``policies`` kind).
@@ -33,6 +33,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AppView",
     "AskIndex",
+    "CachedShares",
     "ClusterView",
     "Entry",
     "FairWindow",
