@@ -3,6 +3,7 @@
 - ``views``: the read-only views of the RM's state a policy sees (``ClusterView``, ...);
 - ``base``: ``Policy[P]``, generic over its pydantic parameters, and ``Placement``;
 - ``ordering``: ``OrderingPolicy`` (an order over applications) and first-fit helpers;
+- ``queuetree``: ``QueueTreePolicy`` (walk the queue tree, order a leaf's applications);
 - ``shares``: ``CachedShares`` (entitlements recomputed periodically) and ``SharesCache``;
 - ``packing``: Tetris' alignment, remaining work and the shape index of asks;
 - ``fairshare``: DRF progressive filling and entitlements, water-filling.
@@ -23,6 +24,7 @@ from rm.policy.packing import (
     best_scored,
     remaining_work,
 )
+from rm.policy.queuetree import QueueTreePolicy
 from rm.policy.shares import CachedShares, SharesCache
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
@@ -43,6 +45,7 @@ __all__ = [
     "P",
     "Placement",
     "Policy",
+    "QueueTreePolicy",
     "QueueView",
     "SharesCache",
     "UserView",

@@ -19,6 +19,7 @@ CORE_MODULES = [
     "rm/policy/base.py",
     "rm/policy/views.py",
     "rm/policy/ordering.py",
+    "rm/policy/queuetree.py",
     "rm/policy/shares.py",
     "rm/policy/packing.py",
     "rm/policy/fairshare.py",
