@@ -1,10 +1,10 @@
 """carbyne: altruistic multi-resource scheduling, the RM side (Grandl et al., OSDI 2016).
 
 ``shares()``: each job's DRF entitlement across jobs (progressive filling over used +
-asked for, ``rm.fairshare``), sent to its AM in every Allocate response. Recomputed at most
-every ``update_interval_s`` (the paper computes it periodically) and as soon as a new job
-first asks for containers. An altruistic AM asks DEFAULT for the tasks it must start now
-to finish in the time its share allows, ALTRUISTIC for the rest.
+asked for, ``rm.policy.drf_entitlements``), sent to its AM in every Allocate response.
+Recomputed at most every ``update_interval_s`` (the paper computes it periodically) and as
+soon as a new job first asks for containers. An altruistic AM asks DEFAULT for the tasks
+it must start now to finish in the time its share allows, ALTRUISTIC for the rest.
 
 On a node's heartbeat, while anything fits the node:
 
@@ -13,12 +13,12 @@ On a node's heartbeat, while anything fits the node:
    plus that container stays within ``guarantee`` x its entitlement (in dominant share;
    ``guarantee`` is 1 by default, the paper's rule), or within the whole entitlement while
    the job holds less than ``guarantee`` x it; among the candidates, the best Tetris score
-   (``rm.packing``: alignment - eps x remaining work).
+   (``rm.policy.packing``: alignment - eps x remaining work).
    A job whose candidate would exceed its entitlement gets nothing more in this step.
 2. Once no such ask fits, the leftover goes to every other ask: ALTRUISTIC asks, and
    DEFAULT asks beyond the share (so that no node idles while a task fits; the paper's
    work conservation). ``leftover_order=srtf_then_packing`` (the paper's default): the job
-   with the least remaining work (``rm.packing.remaining_work``: resource-seconds in
+   with the least remaining work (``rm.policy.remaining_work``: resource-seconds in
    cluster-seconds, from the AM's ``Ask.remaining_usage``) that has an ask fitting, and its
    best-aligned ask (ties: lower priority number); ``packing_then_srtf``: the best-aligned
    ask, ties to the job with the least remaining work.
@@ -28,23 +28,14 @@ and leftovers by remaining work, so carbyne with greedy AMs behaves like DRF acr
 (with ``guarantee`` = 1).
 
 ``guarantee`` < 1 protects only that fraction of each job's share: the DEFAULT asks beyond
-it compete in the leftover, where the job with the least remaining work wins. In the
-offline case a job's DRF share grows as others finish, so its T planned on today's share
-is later than DRF would finish it: at the paper's rule long jobs keep most of their share
-while short ones wait for the leftover. A lower guarantee trades instantaneous isolation
-(Jain's index) for mean JCT; ``tests/benchmarks/bench_carbyne.py`` measures both.
+it compete in the leftover, where the job with the least remaining work wins.
+``guarantee_long`` (not in the paper) applies a guarantee to the long jobs only: those
+whose remaining work is at least the median among the jobs with indexed asks (the others
+keep ``guarantee``). Why, and what each trades: ``tests/benchmarks/bench_carbyne.py``.
 
-``guarantee_long`` applies a guarantee to the long jobs only: those whose remaining work
-is at least the median among the jobs with indexed asks (the others keep ``guarantee``).
-The Theorem 3.1 argument fails once jobs depart: a job plans T on today's share, its share
-grows as others finish, and DRF finishes it before T. The long jobs end last under DRF
-anyway, so part of their share can go to the SRTF leftover, where the short jobs gain
-from it, while the short and mid-sized jobs keep their whole DEFAULT protection. Not in
-the paper; ``bench_carbyne`` compares it with the paper's rule. It costs one sort of the
-jobs' remaining work per heartbeat.
-
-Cost per placement: O(shapes) with the shape index of ``rm.packing``, plus the DEFAULT
-asks skipped in step 1 (a set lookup each once a job is known to be at its share).
+Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus the
+DEFAULT asks skipped in step 1 (a set lookup each once a job is known to be at its share);
+with ``guarantee_long``, one sort of the jobs' remaining work per heartbeat.
 """
 
 from __future__ import annotations
@@ -82,12 +73,11 @@ class CarbyneParams(BaseModel):
     #: Recompute DRF entitlements at most this often; 0: on every change.
     update_interval_s: float = Field(0.5, ge=0.0, allow_inf_nan=False)
     #: The fraction of its DRF share within which a job's DEFAULT asks come first (1: the
-    #: paper's rule). Below 1, DEFAULT asks beyond it join the leftover, served by SRTF:
-    #: less isolation, shorter jobs sooner (a fairness knob, like Tetris' f).
+    #: paper's rule). Below 1, DEFAULT asks beyond it join the leftover, served by SRTF.
     guarantee: float = Field(1.0, ge=0.0, le=1.0)
     #: The guarantee of the long jobs, those whose remaining work is at least the median of
     #: the jobs asking for containers (None: ``guarantee`` for every job). The rest of
-    #: their share joins the SRTF leftover: the long jobs end last under DRF too.
+    #: their share joins the SRTF leftover.
     guarantee_long: float | None = Field(None, ge=0.0, le=1.0)
 
 
