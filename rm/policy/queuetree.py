@@ -70,47 +70,72 @@ class QueueTreePolicy(Policy[P]):
         if not pending:
             return
         self.prepare(cluster)
-        app_key, group_key, resort = self.app_key, self.group_key, self.resort
-        waiting: dict[str, list[_Entry]] = {}  # per leaf, a heap of its applications
-        for app in pending:  # submission order
-            waiting.setdefault(self.leaf_of(app), []).append((app_key(app, cluster), app.seq, app))
-        children = self._tree(cluster, waiting)
-        for h in waiting.values():
-            heapq.heapify(h)
+        cls, group_key = type(self), self.group_key
+        # The defaults, inlined on this hot path (same results, fewer calls).
+        by_queue = cls.leaf_of is QueueTreePolicy.leaf_of
+        app_key = None if cls.app_key is QueueTreePolicy.app_key else self.app_key
+        fit = None if cls.first_fit is QueueTreePolicy.first_fit else self.first_fit
+        # Per leaf, its applications: in submission order, a stack (the head last, pop()
+        # drops it); by app_key, a heap of (key, seq, app).
+        waiting: dict[str, list[Any]] = {}
+        firsts: dict[str, int] = {}  # per leaf, the seq of its first application
+        if app_key is None:
+            for app in reversed(pending):
+                leaf = app.queue if by_queue else self.leaf_of(app)
+                waiting.setdefault(leaf, []).append(app)
+                firsts[leaf] = app.seq
+        else:
+            for app in pending:
+                leaf = app.queue if by_queue else self.leaf_of(app)
+                waiting.setdefault(leaf, []).append((app_key(app, cluster), app.seq, app))
+                firsts.setdefault(leaf, app.seq)
+            for h in waiting.values():
+                heapq.heapify(h)
+        children = self._tree(cluster, waiting, firsts)
         heaps: dict[str | None, list[_Entry]] = {}  # per inner node (None: the root)
 
-        def descend(name: str | None, path: list[str]) -> bool:
-            """Extend ``path`` to a leaf under ``name`` with applications waiting; drop
-            the children found without any."""
-            if name is not None and name in waiting:
-                return bool(waiting[name])
+        def descend(name: str | None, path: list[str]) -> tuple[AppView, Ask] | None:
+            """The first application with an ask to place under ``name`` (its leaf is
+            ``path[-1]``): applications with nothing that fits are dropped, and the
+            children found without any application are dropped from their parent."""
+            apps = waiting.get(name) if name is not None else None
+            if apps is not None:  # a leaf
+                while apps:
+                    app = apps[-1] if app_key is None else apps[0][2]
+                    ask = (
+                        first_fit_ask(app, node.free)
+                        if fit is None
+                        else fit(app, path[-1], node, cluster)
+                    )
+                    if ask is not None:
+                        return app, ask
+                    if app_key is None:  # nothing of this application fits any more
+                        apps.pop()
+                    else:
+                        heapq.heappop(apps)
+                return None
             heap = heaps.get(name)
             if heap is None:
                 heap = heaps[name] = [(group_key(c, cluster), t, c) for t, c in children(name)]
                 heapq.heapify(heap)
             while heap:
                 path.append(heap[0][2])
-                if descend(heap[0][2], path):
-                    return True
+                found = descend(heap[0][2], path)
+                if found is not None:
+                    return found
                 path.pop()
                 heapq.heappop(heap)
-            return False
+            return None
 
         while True:
             path: list[str] = []
-            if not descend(None, path):
+            found = descend(None, path)
+            if found is None:
                 return
-            apps = waiting[path[-1]]
-            while apps:
-                app = apps[0][2]
-                ask = self.first_fit(app, path[-1], node, cluster)
-                if ask is not None:
-                    break
-                heapq.heappop(apps)  # nothing of this application fits any more
-            else:
-                continue  # the leaf is spent: walk again
+            app, ask = found
             yield _placement(app.app_id, ask.priority)
-            if resort:
+            if app_key is not None and self.resort:
+                apps = waiting[path[-1]]
                 if app.pending:
                     heapq.heapreplace(apps, (app_key(app, cluster), app.seq, app))
                 else:
@@ -123,14 +148,13 @@ class QueueTreePolicy(Policy[P]):
                 parent = name
 
     def _tree(
-        self, cluster: ClusterView, waiting: dict[str, list[_Entry]]
+        self, cluster: ClusterView, waiting: dict[str, list[Any]], firsts: dict[str, int]
     ) -> Callable[[str | None], list[tuple[int, str]]]:
         """``children(name)``: the (tie, name) of the children of inner node ``name`` (None:
-        the root) that have applications waiting under them. Called before the leaves'
-        lists are heapified (each is in submission order). Applications whose queue is not
-        a leaf of the tree are never served."""
+        the root) that have applications waiting under them. Applications whose queue is
+        not a leaf of the tree are never served."""
         if self.flat:
-            groups = [(h[0][1], g) for g, h in waiting.items()]  # seq of the first app
+            groups = [(firsts[g], g) for g in waiting]
             return lambda _: groups
         queues, root = cluster.queues, cluster.root_queue
         live: set[str] = set()
