@@ -17,6 +17,9 @@ from treadle.messages import Ask, AskKind
 from treadle.model import JobSpec
 from treadle.resources import Resources
 
+#: The entry-point group of ask-strategy plugins (the registry's ``asks`` kind).
+ENTRY_POINT_GROUP = "treadle.asks"
+
 
 def priority_of(stage: int, kind: AskKind) -> int:
     """Asks of one stage use two priorities, so DEFAULT and ALTRUISTIC asks coexist."""

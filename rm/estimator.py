@@ -14,6 +14,9 @@ from pydantic import BaseModel
 from rm.policy import AppView, ClusterView, NoParams
 from treadle.messages import Container, ContainerStatus
 
+#: The entry-point group of estimator plugins (the registry's ``estimators`` kind).
+ENTRY_POINT_GROUP = "treadle.estimators"
+
 
 class Estimator(ABC):
     description: ClassVar[str] = ""

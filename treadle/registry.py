@@ -4,10 +4,15 @@ Discovery reads entry points and imports nothing; loading imports one plugin, ch
 type and wraps any failure with the distribution that provides it; building validates
 the plugin's parameters. Built-in plugins are registered in pyproject.toml exactly as a
 third-party package would register its own.
+
+Each plugin API declares its entry-point group (``ENTRY_POINT_GROUP`` in ``rm.policy``,
+``rm.estimator`` and ``am.asks``); ``KINDS`` names each API's base class by a string,
+imported only when a plugin is loaded, so the registry imports neither ``rm`` nor ``am``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -16,18 +21,32 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from am.asks import AskStrategy
-from rm.estimator import Estimator
-from rm.policy import Policy
 from treadle.errors import PluginError
 
-GROUPS: dict[str, str] = {
-    "policies": "treadle.policies",
-    "estimators": "treadle.estimators",
-    "asks": "treadle.asks",
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of plugin: the API that declares it is imported only to load a plugin."""
+
+    group: str  # the entry-point group (the API module's ``ENTRY_POINT_GROUP``)
+    base: str  # "module:Class" that every plugin of the kind subclasses
+    noun: str  # for messages
+
+
+KINDS: dict[str, Kind] = {
+    "policies": Kind("treadle.policies", "rm.policy:Policy", "policy"),
+    "estimators": Kind("treadle.estimators", "rm.estimator:Estimator", "estimator"),
+    "asks": Kind("treadle.asks", "am.asks:AskStrategy", "ask strategy"),
 }
-BASES: dict[str, type] = {"policies": Policy, "estimators": Estimator, "asks": AskStrategy}
-KIND_NAMES = {"policies": "policy", "estimators": "estimator", "asks": "ask strategy"}
+GROUPS: dict[str, str] = {kind: k.group for kind, k in KINDS.items()}
+KIND_NAMES: dict[str, str] = {kind: k.noun for kind, k in KINDS.items()}
+
+
+def base_class(kind: str) -> type:
+    """The class every plugin of ``kind`` subclasses (imports its API)."""
+    module, _, attr = KINDS[kind].base.partition(":")
+    base: type = getattr(importlib.import_module(module), attr)
+    return base
 
 
 @dataclass(frozen=True)
@@ -71,11 +90,10 @@ def load(info: PluginInfo) -> type:
             f"{KIND_NAMES[info.kind]} {info.name!r} from {info.dist} failed to load "
             f"({info.value}): {type(e).__name__}: {e}"
         ) from e
-    base = BASES[info.kind]
-    if not (isinstance(obj, type) and issubclass(obj, base)):
+    if not (isinstance(obj, type) and issubclass(obj, base_class(info.kind))):
         raise PluginError(
             f"{KIND_NAMES[info.kind]} {info.name!r} from {info.dist} ({info.value}) "
-            f"is not a subclass of {base.__module__}.{base.__qualname__}"
+            f"is not a subclass of {KINDS[info.kind].base.replace(':', '.')}"
         )
     return obj
 

@@ -12,8 +12,7 @@ DEFAULT. Every other runnable task is an ALTRUISTIC ask, which the RM serves fro
 the job yields what it does not need yet to other jobs.
 
 A task not yet launched counts ``overhead_s`` (default 1 s, an AM interval) more than its
-duration in both packings: a freed container reaches the AM on its next call, so a stage of
-1 s tasks occupies its share about twice as long as its durations say.
+duration in both packings.
 
 With probability ``1 - altruism`` a scheduling event does not yield (every runnable task is
 DEFAULT, as greedy); the draws come from an RNG seeded by ``seed`` and a CRC of the job's
@@ -33,10 +32,10 @@ going forward, towards its start going backward); tasks within a stage longest f
 Cost of a plan (one forward and one or two backward passes): O(N log N + E x (S + R))
 for N remaining tasks, E distinct task end times (E <= N; a stage of equal durations ends
 in one event per wave), S stages, R resource kinds; in practice a few stages are looked at
-per event, as stages whose demand no longer fits are skipped. 15,000 tasks in 30 stages
-take ~4 ms with equal durations per stage and ~150 ms with all-distinct ones. Cost of a
-cached call: O(S log N), plus O(n) to average a stage's n unassigned durations when that
-count changed.
+per event, as stages whose demand no longer fits are skipped. Cost of a cached call:
+O(S log N), plus O(n) to average a stage's n unassigned durations when that count changed.
+Why the overhead and the re-plan tolerance, and measured plan times:
+``tests/benchmarks/bench_carbyne.py``.
 """
 
 from __future__ import annotations
@@ -69,15 +68,11 @@ class AltruisticParams(BaseModel):
     altruism: float = Field(1.0, ge=0.0, le=1.0)
     #: Seeds the altruism draws, together with a stable hash of the job's name.
     seed: int = Field(0, ge=0)
-    #: What a task holds its container for beyond its duration, in the plans: a freed
-    #: container is granted on a node's heartbeat and launched on the AM's next call
-    #: (YARN's default AM interval is 1 s). Without it, a stage of short tasks looks to
-    #: need less of the share than it does, and the job yields what it needs.
+    #: What a task holds its container for beyond its duration, in the plans (from its
+    #: grant on a node's heartbeat to its launch on the AM's next call).
     overhead_s: float = Field(1.0, ge=0.0, allow_inf_nan=False)
     #: Re-plan on a share change only when some resource of the share moved by more than
-    #: this fraction (0: on any change). Under DRF, shares shift a little with every other
-    #: job's demand: on a loaded cluster nearly every call re-plans, and planning is most of
-    #: a simulation's time.
+    #: this fraction (0: on any change).
     replan_tolerance: float = Field(0.0, ge=0.0, lt=1.0)
 
 

@@ -1,10 +1,10 @@
 """carbyne: altruistic multi-resource scheduling, the RM side (Grandl et al., OSDI 2016).
 
 ``shares()``: each job's DRF entitlement across jobs (progressive filling over used +
-asked for, ``rm.fairshare``), sent to its AM in every Allocate response. Recomputed at most
-every ``update_interval_s`` (the paper computes it periodically) and as soon as a new job
-first asks for containers. An altruistic AM asks DEFAULT for the tasks it must start now
-to finish in the time its share allows, ALTRUISTIC for the rest.
+asked for, ``rm.policy.drf_entitlements``), sent to its AM in every Allocate response.
+Recomputed at most every ``update_interval_s`` (the paper computes it periodically) and as
+soon as a new job first asks for containers. An altruistic AM asks DEFAULT for the tasks
+it must start now to finish in the time its share allows, ALTRUISTIC for the rest.
 
 On a node's heartbeat, while anything fits the node:
 
@@ -13,12 +13,12 @@ On a node's heartbeat, while anything fits the node:
    plus that container stays within ``guarantee`` x its entitlement (in dominant share;
    ``guarantee`` is 1 by default, the paper's rule), or within the whole entitlement while
    the job holds less than ``guarantee`` x it; among the candidates, the best Tetris score
-   (``rm.packing``: alignment - eps x remaining work).
+   (``rm.policy.packing``: alignment - eps x remaining work).
    A job whose candidate would exceed its entitlement gets nothing more in this step.
 2. Once no such ask fits, the leftover goes to every other ask: ALTRUISTIC asks, and
    DEFAULT asks beyond the share (so that no node idles while a task fits; the paper's
    work conservation). ``leftover_order=srtf_then_packing`` (the paper's default): the job
-   with the least remaining work (``rm.packing.remaining_work``: resource-seconds in
+   with the least remaining work (``rm.policy.remaining_work``: resource-seconds in
    cluster-seconds, from the AM's ``Ask.remaining_usage``) that has an ask fitting, and its
    best-aligned ask (ties: lower priority number); ``packing_then_srtf``: the best-aligned
    ask, ties to the job with the least remaining work.
@@ -28,36 +28,35 @@ and leftovers by remaining work, so carbyne with greedy AMs behaves like DRF acr
 (with ``guarantee`` = 1).
 
 ``guarantee`` < 1 protects only that fraction of each job's share: the DEFAULT asks beyond
-it compete in the leftover, where the job with the least remaining work wins. In the
-offline case a job's DRF share grows as others finish, so its T planned on today's share
-is later than DRF would finish it: at the paper's rule long jobs keep most of their share
-while short ones wait for the leftover. A lower guarantee trades instantaneous isolation
-(Jain's index) for mean JCT; ``tests/benchmarks/bench_carbyne.py`` measures both.
+it compete in the leftover, where the job with the least remaining work wins.
+``guarantee_long`` (not in the paper) applies a guarantee to the long jobs only: those
+whose remaining work is at least the median among the jobs with indexed asks (the others
+keep ``guarantee``). Why, and what each trades: ``tests/benchmarks/bench_carbyne.py``.
 
-``guarantee_long`` applies a guarantee to the long jobs only: those whose remaining work
-is at least the median among the jobs with indexed asks (the others keep ``guarantee``).
-The Theorem 3.1 argument fails once jobs depart: a job plans T on today's share, its share
-grows as others finish, and DRF finishes it before T. The long jobs end last under DRF
-anyway, so part of their share can go to the SRTF leftover, where the short jobs gain
-from it, while the short and mid-sized jobs keep their whole DEFAULT protection. Not in
-the paper; ``bench_carbyne`` compares it with the paper's rule. It costs one sort of the
-jobs' remaining work per heartbeat.
-
-Cost per placement: O(shapes) with the shape index of ``rm.packing``, plus the DEFAULT
-asks skipped in step 1 (a set lookup each once a job is known to be at its share).
+Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus the
+DEFAULT asks skipped in step 1 (a set lookup each once a job is known to be at its share);
+with ``guarantee_long``, one sort of the jobs' remaining work per heartbeat.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.fairshare import drf_entitlements
-from rm.packing import AskIndex, Entry, best_scored
-from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, SharesCache
+from rm.policy import (
+    AppView,
+    AskIndex,
+    CachedShares,
+    ClusterView,
+    Entry,
+    NodeView,
+    Placement,
+    best_scored,
+    drf_entitlements,
+)
 from treadle.messages import Ask, AskKind
 from treadle.resources import ZERO, Resources
 
@@ -74,48 +73,35 @@ class CarbyneParams(BaseModel):
     #: Recompute DRF entitlements at most this often; 0: on every change.
     update_interval_s: float = Field(0.5, ge=0.0, allow_inf_nan=False)
     #: The fraction of its DRF share within which a job's DEFAULT asks come first (1: the
-    #: paper's rule). Below 1, DEFAULT asks beyond it join the leftover, served by SRTF:
-    #: less isolation, shorter jobs sooner (a fairness knob, like Tetris' f).
+    #: paper's rule). Below 1, DEFAULT asks beyond it join the leftover, served by SRTF.
     guarantee: float = Field(1.0, ge=0.0, le=1.0)
     #: The guarantee of the long jobs, those whose remaining work is at least the median of
     #: the jobs asking for containers (None: ``guarantee`` for every job). The rest of
-    #: their share joins the SRTF leftover: the long jobs end last under DRF too.
+    #: their share joins the SRTF leftover.
     guarantee_long: float | None = Field(None, ge=0.0, le=1.0)
 
 
-class CarbynePolicy(Policy):
+class CarbynePolicy(CachedShares[CarbyneParams]):
     description = "Carbyne: DRF shares to AMs; DEFAULT asks packed within them; leftover by SRTF"
-    Params = CarbyneParams
     ask_strategy = "altruistic"
+    #: Shares are recomputed as soon as a new job first asks: it must be entitled to some.
+    shares_on_first_ask = True
 
-    def __init__(self, params: BaseModel | None = None) -> None:
+    def __init__(self, params: CarbyneParams | None = None) -> None:
         super().__init__(params)
         self._index = AskIndex()
-        self._shares_cache = SharesCache(self.params.update_interval_s)
         self._limit: dict[str, float] = {}  # entitled dominant share, per app
         self._limit_cap: Resources = ZERO  # the capacity the limits were computed against
-        self._unseen: set[str] = set()  # jobs added that have not asked for anything yet
-
-    # Shares -----------------------------------------------------------------------
-    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._unseen.add(app.app_id)
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
-        self._unseen.discard(app.app_id)
+        super().on_app_removed(app, cluster)
         self._index.remove(app.app_id)
 
-    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
-        """Cached for ``update_interval_s``, or until a new job first asks: from then on
-        it must be entitled to something."""
-        for app_id in list(self._unseen):
-            app = cluster.apps.get(app_id)
-            if app is None or app.pending:
-                self._unseen.discard(app_id)
-                if app is not None:
-                    self._shares_cache.invalidate()
-        return self._shares_cache.get(cluster.now, lambda: self._entitlements(cluster))
+    # Shares -----------------------------------------------------------------------
+    def shares_interval_s(self) -> float:
+        return self.params.update_interval_s
 
-    def _entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
+    def compute_shares(self, cluster: ClusterView) -> dict[str, Resources]:
         out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
         cap = self._limit_cap = cluster.capacity
         self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}

@@ -8,32 +8,21 @@ served in submission order; ties go to the entity with the earliest pending job.
 keeps each placement O(log entities).
 
 ``shares()``: each application's DRF entitlement, by progressive filling of the cluster
-across entities with running jobs (``rm.fairshare``): every entity grows along its own
-demand vector (used + asked for) at the rate of its weight in dominant share, until it gets
-all it asks for or a resource it needs is exhausted. A user's entitlement is split among its
-jobs in submission order (each takes as much of its own demand as still fits).
-O(n log n + n x resource kinds); recomputed at most every ``update_interval_s`` (0: on
-every change) and when an application is added.
+across entities with running jobs (``rm.policy.drf_entitlements``): every entity grows
+along its own demand vector (used + asked for) at the rate of its weight in dominant share,
+until it gets all it asks for or a resource it needs is exhausted. A user's entitlement is
+split among its jobs in submission order (each takes as much of its own demand as still
+fits). O(n log n + n x resource kinds); recomputed at most every ``update_interval_s`` (0:
+on every change) and when an application is added.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.fairshare import drf_entitlements
-from rm.policy import (
-    AppView,
-    ClusterView,
-    NodeView,
-    Placement,
-    Policy,
-    SharesCache,
-    first_fit_ask,
-)
+from rm.policy import AppView, CachedShares, ClusterView, QueueTreePolicy, drf_entitlements
 from treadle.resources import Resources
 
 
@@ -45,11 +34,11 @@ class DrfParams(BaseModel):
     update_interval_s: float = Field(0.5, ge=0.0)
 
 
-class DrfPolicy(Policy):
+class DrfPolicy(CachedShares[DrfParams], QueueTreePolicy[DrfParams]):
     description = "weighted dominant resource fairness across users or jobs"
-    Params = DrfParams
+    flat = True  # the "queues" are the users (or jobs), jobs within them in submission order
 
-    def entity(self, app: AppView) -> str:
+    def leaf_of(self, app: AppView) -> str:
         return app.user if self.params.across == "users" else app.app_id
 
     def weight(self, name: str, cluster: ClusterView) -> float:
@@ -57,48 +46,15 @@ class DrfPolicy(Policy):
         w = user.weight if user is not None else 1.0
         return w if w > 0 else 1e-12
 
-    def key(self, name: str, cluster: ClusterView) -> float:
+    def group_key(self, name: str, cluster: ClusterView) -> float:
         if self.params.across == "users":
             used = cluster.users[name].used
         else:
             used = cluster.apps[name].allocated
         return used.dominant_share(cluster.capacity) / self.weight(name, cluster)
 
-    def __init__(self, params: BaseModel | None = None) -> None:
-        super().__init__(params)
-        self._shares_cache = SharesCache(self.params.update_interval_s)
+    def shares_interval_s(self) -> float:
+        return self.params.update_interval_s
 
-    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
-        jobs: dict[str, list[AppView]] = {}  # per entity, latest first (pop() drops the head)
-        for app in reversed(cluster.pending_apps()):
-            jobs.setdefault(self.entity(app), []).append(app)
-        heap = [(self.key(name, cluster), apps[-1].seq, name) for name, apps in jobs.items()]
-        heapq.heapify(heap)
-        while heap:
-            _, first, name = heapq.heappop(heap)
-            found = _next_fit(jobs[name], node)
-            if found is None:
-                continue  # nothing of this entity fits this node any more
-            yield found
-            heapq.heappush(heap, (self.key(name, cluster), first, name))
-
-    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._shares_cache.invalidate()
-
-    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
-        """Cached for ``update_interval_s`` or until an application is added."""
-        return self._shares_cache.get(cluster.now, lambda: self.entitlements(cluster))
-
-    def entitlements(self, cluster: ClusterView) -> dict[str, Resources]:
-        return drf_entitlements(cluster, self.entity, lambda name: self.weight(name, cluster))
-
-
-def _next_fit(apps: list[AppView], node: NodeView) -> Placement | None:
-    """The first job (submission order) with an ask that fits; drops jobs with none (the
-    node's free resources only shrink during a heartbeat)."""
-    while apps:
-        ask = first_fit_ask(apps[-1], node.free)
-        if ask is not None:
-            return Placement(apps[-1].app_id, ask.priority)
-        apps.pop()
-    return None
+    def compute_shares(self, cluster: ClusterView) -> dict[str, Resources]:
+        return drf_entitlements(cluster, self.leaf_of, lambda name: self.weight(name, cluster))

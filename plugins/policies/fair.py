@@ -19,24 +19,14 @@ application is added. O(apps log apps).
 
 from __future__ import annotations
 
-import heapq
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from itertools import accumulate
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy import (
-    AppView,
-    ClusterView,
-    NodeView,
-    Placement,
-    Policy,
-    QueueView,
-    SharesCache,
-    first_fit_ask,
-)
+from rm.policy import AppView, CachedShares, ClusterView, QueueTreePolicy, QueueView, water_fill
 from treadle.resources import ZERO, Resources, total
 
 
@@ -50,20 +40,10 @@ class FairParams(BaseModel):
     update_interval_s: float = Field(0.5, ge=0.0)
 
 
-def water_fill(amount: float, weights: Sequence[float], caps: Sequence[float]) -> list[float]:
-    """Split ``amount`` in proportion to ``weights``, none above its cap, excess redistributed."""
-    out = [0.0] * len(caps)
-    order = sorted((i for i, w in enumerate(weights) if w > 0), key=lambda i: caps[i] / weights[i])
-    wsum = sum(weights[i] for i in order)
-    for i in order:
-        out[i] = min(caps[i], weights[i] * amount / wsum)
-        amount, wsum = amount - out[i], wsum - weights[i]
-    return out
-
-
-class FairPolicy(Policy):
+class FairPolicy(CachedShares[FairParams], QueueTreePolicy[FairParams]):
     description = "YARN fair scheduler: weighted queues, water-filled shares, fair/drf/fifo inside"
-    Params = FairParams
+    resort = True
+    _min_shares: Mapping[str, float] = {}  # per queue with demand, this heartbeat
 
     def usage(self, r: Resources, cap: Resources) -> float:
         kind = self.params.resource
@@ -71,64 +51,40 @@ class FairPolicy(Policy):
             return r.dominant_share(cap)
         return r[kind] / cap[kind] if cap[kind] else 0.0
 
-    def __init__(self, params: BaseModel | None = None) -> None:
-        super().__init__(params)
-        self._shares_cache = SharesCache(self.params.update_interval_s)
-
-    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
-        cap, inner = cluster.capacity, self.params.inner
-
-        def app_key(app: AppView) -> tuple[float, int, AppView]:
-            if inner == "fifo":
-                return (0.0, app.seq, app)
-            r = app.allocated
-            return (r.dominant_share(cap) if inner == "drf" else self.usage(r, cap), app.seq, app)
-
-        heaps: dict[str, list[tuple[float, int, AppView]]] = {}
-        asked: dict[str, Resources] = {}  # per queue
+    # Placement --------------------------------------------------------------------
+    def prepare(self, cluster: ClusterView) -> None:
+        """Each queue's min share capped by its demand (used + asked: constant while placing)."""
+        if self.params.min_share != "capacity":
+            return
+        qs, cap, asked = cluster.queues, cluster.capacity, dict[str, Resources]()
         for app in cluster.pending_apps():
-            heaps.setdefault(app.queue, []).append(app_key(app))
-            q: QueueView | None = cluster.queues[app.queue]
-            while q is not None and self.params.min_share == "capacity":
+            q: QueueView | None = qs[app.queue]
+            while q is not None:
                 asked[q.name], q = asked.get(q.name, ZERO) + app.demand, q.parent
-        for h in heaps.values():
-            heapq.heapify(h)
-        # A queue's min share capped by its demand (used + asked: constant while placing).
-        min_shares = {
-            n: min(cluster.queues[n].abs_capacity, self.usage(cluster.queues[n].used + d, cap))
-            for n, d in asked.items()
+        self._min_shares = {
+            n: min(qs[n].abs_capacity, self.usage(qs[n].used + d, cap)) for n, d in asked.items()
         }
 
-        def key(q: QueueView) -> tuple[int, float, str]:
-            used = self.usage(q.used, cap)
-            if q.name in min_shares:
-                min_share = min_shares[q.name]
-                if used < min_share:
-                    return (0, used / min_share, q.name)
-            return (1, used / q.weight if q.weight > 0 else math.inf, q.name)
+    def group_key(self, name: str, cluster: ClusterView) -> tuple[int, float, str]:
+        q = cluster.queues[name]
+        used = self.usage(q.used, cluster.capacity)
+        min_share = self._min_shares.get(name)
+        if min_share is not None and used < min_share:
+            return (0, used / min_share, name)
+        return (1, used / q.weight if q.weight > 0 else math.inf, name)
 
-        def pick(q: QueueView) -> QueueView | None:
-            if q.is_leaf:
-                return q if heaps.get(q.name) else None
-            return next(filter(None, map(pick, sorted(q.children, key=key))), None)
+    def app_key(self, app: AppView, cluster: ClusterView) -> float:
+        if self.params.inner == "fifo":
+            return 0.0
+        if self.params.inner == "drf":
+            return app.allocated.dominant_share(cluster.capacity)
+        return self.usage(app.allocated, cluster.capacity)
 
-        while (leaf := pick(cluster.root_queue)) is not None:
-            heap = heaps[leaf.name]
-            app = heapq.heappop(heap)[2]
-            ask = first_fit_ask(app, node.free)
-            if ask is not None:  # else nothing of this app fits this node any more: drop it
-                yield Placement(app.app_id, ask.priority)
-                if app.pending:
-                    heapq.heappush(heap, app_key(app))
+    # Shares -----------------------------------------------------------------------
+    def shares_interval_s(self) -> float:
+        return self.params.update_interval_s
 
-    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._shares_cache.invalidate()
-
-    def shares(self, cluster: ClusterView) -> Mapping[str, Resources]:
-        """Cached for ``update_interval_s`` or until an application is added."""
-        return self._shares_cache.get(cluster.now, lambda: self.fair_shares(cluster))
-
-    def fair_shares(self, cluster: ClusterView) -> dict[str, Resources]:
+    def compute_shares(self, cluster: ClusterView) -> dict[str, Resources]:
         cap, out = cluster.capacity, dict[str, Resources]()
         want: dict[str, Resources] = {}  # used + asked for, per queue
         apps_of: dict[str, list[tuple[AppView, Resources]]] = {}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rm.policy import AppView, ClusterView, OrderingPolicy
+from rm.policy import AppView, ClusterView, NoParams, OrderingPolicy
 
 
-class FifoPolicy(OrderingPolicy):
+class FifoPolicy(OrderingPolicy[NoParams]):
     description = "first in, first out: applications in submission order"
 
     def sort_key(self, app: AppView, cluster: ClusterView) -> int:

@@ -9,17 +9,15 @@ are served shortest first, ties by submission order, each filled before the next
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
-from rm.policy import AppView, ClusterView, OrderingPolicy
+from rm.policy import AppView, ClusterView, NoParams, OrderingPolicy
 from treadle.dag import critical_path_s
 
 
-class SjfPolicy(OrderingPolicy):
+class SjfPolicy(OrderingPolicy[NoParams]):
     description = "shortest job first (critical-path length of the DAG)"
     resort = False
 
-    def __init__(self, params: BaseModel | None = None) -> None:
+    def __init__(self, params: NoParams | None = None) -> None:
         super().__init__(params)
         self._estimate: dict[str, float] = {}
 

@@ -6,7 +6,7 @@ alignment = sum over resource dimensions k of (demand_k / capacity_k) x (free_k 
 capacity_k) (capacity and free of the node) and eps = ``remaining_work_weight`` x mean
 alignment of the asks that fit / mean remaining work of the pending jobs (Tetris' way of
 making the two terms comparable; the weight 0 is pure packing). Remaining work is the AM's
-hint (``Ask.remaining_work``; see ``rm.packing.remaining_work``). Ties: less remaining
+hint (``Ask.remaining_work``; see ``rm.policy.remaining_work``). Ties: less remaining
 work, then submission order, then priority.
 
 Fairness knob ``f`` in [0, 1]: the N jobs with pending asks are sorted by their deficit
@@ -17,7 +17,7 @@ f = 0 considers every job (pure performance); f = 1 only the job furthest below 
 So that no node idles while a task fits, when none of the considered jobs has an ask that
 fits the node, every job is considered for that placement.
 
-Cost per placement: O(shapes) with the shape index of ``rm.packing``, plus O(window) when
+Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus O(window) when
 f > 0; re-indexing is incremental (only applications whose asks changed).
 """
 
@@ -27,8 +27,17 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.packing import AskIndex, Entry, FairWindow, best_scored
-from rm.policy import AppView, ClusterView, NodeView, Placement, Policy
+from rm.policy import (
+    AppView,
+    AskIndex,
+    ClusterView,
+    Entry,
+    FairWindow,
+    NodeView,
+    Placement,
+    Policy,
+    best_scored,
+)
 from treadle.resources import Resources
 
 
@@ -41,11 +50,10 @@ class TetrisParams(BaseModel):
     remaining_work_weight: float = Field(1.0, ge=0.0, allow_inf_nan=False)
 
 
-class TetrisPolicy(Policy):
+class TetrisPolicy(Policy[TetrisParams]):
     description = "Tetris: best-aligned ask (demand . free) plus less remaining work; knob f"
-    Params = TetrisParams
 
-    def __init__(self, params: BaseModel | None = None) -> None:
+    def __init__(self, params: TetrisParams | None = None) -> None:
         super().__init__(params)
         self._index = AskIndex()
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rm.core import ResourceManager
-from rm.fairshare import drf_entitlements
+from rm.policy import drf_entitlements
 from treadle.errors import TreadleError
 from treadle.messages import (
     AllocateRequest,

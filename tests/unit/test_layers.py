@@ -70,7 +70,7 @@ IO = (
 SANS_IO = {KERNEL: IO, PLUGIN_API: (*IO, "pathlib"), PLUGINS: (*IO, "pathlib"), CORES: IO}
 
 KERNEL_MODULES = {"resources", "model", "messages", "dag", "events", "errors", "frozen"}
-PLUGIN_APIS = ("rm.policy", "rm.estimator", "rm.packing", "rm.fairshare", "am.asks")
+PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
 SERVICE_MODULES = {"service", "__main__"}
 
 

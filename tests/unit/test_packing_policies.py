@@ -17,8 +17,7 @@ from typing import Any, cast
 import pytest
 
 from rm.core import ResourceManager
-from rm.packing import FairWindow, alignment, remaining_work
-from rm.policy import AppView
+from rm.policy import AppView, FairWindow, alignment, remaining_work
 from treadle import registry
 from treadle.dag import critical_path_s, earliest_finish, time_to_end
 from treadle.errors import PluginError

@@ -17,9 +17,7 @@ from typing import Any, cast
 
 import pytest
 
-from plugins.policies.fair import water_fill
-from rm.fairshare import progressive_fill
-from rm.policy import ClusterView
+from rm.policy import ClusterView, progressive_fill, water_fill
 from treadle import registry
 from treadle.errors import PluginError
 from treadle.model import (

@@ -13,9 +13,8 @@ class LifoParams(BaseModel):
     newest_first: bool = True
 
 
-class LifoPolicy(OrderingPolicy):
+class LifoPolicy(OrderingPolicy[LifoParams]):
     description = "last in, first out: the newest application first"
-    Params = LifoParams
 
     def sort_key(self, app: AppView, cluster: ClusterView) -> int:
         return -app.seq if self.params.newest_first else app.seq

@@ -1,5 +1,4 @@
-"""Dominant resource fairness entitlements, shared by the policies that need them (drf,
-carbyne).
+"""Fair-share entitlements, shared by the policies that need them (drf, carbyne, fair).
 
 ``progressive_fill`` is weighted DRF progressive filling over demand vectors;
 ``drf_entitlements`` turns it into each application's entitlement: every entity (a user,
@@ -7,13 +6,16 @@ or a job) grows along its own demand vector (used + asked for) at the rate of it
 in dominant share, until it gets all it asks for or a resource it needs is exhausted; an
 entity's entitlement is split among its jobs in submission order (each takes as much of
 its own demand as still fits). O(n log n + n x resource kinds).
+
+``water_fill`` splits an amount in proportion to weights, each part capped (YARN's fair
+share of a queue's children).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from rm.policy import AppView, ClusterView
+from rm.policy.views import AppView, ClusterView
 from treadle.resources import Resources, total
 
 
@@ -84,4 +86,15 @@ def drf_entitlements(
             frac = min((rest[k] / want[k] for k in want if cap[k]), default=0.0)
             out[app.app_id] = give = want * max(0.0, min(1.0, frac))
             rest = rest - give
+    return out
+
+
+def water_fill(amount: float, weights: Sequence[float], caps: Sequence[float]) -> list[float]:
+    """Split ``amount`` in proportion to ``weights``, none above its cap, excess redistributed."""
+    out = [0.0] * len(caps)
+    order = sorted((i for i, w in enumerate(weights) if w > 0), key=lambda i: caps[i] / weights[i])
+    wsum = sum(weights[i] for i in order)
+    for i in order:
+        out[i] = min(caps[i], weights[i] * amount / wsum)
+        amount, wsum = amount - out[i], wsum - weights[i]
     return out

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rm.policy import AppView, ClusterView
+from rm.policy.views import AppView, ClusterView
 from treadle.messages import Ask, AskKind
 from treadle.resources import Resources
 

@@ -1,0 +1,60 @@
+"""The scheduling-policy API: everything a policy plugin imports, from one place.
+
+- ``views``: the read-only views of the RM's state a policy sees (``ClusterView``, ...);
+- ``base``: ``Policy[P]``, generic over its pydantic parameters, and ``Placement``;
+- ``ordering``: ``OrderingPolicy`` (an order over applications) and first-fit helpers;
+- ``queuetree``: ``QueueTreePolicy`` (walk the queue tree, order a leaf's applications);
+- ``shares``: ``CachedShares`` (entitlements recomputed periodically) and ``SharesCache``;
+- ``packing``: Tetris' alignment, remaining work and the shape index of asks;
+- ``fairshare``: DRF progressive filling and entitlements, water-filling.
+
+Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
+"""
+
+from __future__ import annotations
+
+from rm.policy.base import NoParams, P, Placement, Policy
+from rm.policy.fairshare import drf_entitlements, progressive_fill, water_fill
+from rm.policy.ordering import OrderingPolicy, fill_node, first_fit_ask
+from rm.policy.packing import (
+    AskIndex,
+    Entry,
+    FairWindow,
+    alignment,
+    best_scored,
+    remaining_work,
+)
+from rm.policy.queuetree import QueueTreePolicy
+from rm.policy.shares import CachedShares, SharesCache
+from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
+
+#: The entry-point group of policy plugins (the registry's ``policies`` kind).
+ENTRY_POINT_GROUP = "treadle.policies"
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "AppView",
+    "AskIndex",
+    "CachedShares",
+    "ClusterView",
+    "Entry",
+    "FairWindow",
+    "NoParams",
+    "NodeView",
+    "OrderingPolicy",
+    "P",
+    "Placement",
+    "Policy",
+    "QueueTreePolicy",
+    "QueueView",
+    "SharesCache",
+    "UserView",
+    "alignment",
+    "best_scored",
+    "drf_entitlements",
+    "fill_node",
+    "first_fit_ask",
+    "progressive_fill",
+    "remaining_work",
+    "water_fill",
+]

@@ -1,0 +1,144 @@
+"""The policy base class, its parameters and its decision.
+
+A policy is called on each node heartbeat while asks are pending and yields placements
+for that node. The RM applies each placement as it is yielded (so a generator sees its
+own earlier placements reflected in the views), validates it first, and rejects and logs
+a placement that is impossible; a policy can never corrupt cluster state. Expected
+outcomes ("nothing fits") are simply "yield nothing", never exceptions.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, cast, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
+
+from rm.policy.views import AppView, ClusterView, NodeView
+from treadle.frozen import slot_setters
+from treadle.messages import Container, ContainerStatus
+from treadle.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Give ``app_id`` one container for its ask at ``priority`` on the heartbeating node."""
+
+    app_id: str
+    priority: int
+
+
+_new = object.__new__
+_p_app, _p_prio = slot_setters(Placement, ("app_id", "priority"))
+
+
+def _placement(app_id: str, priority: int) -> Placement:
+    """``Placement(app_id, priority)``, faster (for the helpers' hot loops)."""
+    p: Placement = _new(Placement)
+    _p_app(p, app_id)
+    _p_prio(p, priority)
+    return p
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: A policy's parameters: a pydantic model. Covariant (parameters are read-only), so that
+#: ``Policy[DrfParams]`` is a ``Policy``; a bare ``Policy`` is ``Policy[BaseModel]``.
+P = TypeVar("P", bound=BaseModel, covariant=True, default=BaseModel)
+
+
+class Policy(ABC, Generic[P]):
+    """Base class of scheduling policies, generic over their parameters.
+
+    ``class MyPolicy(Policy[MyParams])``: ``MyParams`` is a pydantic model whose fields are
+    the parameters users pass with ``--set key=value`` (a bad value is a clear error at
+    start-up), and ``self.params`` is a ``MyParams``. ``Params`` is set from the type
+    argument (a class may still set ``Params`` itself, as plugins written before the
+    generic base do; with a type argument too, it must be that model or a subclass).
+    Subclasses set ``description`` and implement ``on_node_heartbeat``; every other hook
+    is optional.
+    """
+
+    #: The name the policy is registered under (set when the registry builds it; the
+    #: class name otherwise).
+    name: str
+    description: ClassVar[str] = ""
+    #: The parameters' model (from the type argument unless the class sets it).
+    Params: ClassVar[type[BaseModel]] = NoParams
+    #: Call ``tick`` every this many emulated seconds (None: never).
+    tick_interval_s: ClassVar[float | None] = None
+    #: The AM ask strategy (a ``treadle.asks`` plugin) the policy is designed with, used
+    #: when a run does not name one (Carbyne's RM pairs with its altruistic AMs).
+    ask_strategy: ClassVar[str] = "greedy"
+
+    params: P
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            cls.name = cls.__name__
+        model = _params_argument(cls)
+        if model is None:
+            return
+        declared = cls.__dict__.get("Params")
+        if declared is None:
+            cls.Params = model
+        elif not (isinstance(declared, type) and issubclass(declared, model)):
+            raise TypeError(f"{cls.__qualname__}.Params must be {model.__qualname__} or a subclass")
+
+    def __init__(self, params: P | None = None) -> None:
+        if params is None:
+            params = cast(P, self.Params())  # Params is P's model (``__init_subclass__``)
+        elif not isinstance(params, self.Params):
+            raise TypeError(
+                f"{type(self).__qualname__} takes {self.Params.__qualname__}, "
+                f"not {type(params).__qualname__}"
+            )
+        self.params = params
+
+    @abstractmethod
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterable[Placement]:
+        """Placements for ``node``; applied one by one as they are yielded."""
+
+    # Optional hooks ------------------------------------------------------------------
+    def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
+        """An application was submitted."""
+
+    def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
+        """An application finished, failed or was killed."""
+
+    def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
+        """A placement of this policy was applied."""
+
+    def on_container_finished(
+        self, container: Container, status: ContainerStatus, cluster: ClusterView
+    ) -> None:
+        """A container ended (completed, failed, released, lost or preempted)."""
+
+    def shares(self, cluster: ClusterView) -> Mapping[str, Resources] | None:
+        """Each application's entitlement, sent to its AM in every Allocate response."""
+        return None
+
+    def preempt(self, cluster: ClusterView) -> Sequence[str]:
+        """Container ids to preempt now (called after ``tick``)."""
+        return ()
+
+    def tick(self, cluster: ClusterView) -> None:
+        """Periodic work (virtual clocks, budgets), every ``tick_interval_s``."""
+
+
+def _params_argument(cls: type) -> type[BaseModel] | None:
+    """The parameters' model given as the type argument of ``cls``'s policy base class
+    (``Policy[M]``, ``OrderingPolicy[M]``, ...), if any."""
+    for base in cls.__dict__.get("__orig_bases__", ()):
+        origin = get_origin(base)
+        if isinstance(origin, type) and issubclass(origin, Policy):
+            for arg in get_args(base)[:1]:
+                if isinstance(arg, type) and issubclass(arg, BaseModel):
+                    return arg
+    return None

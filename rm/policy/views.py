@@ -1,0 +1,157 @@
+"""The read-only views a policy sees of the RM's state.
+
+Views are protocols over the RM's state, valid only during the call that hands them out;
+a policy reads them and never keeps them across calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from treadle.messages import Ask
+from treadle.model import JobSpec
+from treadle.resources import Resources
+
+
+class NodeView(Protocol):
+    @property
+    def node_id(self) -> str: ...
+    @property
+    def rack(self) -> str: ...
+    @property
+    def capacity(self) -> Resources: ...
+    @property
+    def free(self) -> Resources: ...
+    @property
+    def used(self) -> Resources: ...
+    @property
+    def num_containers(self) -> int: ...
+
+
+class AppView(Protocol):
+    @property
+    def app_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def user(self) -> str: ...
+    @property
+    def queue(self) -> str: ...
+    @property
+    def submit_s(self) -> float: ...
+    @property
+    def job(self) -> JobSpec | None:
+        """The submitted job (its DAG and task sizes), if the client sent it."""
+        ...
+
+    @property
+    def seq(self) -> int:
+        """Submission order (0, 1, 2, ...)."""
+        ...
+
+    @property
+    def asks(self) -> Mapping[int, Ask]:
+        """Outstanding asks by priority (count > 0 only)."""
+        ...
+
+    @property
+    def pending(self) -> int:
+        """Containers still asked for, over all priorities."""
+        ...
+
+    @property
+    def demand(self) -> Resources:
+        """Resources still asked for, over all priorities."""
+        ...
+
+    @property
+    def allocated(self) -> Resources:
+        """Resources held by the application's live containers."""
+        ...
+
+    @property
+    def running(self) -> int:
+        """Live containers."""
+        ...
+
+    def sorted_asks(self) -> Sequence[Ask]:
+        """Outstanding asks, lowest priority number (most important) first."""
+        ...
+
+
+class QueueView(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def parent(self) -> QueueView | None: ...
+    @property
+    def children(self) -> Sequence[QueueView]: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def capacity(self) -> float:
+        """Guaranteed fraction of the parent (0..1)."""
+        ...
+
+    @property
+    def max_capacity(self) -> float:
+        """Maximum fraction of the parent (0..1)."""
+        ...
+
+    @property
+    def abs_capacity(self) -> float:
+        """Guaranteed fraction of the whole cluster."""
+        ...
+
+    @property
+    def abs_max_capacity(self) -> float: ...
+    @property
+    def used(self) -> Resources: ...
+    @property
+    def is_leaf(self) -> bool: ...
+
+
+class UserView(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def weight(self) -> float: ...
+    @property
+    def budget(self) -> float | None: ...
+    @property
+    def used(self) -> Resources: ...
+
+
+class ClusterView(Protocol):
+    @property
+    def now(self) -> float: ...
+    @property
+    def capacity(self) -> Resources:
+        """Total resources of live nodes."""
+        ...
+
+    @property
+    def used(self) -> Resources: ...
+    @property
+    def nodes(self) -> Mapping[str, NodeView]: ...
+    @property
+    def apps(self) -> Mapping[str, AppView]:
+        """Running applications in submission order."""
+        ...
+
+    def pending_apps(self) -> Sequence[AppView]:
+        """Applications with outstanding asks, in submission order."""
+        ...
+
+    @property
+    def queues(self) -> Mapping[str, QueueView]:
+        """Every queue by name, the root included."""
+        ...
+
+    @property
+    def root_queue(self) -> QueueView: ...
+    @property
+    def users(self) -> Mapping[str, UserView]: ...
