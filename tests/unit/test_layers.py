@@ -41,7 +41,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         SERVICES,
         "treadle.live",
         "treadle.rpc",
-        "treadle.registry",
         "treadle.cluster.config",  # python -m rm --config
     ),
     TOOLS: (KERNEL, PLUGIN_API, CORES, PLUGINS, TOOLS, "treadle.live", "treadle.rpc"),
@@ -69,7 +68,7 @@ IO = (
 #: Layers that must stay sans-IO (the kernel may read and write files: event logs).
 SANS_IO = {KERNEL: IO, PLUGIN_API: (*IO, "pathlib"), PLUGINS: (*IO, "pathlib"), CORES: IO}
 
-KERNEL_MODULES = {"resources", "model", "messages", "dag", "events", "errors", "frozen"}
+KERNEL_MODULES = {"resources", "model", "messages", "dag", "events", "errors", "frozen", "registry"}
 PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
 SERVICE_MODULES = {"service", "__main__"}
 
