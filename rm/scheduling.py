@@ -73,7 +73,7 @@ class Scheduler:
         if policy_errors not in ("raise", "log"):
             raise ValueError("policy_errors must be 'raise' or 'log'")
         self.policy = policy
-        self.policy_name: str = getattr(policy, "name", type(policy).__name__)
+        self.policy_name = policy.name
         self._state = state
         self._view = state
         self._log = log_

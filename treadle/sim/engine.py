@@ -90,9 +90,7 @@ class Simulation:
         self.workload = workload
         self.h = workload.cluster.heartbeat_s
         self.am_interval_s = am_interval_s if am_interval_s is not None else self.h
-        self.policy_name: str = (
-            policy_name or getattr(policy, "name", None) or type(policy).__name__
-        )
+        self.policy_name = policy_name or policy.name
         self.log = ev.EventLog()
         self.rm = ResourceManager(
             policy,
