@@ -95,6 +95,7 @@ class ApplicationMaster:
         self._quiet = False
         self._version = 0  # see ``version``
         self._last_asks: list[Ask] | None = None  # what the strategy returned last time
+        self._repeat: AllocateRequest | None = None  # the repeat of the last request
         #: The last ``allocate_request`` repeats the one before: same asks, nothing
         #: released or finished, nothing received since. Answering it would change
         #: nothing at the RM unless the RM has something new to deliver.
@@ -179,12 +180,19 @@ class ApplicationMaster:
 
     def allocate_request(self, now: float) -> AllocateRequest:
         asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
-        if self._quiet and (asks is self._last_asks or asks == self._last_asks):
-            self.repeats_last_request = True
-            # What building it afresh would give: the same asks, nothing to withdraw.
-            return AllocateRequest(
-                self.app_id, asks, [], self.progress, [], self.attempt, self.response_id
-            )
+        if self._quiet:
+            last = self._last_asks
+            if asks is last or asks == last:
+                self.repeats_last_request = True
+                # What building it afresh would give: the same asks, nothing to withdraw,
+                # nothing released or done, the progress and response id of now (kept while
+                # the AM stays quiet: a waiting job repeats itself for many intervals).
+                req = self._repeat
+                if req is None or req.asks is not asks:
+                    req = self._repeat = AllocateRequest(
+                        self.app_id, asks, [], self.progress, [], self.attempt, self.response_id
+                    )
+                return req
         self.repeats_last_request = False
         self._last_asks = asks
         sent: dict[int, Ask] = {}
@@ -214,6 +222,7 @@ class ApplicationMaster:
             self._quiet = False
             return []  # an answer we already had (the RM repeated it)
         self.response_id = resp.response_id
+        self._repeat = None
         if resp.share != self.share or resp.cluster is not self.cluster:
             self.share = resp.share
             self.cluster = resp.cluster

@@ -238,20 +238,3 @@ class Applications:
             c = app.containers.get(cid)
             if c is not None and cid != app.am_container:
                 self._containers.release(c, now)
-
-    def quiet_allocate(self, app_id: str, now: float) -> bool:
-        """For an AM whose call would repeat its last request: True (and the AM counts as
-        seen at ``now``) when answering it would change nothing either: nothing to deliver
-        and no policy shares to send. False when the call must be made."""
-        app = self._state.apps.get(app_id)
-        if (
-            app is None
-            or app.undelivered
-            or app.completed_reports
-            or self._scheduler.shares_hook is not None
-            or not app.am_registered
-            or app.last_response is None
-        ):
-            return False
-        app.am_last_seen_s = now
-        return True

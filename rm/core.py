@@ -25,7 +25,7 @@ completions of the same heartbeat, the other containers of a lost node), in one 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from rm.applications import Applications
 from rm.containers import ContainerLifecycle
@@ -97,6 +97,8 @@ class ResourceManager:
             self.log,
             self.containers,
             self.scheduler,
+            self._outbox,
+            self._settle,
             heartbeat_s=heartbeat_s,
             expiry_s=node_expiry_s if node_expiry_s is not None else 10 * heartbeat_s,
         )
@@ -110,7 +112,12 @@ class ResourceManager:
             am_resources=am_resources or Resources(vcores=1, memory_mb=1024),
         )
         #: For discrete-event hosts only (see ``rm.hints``).
-        self.hints = SchedulingHints(st, self.apps)
+        self.hints = SchedulingHints(st, self.scheduler)
+        #: A node's heartbeat: the node tracker's own method, called directly (the hottest
+        #: call of all); it settles what ended in it before it returns.
+        self.on_node_heartbeat: Callable[[NodeHeartbeat, float], NodeHeartbeatResponse] = (
+            self.nodes.heartbeat
+        )
 
     # ------------------------------------------------------------------ settings
     @property
@@ -146,12 +153,6 @@ class ResourceManager:
     # ------------------------------------------------------------------ nodes
     def register_node(self, reg: NodeRegistration, now: float) -> None:
         self.nodes.register(reg, now)
-
-    def on_node_heartbeat(self, hb: NodeHeartbeat, now: float) -> NodeHeartbeatResponse:
-        resp = self.nodes.heartbeat(hb, now)
-        if self._outbox.am_exits:
-            self._settle(now)
-        return resp
 
     def expire_nodes(self, now: float) -> list[str]:
         """Mark nodes silent for longer than the expiry LOST; their containers fail."""

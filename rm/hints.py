@@ -6,16 +6,16 @@ with every hint overridden to 'do the work')."""
 
 from __future__ import annotations
 
-from rm.applications import Applications
+from rm.scheduling import Scheduler
 from rm.state import ClusterState
 
 
 class SchedulingHints:
-    __slots__ = ("_apps", "_state")
+    __slots__ = ("_scheduler", "_state")
 
-    def __init__(self, state: ClusterState, apps: Applications) -> None:
+    def __init__(self, state: ClusterState, scheduler: Scheduler) -> None:
         self._state = state
-        self._apps = apps
+        self._scheduler = scheduler
 
     @property
     def has_pending(self) -> bool:
@@ -30,12 +30,30 @@ class SchedulingHints:
     def could_place_on(self, node_id: str) -> bool:
         """False when no pending ask can fit the node's free resources (a heartbeat of
         that node reporting nothing would change nothing); True may be wrong, False never."""
+        pending = self._state.pending
+        if not pending.apps:
+            return False
         node = self._state.nodes.get(node_id)
         if node is None or not node.alive:
             return False
-        return self._state.pending.could_fit(node._free)
+        m = pending.min_ask
+        return node._free.covers(m if m is not None else pending.lower_bound())
 
     def skip_allocate(self, app_id: str, now: float) -> bool:
         """For an AM whose call would repeat its last request: True (the AM counts as seen
-        at ``now``) when the answer would bring nothing and change nothing."""
-        return self._apps.quiet_allocate(app_id, now)
+        at ``now``) when answering it would change nothing either: nothing to deliver, no
+        policy shares to send, the cluster as the AM last heard of it. False when the
+        call must be made."""
+        app = self._state.apps.get(app_id)
+        if (
+            app is None
+            or app.undelivered
+            or app.completed_reports
+            or self._scheduler.shares_hook is not None
+            or not app.am_registered
+            or app.last_response is None
+            or app.last_response.cluster is not self._state.capacity
+        ):
+            return False
+        app.am_last_seen_s = now
+        return True

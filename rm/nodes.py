@@ -4,7 +4,10 @@ silent. Each heartbeat runs the scheduling pass for its node."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rm.containers import ContainerLifecycle
+from rm.effects import Outbox
 from rm.scheduling import Scheduler
 from rm.state import ClusterState, Node
 from treadle.errors import ConflictError, InvalidRequestError
@@ -33,6 +36,8 @@ class NodeTracker:
         log: EventLog,
         containers: ContainerLifecycle,
         scheduler: Scheduler,
+        outbox: Outbox,
+        settle: Callable[[float], None],
         *,
         heartbeat_s: float,
         expiry_s: float,
@@ -41,6 +46,9 @@ class NodeTracker:
         self._log = log
         self._containers = containers
         self._scheduler = scheduler
+        self._outbox = outbox
+        #: Fails the attempts of AM containers that ended in the call (``ResourceManager``).
+        self._settle = settle
         self.heartbeat_s = heartbeat_s
         self.expiry_s = expiry_s
 
@@ -83,8 +91,13 @@ class NodeTracker:
                 c = containers.get(status.container_id)
                 if c is not None:
                     done(c, status, status.finish_s)
-        if st.pending.could_fit(node._free):
-            self._scheduler.schedule(node, now)
+        pending = st.pending
+        if pending.apps:  # could_fit, inlined: this is the simulator's hottest path
+            m = pending.min_ask
+            if node._free.covers(m if m is not None else pending.lower_bound()):
+                self._scheduler.schedule(node, now)
+        if self._outbox.am_exits:
+            self._settle(now)
         stop = node.to_stop
         node.to_stop = []
         resp: NodeHeartbeatResponse = _new(NodeHeartbeatResponse)  # (stop, False, interval)

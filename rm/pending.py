@@ -83,11 +83,10 @@ class PendingIndex(Generic[Application]):
         if not self.apps:
             return False
         m = self.min_ask
-        if m is None:
-            m = self._compute_min_ask()
-        return free.covers(m)
+        return free.covers(m if m is not None else self.lower_bound())
 
-    def _compute_min_ask(self) -> Resources:
+    def lower_bound(self) -> Resources:
+        """``min_ask``, recomputed from the pending asks."""
         m: Resources | None = None
         for app in self.apps.values():
             for ask in app.asks.values():

@@ -18,19 +18,35 @@ nodes, and Hadoop SLS, which replays in real time (1x).
 
 ``--profile`` runs one case (default 1,000 nodes) under cProfile in this process instead
 and prints the top functions by own time and by cumulative time.
+
+``--against DIR`` measures the same cases on another checkout (a ``git worktree`` of an
+older commit, say) in the same run: each case runs ``--repeat`` times in each checkout,
+alternating, every run in a fresh process whose ``treadle``, ``rm``, ``am``, ``nm`` and
+``plugins`` come from that checkout; it prints the median speeds and their ratio. The
+workload and the timing are this file's, so both sides do exactly the same thing (the
+child needs only ``Simulation``, ``build`` and ``factory``, which every commit has).
+
+Measured on 2026-11-25 (2 cores), fifo at 1,000 nodes, this commit against d4792c7 (before
+the renovation of the RM core, the event schema and the layers), 5 runs each: see the
+closing note of that work; the ratio is printed by ``--against``.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import multiprocessing as mp
+import os
 import pstats
 import random
 import resource
+import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from treadle.messages import ContainerState
@@ -152,6 +168,59 @@ def run_isolated(policy: str, nodes: int, span_s: float, seed: int) -> Row:
     return Row(**out)
 
 
+HERE = Path(__file__).resolve()
+REPO = HERE.parents[2]
+
+
+def run_in_checkout(checkout: Path, policy: str, nodes: int, span_s: float, seed: int) -> Row:
+    """One case in a fresh process importing the project from ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    argv = [sys.executable, str(HERE), "--child", policy, str(nodes), repr(span_s), str(seed)]
+    proc = subprocess.run(argv, env=env, cwd=checkout, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"the case failed in {checkout}:\n{proc.stderr[-2000:]}")
+    return Row(**json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def compare_checkouts(
+    other: Path, policies: list[str], sizes: list[int], span: float | None, seed: int, repeat: int
+) -> None:
+    print(f"this checkout: {REPO}\nagainst:       {other}\n")
+    head = (
+        f"{'policy':<8} {'nodes':>6} {'this (median)':>14} {'against':>8} {'ratio':>7}"
+        f" {'this (best)':>12} {'against':>8} {'ratio':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for policy in policies:
+        for n in sizes:
+            s = span if span is not None else default_span(n)
+            speeds: dict[Path, list[float]] = {REPO: [], other: []}
+            counts: dict[Path, tuple[int, int, int]] = {}
+            for _ in range(repeat):
+                for checkout in (other, REPO):
+                    row = run_in_checkout(checkout, policy, n, s, seed)
+                    speeds[checkout].append(row.speed)
+                    counts[checkout] = (row.events, row.heartbeats, row.allocates)
+            mine, theirs = statistics.median(speeds[REPO]), statistics.median(speeds[other])
+            best, their_best = max(speeds[REPO]), max(speeds[other])
+            print(
+                f"  {policy} {n}: this {[round(x, 1) for x in speeds[REPO]]}, "
+                f"against {[round(x, 1) for x in speeds[other]]}",
+                flush=True,
+            )
+            if counts[REPO] != counts[other]:
+                print(f"  note: the runs differ (events, heartbeats, allocates): {counts}")
+            lines.append(
+                f"{policy:<8} {n:>6} {mine:>14.1f} {theirs:>8.1f} {mine / theirs:>6.3f}x"
+                f" {best:>12.1f} {their_best:>8.1f} {best / their_best:>6.3f}x"
+            )
+    print("\n" + "\n".join(lines))
+    print(
+        "\nspeeds in simulated s per wall s; ratio: here / there (> 1: this checkout is "
+        "faster). On a shared machine the best of the runs is the steadier figure."
+    )
+
+
 def print_table(rows: list[Row]) -> None:
     head = (
         f"{'policy':<8} {'nodes':>6} {'jobs':>6} {'sim s':>8} {'wall s':>8} "
@@ -194,6 +263,11 @@ def _int_list(text: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:  # one case for run_in_checkout: its Row as JSON
+        policy, nodes, span, seed = argv[1], int(argv[2]), float(argv[3]), int(argv[4])
+        print(json.dumps(asdict(run_case(policy, nodes, span, seed))))
+        return 0
     ap = argparse.ArgumentParser(prog="python -m tests.benchmarks sim", description=__doc__)
     ap.add_argument("--nodes", type=_int_list, default=list(DEFAULT_NODES), help="e.g. 100,1000")
     ap.add_argument(
@@ -207,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile one case instead")
     ap.add_argument("--top", type=int, default=25, help="rows of the profile to print")
+    ap.add_argument("--against", type=Path, help="another checkout to measure in the same run")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per checkout with --against")
     args = ap.parse_args(argv)
 
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
@@ -214,6 +290,15 @@ def main(argv: list[str] | None = None) -> int:
         nodes = args.nodes[0] if args.nodes != list(DEFAULT_NODES) else 1000
         span = args.sim_seconds if args.sim_seconds is not None else default_span(nodes)
         profile(policies[0], nodes, span, args.seed, args.top)
+        return 0
+
+    if args.against is not None:
+        if not (args.against / "treadle").is_dir():
+            ap.error(f"--against {args.against}: not a treadle checkout")
+        nodes = args.nodes if args.nodes != list(DEFAULT_NODES) else [1000]
+        compare_checkouts(
+            args.against.resolve(), policies, nodes, args.sim_seconds, args.seed, args.repeat
+        )
         return 0
 
     print(
@@ -239,3 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         f"vs SLS: speed / {SLS_SPEED:g} (Hadoop SLS runs in real time)"
     )
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
