@@ -193,7 +193,7 @@ def test_an_rm_that_cannot_start_fails_fast_with_its_reason(image: str, tmp_path
         asyncio.run(cluster.start())
     message = str(err.value)
     # Fast: the RM's exit is noticed, rather than its silence until the readiness timeout.
-    assert re.search(r"container rm exited \(exit status [1-9]\d*\)", message), message
+    assert re.search(r"container rm exited early \(exit status [1-9]\d*\)", message), message
     assert "did not answer its health check" not in message
     assert "across" in message  # the RM's own explanation is in the error
 
