@@ -28,10 +28,10 @@ child needs only ``Simulation``, ``build`` and ``factory``, which every commit h
 
 Measured on 2026-11-25 (2 cores, a shared VM whose speed wanders by +-15% from run to
 run), at 1,000 nodes, after the renovation of the RM core, the event schema and the layers
-against d4792c7 (the commit before it), ``--against`` with 7 to 11 runs per side: fifo
-0.97x / 0.985x median (0.93x-0.97x best of runs); capacity 0.89x median, 0.98x best; fair
-0.97x median, 0.99x best; drf 0.90x median, 0.94x best. Every run of both sides logged the
-same events, heartbeats and allocate calls.
+against d4792c7 (the commit before it), ``--against`` with 7 to 15 runs per side: fifo
+0.976x, 0.972x and 0.985x (ratios of medians; 140 simulated s per wall s against 141);
+capacity 0.89x, fair 0.97x, drf 0.90x (7 runs each, the noisiest). Every run of both sides
+logged the same events, heartbeats and allocate calls.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def compare_checkouts(
     print("\n" + "\n".join(lines))
     print(
         "\nspeeds in simulated s per wall s; ratio: here / there (> 1: this checkout is "
-        "faster). On a shared machine the best of the runs is the steadier figure."
+        "faster). Single runs wander on a shared machine: read the medians of many runs."
     )
 
 
