@@ -105,7 +105,7 @@ def test_two_policies_finish_every_job_on_containers(image: str, compared: dict[
         timers = json.loads((root / policy / "timers.json").read_text())
         assert set(timers["processes"]) == {"rm", "nm-1", "nm-2", "am"}
         # Both NM containers ran work.
-        records = compared["docker"].results[policy].records
+        records = compared["docker"].results[policy].records()
         nodes = {r["node"] for r in records if r["event"] == ev.CONTAINER_STARTED}
         assert nodes == {"node1", "node2", "node3", "node4"}
     report = (root / "report.md").read_text()
@@ -133,7 +133,7 @@ def test_carbyne_shares_and_ask_kinds_travel_between_containers(image: str, tmp_
     assert result.runs["carbyne"].summary["finished"] == 2
     kinds = Counter(
         (int(r["priority"]) // 2, str(r["kind"]))
-        for r in result.results["carbyne"].records
+        for r in result.results["carbyne"].records()
         if r["event"] == ev.CONTAINER_ALLOCATED
     )
     assert kinds[(2, "ALTRUISTIC")] >= 4, kinds

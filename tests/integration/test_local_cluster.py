@@ -390,7 +390,7 @@ def test_carbyne_shares_and_altruistic_asks_travel_over_grpc(tmp_path: Path) -> 
     wl = load_workload(str(ALTRUISM))
     backend = make_backend("local", wl, dilation=20.0)
     result = compare(wl, [PolicyChoice("carbyne", {})], tmp_path / "out", backend)
-    records = result.results["carbyne"].records
+    records = result.results["carbyne"].records()
     assert result.runs["carbyne"].summary["finished"] == 2
     kinds = Counter((int(r["priority"]) // 2, str(r["kind"])) for r in records
                     if r["event"] == ev.CONTAINER_ALLOCATED)  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Annotated
 
@@ -18,6 +19,7 @@ from treadle.cli.common import (
     NmProcessesOpt,
     NodesFileOpt,
     OutOpt,
+    RunsProgress,
     SetOpt,
     WorkloadArg,
     err,
@@ -88,6 +90,16 @@ PhaseSeedOpt = Annotated[
         help="Simulator: draw the nodes' heartbeat phases with this seed (with the "
         "workload's). Results move a little with the phases, as a live cluster's do; vary "
         "it to see that spread.",
+    ),
+]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--workers",
+        help="Simulator: run up to N policies at once, each in a process of its own "
+        "[default: the machine's cores]; 1 runs them one after another in this process. "
+        "Live modes run one policy at a time whatever N is (a cluster uses the machine).",
+        show_default=False,
     ),
 ]
 TimeoutOpt = Annotated[
@@ -227,6 +239,7 @@ def compare(
     managed_am: ManagedAmOpt = False,
     timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
     phase_seed: PhaseSeedOpt = 0,
+    workers: WorkersOpt = None,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
@@ -234,6 +247,10 @@ def compare(
         logs.configure(log_level)
         if mode not in ("sim", "local", "docker"):
             fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
+        if workers is None:
+            workers = os.cpu_count() or 1
+        elif workers < 1:
+            fail(f"--workers must be >= 1, got {workers}", 2)
         if phase_seed and mode != "sim":
             fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
         names = resolve_policies(policies)
@@ -262,7 +279,7 @@ def compare(
             nm_containers=nm_containers,
             image=image,
         )
-        with progress_bars() as progress:
+        with RunsProgress(names, len(wl.jobs)) as progress:
             result = run_compare(
                 wl,
                 choices,
@@ -270,7 +287,9 @@ def compare(
                 backend,
                 options=options,
                 baseline=baseline,
-                on_policy=lambda n: tracker(progress, n, len(wl.jobs)),
+                on_policy=progress.tracker,
+                on_finished=lambda n, _, run: progress.finished(n, run.summary),
+                workers=workers,
             )
     table = Table(show_edge=False)
     for col in ("policy", "finished", "makespan s", "mean JCT s", "p95 JCT s", "slowdown"):

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from treadle.errors import TreadleError
 from treadle.importers import FORMATS as TRACE_FORMATS, or_list
@@ -103,6 +113,73 @@ def tracker(progress: Progress, label: str, total: int) -> ProgressFn:
         progress.update(task, completed=done, total=total_jobs, sim_t=t)
 
     return update
+
+
+class RunsProgress:
+    """Progress of several runs of one workload (``treadle compare``): on a terminal, one
+    bar per run and an overall one with an ETA; otherwise one line per finished run on
+    stderr (in the order they finish). ``tracker(NAME)`` is a run's progress callback,
+    ``finished(NAME, summary)`` says that it ended."""
+
+    def __init__(self, names: Sequence[str], jobs: int) -> None:
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("jobs"),
+            TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err,
+            transient=False,
+            disable=not err.is_terminal,
+        )
+        self.jobs = jobs
+        self.done = {name: 0 for name in names}
+        self.started = time.monotonic()
+        width = max((len(n) for n in names), default=0)
+        self.overall = self.bars.add_task(
+            "all".ljust(width), total=max(1, jobs * len(names)), detail=f"{len(names)} runs"
+        )
+        self.tasks: dict[str, TaskID] = {
+            n: self.bars.add_task(n.ljust(width), total=max(1, jobs), detail="t=0s", start=False)
+            for n in names
+        }
+
+    def __enter__(self) -> RunsProgress:
+        self.bars.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.bars.__exit__(kind, value, tb)
+
+    def tracker(self, name: str) -> ProgressFn:
+        task = self.tasks[name]
+
+        def update(done: int, total_jobs: int, t: float) -> None:
+            self.bars.start_task(task)
+            self.bars.update(task, completed=done, total=total_jobs, detail=f"t={t:.0f}s")
+            self.done[name] = done
+            self.bars.update(self.overall, completed=sum(self.done.values()))
+
+        return update
+
+    def finished(self, name: str, summary: dict[str, Any]) -> None:
+        if self.bars.disable:
+            wall = time.monotonic() - self.started
+            err.print(
+                f"{name}: {summary['finished']}/{summary['jobs']} jobs, makespan "
+                f"{num(summary['makespan_s'])} s, mean JCT {num(summary['mean_jct_s'])} s "
+                f"({wall:.1f} s since the start)",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def num(v: Any) -> str:

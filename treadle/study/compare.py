@@ -1,26 +1,38 @@
 """The one way policies are compared: in the simulator or on a fresh cluster per policy.
 
-``compare`` runs every policy on a ``Backend`` in turn and writes the per-policy files
+``compare`` runs every policy on a ``Backend`` and writes the per-policy files
 (``summary.json``, ``jobs.csv``, ``events.jsonl``...) and the comparison report, the same
-files whatever the backend. ``SimBackend`` simulates each policy; ``ClusterBackend`` builds
+files whatever the backend. ``SimBackend`` simulates each policy, several at once in worker
+processes with ``workers > 1`` (see ``_run_parallel``); ``ClusterBackend`` builds
 a cluster per policy from a factory (``LocalCluster.per_policy(...)``,
 ``DockerCluster.per_policy(...)``), starts it, replays the workload on it
 (treadle.cluster.driver), stops it, and adds ``timers.json`` and the cluster's logs under
-POLICY/cluster/. ``make_backend`` gives the backend of ``treadle compare --mode MODE``.
+POLICY/cluster/, one policy at a time. ``make_backend`` gives the backend of ``treadle
+compare --mode MODE``.
+
+A comparison keeps of each run only what the report needs (``RunMetrics``) and a
+``RunResult`` (counts, end time, stall, stats); the full event log is on disk
+(``RunResult.records()`` reads it back), never held for every policy at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
+import multiprocessing as mp
+import queue as queue_mod
+import signal
+import time
+import traceback
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from treadle import events as ev, metrics, report
-from treadle.cluster.base import ClusterBase, ClusterFactory
+from treadle import events as ev, metrics
 from treadle.cluster.driver import DEFAULT_TIMEOUT_S, finished_count, replay, run_async
-from treadle.cluster.local import LocalCluster
 from treadle.errors import TreadleError
 from treadle.model import Workload
 from treadle.registry import build
@@ -34,18 +46,68 @@ from treadle.study.runner import (
     run_sim,
 )
 
+if TYPE_CHECKING:  # the cluster classes and the report's plots load when used: a worker
+    # process imports this module and needs neither
+    from treadle.cluster.base import ClusterBase, ClusterFactory
+
 TIMERS_JSON = "timers.json"
+EVENTS_FILE = "events.jsonl"  # metrics.write_run_outputs writes the event log there
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One run of a comparison without its event log (on disk under ``run_dir``)."""
+
+    policy: str
+    jobs: int
+    finished: int
+    end_s: float
+    stalled: str | None
+    stats: dict[str, int]
+    run_dir: Path
+
+    @property
+    def unfinished(self) -> int:
+        return self.jobs - self.finished
+
+    @classmethod
+    def of(cls, policy: str, result: SimResult, run_dir: Path) -> RunResult:
+        return cls(
+            policy,
+            result.jobs,
+            result.finished,
+            result.end_s,
+            result.stalled,
+            dict(result.stats),
+            run_dir,
+        )
+
+    def records(self) -> list[ev.Record]:
+        """The run's event log, read back from its file."""
+        return ev.read_jsonl(self.run_dir / EVENTS_FILE)
 
 
 @dataclass
 class Comparison:
+    """Every run's metrics and result, in the order the policies were given."""
+
     runs: dict[str, metrics.RunMetrics]
-    results: dict[str, SimResult]
+    results: dict[str, RunResult]
     report: Path
+
+
+#: Called with each run as it ends (in completion order): policy, result, metrics.
+OnFinished = Callable[[str, RunResult, metrics.RunMetrics], None]
 
 
 class Backend(Protocol):
     """Where a comparison runs each policy: the simulator, or a fresh cluster per policy."""
+
+    #: Whether runs may go to worker processes, several at once (``run`` is then called
+    #: in a worker, on a copy of the backend made after ``prepare``).
+    parallel: ClassVar[bool]
 
     def prepare(
         self,
@@ -64,7 +126,7 @@ class Backend(Protocol):
         alone: dict[str, float],
         progress: ProgressFn | None,
         run_dir: Path,
-    ) -> tuple[SimResult, metrics.RunMetrics]:
+    ) -> tuple[RunResult, metrics.RunMetrics]:
         """Run one policy and write its files under ``run_dir``."""
 
     def title(self, workload: Workload, policies: int) -> str: ...
@@ -72,6 +134,8 @@ class Backend(Protocol):
 
 class SimBackend:
     """Each policy in the simulator (``treadle compare --mode sim``)."""
+
+    parallel: ClassVar[bool] = True
 
     def prepare(
         self,
@@ -92,8 +156,11 @@ class SimBackend:
         alone: dict[str, float],
         progress: ProgressFn | None,
         run_dir: Path,
-    ) -> tuple[SimResult, metrics.RunMetrics]:
-        return run_sim(workload, choice, run_dir, options=options, progress=progress, alone=alone)
+    ) -> tuple[RunResult, metrics.RunMetrics]:
+        result, run = run_sim(
+            workload, choice, run_dir, options=options, progress=progress, alone=alone
+        )
+        return RunResult.of(choice.name, result, run_dir), run
 
     def title(self, workload: Workload, policies: int) -> str:
         return f"treadle: {workload.name} under {policies} policies"
@@ -101,7 +168,10 @@ class SimBackend:
 
 class ClusterBackend:
     """Each policy on a fresh cluster that ``make`` builds (started, replayed on and
-    stopped before the next one starts); its logs stay under POLICY/cluster/."""
+    stopped before the next one starts); its logs stay under POLICY/cluster/. One policy at
+    a time whatever ``workers`` says: a cluster uses the machine already."""
+
+    parallel: ClassVar[bool] = False
 
     def __init__(self, make: ClusterFactory, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.make = make
@@ -135,7 +205,7 @@ class ClusterBackend:
         alone: dict[str, float],
         progress: ProgressFn | None,
         run_dir: Path,
-    ) -> tuple[SimResult, metrics.RunMetrics]:
+    ) -> tuple[RunResult, metrics.RunMetrics]:
         cluster = self.clusters[choice.name]
         strategy, params = asks_for(choice, options)
 
@@ -167,7 +237,9 @@ class ClusterBackend:
                 timers["driver_submit"] = r.get("submit_timers")
         metrics.write_json(metrics.rounded(timers), run_dir / TIMERS_JSON)
         end = max((float(r["t"]) for r in records), default=0.0)
-        result = SimResult(records, len(workload.jobs), finished_count(records), end, None, {})
+        result = RunResult(
+            choice.name, len(workload.jobs), finished_count(records), end, None, {}, run_dir
+        )
         return result, run
 
     def title(self, workload: Workload, policies: int) -> str:
@@ -198,6 +270,8 @@ def make_backend(
         return SimBackend()
     settings.update(dilation=dilation, managed_am=managed_am)
     if mode == "local":
+        from treadle.cluster.local import LocalCluster
+
         make = LocalCluster.per_policy(workload, nm_processes=nm_processes, **settings)
         return ClusterBackend(make, timeout_s)
     if mode == "docker":
@@ -221,20 +295,175 @@ def compare(
     options: RunOptions | None = None,
     baseline: str | None = None,
     on_policy: Callable[[str], ProgressFn | None] | None = None,
+    on_finished: OnFinished | None = None,
+    workers: int = 1,
 ) -> Comparison:
-    """Run every policy on ``backend`` in turn and write ``out_dir``'s per-policy files and
-    the comparison report (the same files whatever the backend)."""
+    """Run every policy on ``backend`` and write ``out_dir``'s per-policy files and the
+    comparison report (the same files whatever the backend, and whatever ``workers``).
+
+    ``workers > 1`` runs up to that many policies at once, each in its own process, when
+    the backend allows it (the simulator; clusters run one at a time). ``on_policy(NAME)``
+    is called for every policy before any run starts, in the order given, and returns its
+    progress callback; ``on_finished`` is called as each run ends."""
+    if workers < 1:
+        raise TreadleError(f"--workers must be >= 1, got {workers}")
     options = options or RunOptions()
     choices = list(policies)
     backend.prepare(workload, choices, options, out_dir)  # bad settings fail before any run
+    workers = min(workers, len(choices))
+    parallel = workers > 1 and backend.parallel
+    if parallel:
+        _start_forkserver()  # it imports treadle while the references are computed
     alone = alone_jcts(workload, options) if options.slowdown else {}
-    runs: dict[str, metrics.RunMetrics] = {}
-    results: dict[str, SimResult] = {}
-    for c in choices:
-        progress = on_policy(c.name) if on_policy else None
-        results[c.name], runs[c.name] = backend.run(
-            workload, c, options, alone, progress, out_dir / c.name
+    progress = {c.name: on_policy(c.name) if on_policy else None for c in choices}
+    if parallel:
+        done = _run_parallel(
+            backend, workload, choices, options, alone, out_dir, workers, progress, on_finished
         )
+    else:
+        done = {}
+        for c in choices:
+            done[c.name] = backend.run(
+                workload, c, options, alone, progress[c.name], out_dir / c.name
+            )
+            if on_finished is not None:
+                on_finished(c.name, *done[c.name])
+    results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
+    runs = {c.name: done[c.name][1] for c in choices}
+    from treadle import report
+
     title = backend.title(workload, len(choices))
     path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
     return Comparison(runs, results, path)
+
+
+# Parallel runs. Each policy runs in a process of its own (at most ``workers`` at once),
+# started from a forkserver where the platform has one (else spawn): the parent holds
+# threads (rich's refresh thread, the queue's feeder), which a plain fork copies in
+# whatever state they are, locks included; the forkserver is a fresh interpreter that
+# imports treadle once and forks each worker from that clean state, nearly as cheaply.
+# A process per run, rather than a pool, names the policy whose process died (its exit
+# code) instead of breaking every pending run at once. Workers send their progress, their
+# result (RunResult and RunMetrics: what the report needs, not the event log) or their
+# error through one queue.
+
+PROGRESS_INTERVAL_S = 0.1  # a worker reports progress at most this often (and at the end)
+_PRELOAD = ["treadle.study.compare"]
+
+
+def _mp_context() -> Any:
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        return ctx
+    return mp.get_context("spawn")
+
+
+def _start_forkserver() -> None:
+    if _mp_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
+def _worker(
+    index: int,
+    backend: Backend,
+    workload: Workload,
+    choice: PolicyChoice,
+    options: RunOptions,
+    alone: dict[str, float],
+    run_dir: Path,
+    messages: Any,
+) -> None:
+    last = 0.0
+
+    def progress(done: int, total: int, t: float) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if done >= total or now - last >= PROGRESS_INTERVAL_S:
+            last = now
+            messages.put(("progress", index, (done, total, t)))
+
+    try:
+        outcome = backend.run(workload, choice, options, alone, progress, run_dir)
+    except Exception as e:  # sent to the parent, which names the policy
+        text = str(e) if isinstance(e, TreadleError) else f"{type(e).__name__}: {e}"
+        messages.put(("error", index, (text, traceback.format_exc())))
+    else:
+        messages.put(("done", index, outcome))
+
+
+def _died(process: BaseProcess) -> str:
+    code = process.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit status {code}"
+
+
+def _run_parallel(
+    backend: Backend,
+    workload: Workload,
+    choices: Sequence[PolicyChoice],
+    options: RunOptions,
+    alone: dict[str, float],
+    out_dir: Path,
+    workers: int,
+    progress: dict[str, ProgressFn | None],
+    on_finished: OnFinished | None,
+) -> dict[str, tuple[RunResult, metrics.RunMetrics]]:
+    ctx = _mp_context()
+    messages = ctx.Queue()
+    waiting = deque(enumerate(choices))
+    running: dict[int, BaseProcess] = {}
+    done: dict[str, tuple[RunResult, metrics.RunMetrics]] = {}
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                i, c = waiting.popleft()
+                process = ctx.Process(
+                    target=_worker,
+                    args=(i, backend, workload, c, options, alone, out_dir / c.name, messages),
+                    name=f"treadle-compare-{c.name}",
+                    daemon=True,
+                )
+                process.start()
+                running[i] = process
+            # A process flushes its queue before it exits: one that had exited before this
+            # wait, when the wait finds nothing, has sent everything it ever will; if its
+            # outcome is not among that, it died.
+            exited = [i for i, process in running.items() if process.exitcode is not None]
+            try:
+                kind, i, payload = messages.get(timeout=PROGRESS_INTERVAL_S)
+            except queue_mod.Empty:
+                if exited:
+                    raise TreadleError(
+                        f"policy {choices[exited[0]].name}: its worker process died "
+                        f"({_died(running[exited[0]])}) before the run ended"
+                    ) from None
+                continue
+            name = choices[i].name
+            if kind == "progress":
+                fn = progress[name]
+                if fn is not None:
+                    fn(*payload)
+            elif kind == "error":
+                text, trace = payload
+                log.debug("policy %s failed in its worker:\n%s", name, trace)
+                raise TreadleError(f"policy {name}: {text}")
+            else:
+                done[name] = payload
+                running.pop(i).join()
+                if on_finished is not None:
+                    on_finished(name, *payload)
+    finally:
+        for process in running.values():  # an error, or an interrupt: stop the others
+            process.terminate()
+        for process in running.values():
+            process.join()
+        messages.close()
+        messages.cancel_join_thread()
+    return done
