@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from treadle.errors import InputError
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec, Workload
-from treadle.workload import QueueFile, UserFile, _from_validation_error
+from treadle.workload import QueueFile, UserFile, _from_validation_error, yamlload
 
 UserName = Annotated[str, StringConstraints(pattern=r"^\S+$")]
 
@@ -141,26 +141,9 @@ def _queue_level(
     return tuple(out)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (PyYAML keeps the last one silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        keys = [self.construct_object(k, deep=True) for k, _ in node.value]
-        for i, key in enumerate(keys):
-            try:
-                duplicate = key in keys[:i]
-            except TypeError:
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", node.value[i][0].start_mark
-                )
-        return super().construct_mapping(node, deep)
-
-
 def _parse_yaml(text: str, source: str) -> object:
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yamlload.load(text)  # the workloads' loader: duplicate keys refused
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         parts = [p for p in (e.context, e.problem) if p]

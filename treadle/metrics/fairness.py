@@ -23,8 +23,13 @@ def jain_from(
     by: Literal["user", "job"],
     window_s: float,
     weights: Mapping[str, float] | None,
+    stats: dict[str, int] | None = None,
 ) -> dict[str, float | int]:
-    """``jain_over_windows`` of a scanned log."""
+    """``jain_over_windows`` of a scanned log.
+
+    ``stats``, when given, receives ``windows`` (how many windows the horizon has) and
+    ``computed`` (how many indices were computed: about one per window with activity and
+    one per stretch of alike windows between them)."""
     if by not in ("user", "job"):
         raise ValueError(f"jain_over_windows: by must be 'user' or 'job', got {by!r}")
     if not window_s > 0:
@@ -45,8 +50,12 @@ def jain_from(
     def entity(job: JobFacts) -> str:
         return job.user if by == "user" else job.job
 
-    # Activity: +1 at the job's first window, -1 after its last (difference arrays).
-    active_diff: list[dict[str, int]] = [{} for _ in range(nwin + 1)]
+    # Only windows where something happens are held (sparse, by window index): where an
+    # entity's activity starts or stops, where a container starts or ends, and where a rate
+    # changes. Between two of them every window is alike, so a run of them is computed once
+    # and counted as many times: an idle gap costs nothing, however long.
+    # Activity: +1 at the job's first window, -1 after its last (difference maps).
+    active_diff: dict[int, dict[str, int]] = {}
     for j in log.jobs.values():
         if j.submit is None:
             continue
@@ -54,14 +63,15 @@ def jain_from(
         if b <= a:
             continue
         e = entity(j)
-        d0, d1 = active_diff[win(a)], active_diff[win_before(b) + 1]
+        d0 = active_diff.setdefault(win(a), {})
         d0[e] = d0.get(e, 0) + 1
+        d1 = active_diff.setdefault(win_before(b) + 1, {})
         d1[e] = d1.get(e, 0) - 1
 
     # Service: the ends of a container go to its first and last windows; the windows in
-    # between are all whole, so they get a rate through a difference array.
-    partial: list[dict[str, float]] = [{} for _ in range(nwin)]
-    rate_diff: list[dict[str, float]] = [{} for _ in range(nwin + 1)]
+    # between are all whole, so they get a rate through a difference map.
+    partial: dict[int, dict[str, float]] = {}
+    rate_diff: dict[int, dict[str, float]] = {}
     jobs = log.jobs
     for job, a, b, _, ds in log.spans():
         jr = jobs.get(job)
@@ -72,16 +82,17 @@ def jain_from(
         e = entity(jr)
         wa, wb = win(a), win_before(b)
         if wa == wb:
-            p = partial[wa]
+            p = partial.setdefault(wa, {})
             p[e] = p.get(e, 0.0) + (b - a) * ds
             continue
-        p = partial[wa]
+        p = partial.setdefault(wa, {})
         p[e] = p.get(e, 0.0) + (start + (wa + 1) * window_s - a) * ds
-        p = partial[wb]
+        p = partial.setdefault(wb, {})
         p[e] = p.get(e, 0.0) + (b - (start + wb * window_s)) * ds
         if wb - wa > 1:
-            r0, r1 = rate_diff[wa + 1], rate_diff[wb]
+            r0 = rate_diff.setdefault(wa + 1, {})
             r0[e] = r0.get(e, 0.0) + ds
+            r1 = rate_diff.setdefault(wb, {})
             r1[e] = r1.get(e, 0.0) - ds
 
     w_of: dict[str, float] = {}
@@ -93,33 +104,59 @@ def jain_from(
 
     counts: dict[str, int] = {}
     rates: dict[str, float] = {}
-    indices: list[float] = []
-    for w in range(nwin):
-        for e, d in active_diff[w].items():
-            c = counts.get(e, 0) + d
-            if c:
-                counts[e] = c
-            else:
-                counts.pop(e, None)
-        for e, dr in rate_diff[w].items():
-            rates[e] = rates.get(e, 0.0) + dr
-        if len(counts) < 2:
-            continue
-        p = partial[w]
+    runs: list[tuple[float, int]] = []  # (index, how many windows in a row have it)
+
+    def index(p: Mapping[str, float]) -> float:
         xs = []
         for e in counts:
             x = p.get(e, 0.0) + rates.get(e, 0.0) * window_s
             xs.append(max(0.0, x) / w_of.get(e, 1.0))
         xs.sort()  # sums independent of the order of the records
-        indices.append(jain_index(xs))
+        return jain_index(xs)
+
+    busy = sorted(w for w in active_diff.keys() | partial.keys() | rate_diff.keys() if w < nwin)
+    nxt = 0  # the first window not yet accounted for
+    for w in busy:
+        if w > nxt and len(counts) >= 2:  # windows nxt..w-1: nothing changes in them
+            runs.append((index({}), w - nxt))
+        for e, d in active_diff.get(w, {}).items():
+            c = counts.get(e, 0) + d
+            if c:
+                counts[e] = c
+            else:
+                counts.pop(e, None)
+        for e, dr in rate_diff.get(w, {}).items():
+            rates[e] = rates.get(e, 0.0) + dr
+        if len(counts) >= 2:
+            runs.append((index(partial.get(w, {})), 1))
+        nxt = w + 1
+    if nwin > nxt and len(counts) >= 2:
+        runs.append((index({}), nwin - nxt))
+    if stats is not None:
+        stats["windows"] = nwin
+        stats["computed"] = len(runs)
+    indices = [v for v, _ in runs]
     if not indices:
         return neutral
+    windows = sum(k for _, k in runs)
     return {
-        "mean": math.fsum(indices) / len(indices),
+        "mean": math.fsum(x for v, k in runs for x in _times(v, k)) / windows,
         "min": min(indices),
         "max": max(indices),
-        "windows": len(indices),
+        "windows": windows,
     }
+
+
+def _times(v: float, k: int) -> Iterable[float]:
+    """Floats whose exact sum is ``k * v`` (``v`` times the powers of two that make up
+    ``k``, each exact): ``math.fsum`` of them, among others, is exactly the fsum of ``k``
+    copies of ``v``."""
+    bit = 0
+    while k:
+        if k & 1:
+            yield math.ldexp(v, bit)
+        k >>= 1
+        bit += 1
 
 
 def jain_over_windows(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from importlib import resources as package_files
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -18,6 +17,7 @@ from treadle import importers
 from treadle.errors import WorkloadError
 from treadle.importers.common import TraceFile
 from treadle.model import Workload
+from treadle.workload import yamlload
 from treadle.workload.build import build_workload
 from treadle.workload.errors import from_validation_error, from_yaml_error, join
 from treadle.workload.schema import WorkloadFile
@@ -105,30 +105,11 @@ def parse_workload(text: str, source: str, *, base_dir: Path | None = None) -> W
     return build_workload(doc, source, base, Path(source).stem or source)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate mapping keys (PyYAML keeps the last silently)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-            except TypeError:
-                continue  # unhashable: the base class reports it
-            if duplicate:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
 def parse_yaml(text: str, source: str) -> object:
-    """YAML text as plain data, refusing duplicate keys; errors name ``source`` and a line."""
+    """YAML text as plain data, refusing duplicate keys; errors name ``source`` and a line.
+
+    Parsed by ``treadle.workload.yamlload`` (libyaml's C parser where present)."""
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)
+        return yamlload.load(text)
     except yaml.YAMLError as e:
         raise from_yaml_error(e, source) from None

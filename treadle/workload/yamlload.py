@@ -1,0 +1,97 @@
+"""The one YAML loader of treadle's input files (workloads, the RM's config file).
+
+YAML 1.1 safe loading, as ``yaml.safe_load``, except that a duplicate mapping key is an
+error (PyYAML keeps the last silently); merge keys (``<<: *anchor``) are not duplicates.
+The text goes through libyaml's C parser when PyYAML was built with it
+(``yaml.__with_libyaml__``): several times faster on large workloads. The constructor and
+the resolver are PyYAML's own either way, so values mean the same (``1e3`` is still a
+string under YAML 1.1).
+
+What is valid, what values mean and the errors stay the pure-Python loader's:
+
+- libyaml words its syntax errors differently and marks some at another line, so when the
+  C parser refuses a text, the pure-Python loader parses it again and its error is the
+  one raised (should it accept the text, its result is returned);
+- libyaml accepts a few texts the pure-Python loader refuses (tabs as separators or
+  inside plain scalars, ``?`` inside flow collections, a byte-order mark after the start)
+  and reads an empty ``!`` tag as ``''`` where PyYAML reads ``None``: a text holding any
+  of ``\t ? ! \ufeff`` is left to the pure-Python loader. Workload files rarely hold
+  them; ``tests/unit/test_yaml_loader.py`` fuzzes the two loaders against each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+LIBYAML: bool = bool(getattr(yaml, "__with_libyaml__", False))
+"""Whether PyYAML has libyaml's C parser here."""
+
+
+class _UniqueKeys(yaml.constructor.SafeConstructor):
+    """Refuses duplicate mapping keys, at the second occurrence's line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue  # unhashable: the base class reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+class PureLoader(_UniqueKeys, yaml.SafeLoader):
+    """PyYAML's pure-Python safe loader, refusing duplicate keys."""
+
+
+FastLoader: type[yaml.CSafeLoader] | None = None
+"""libyaml's C parser with the same constructor and resolver (None without libyaml)."""
+
+if LIBYAML:
+
+    class _FastLoader(_UniqueKeys, yaml.CSafeLoader):
+        """libyaml's C parser, PyYAML's safe constructor refusing duplicate keys."""
+
+    FastLoader = _FastLoader
+
+
+def pick_loader(with_libyaml: bool = LIBYAML) -> type[Any]:
+    """The loader ``load`` parses with: the C one when libyaml is present."""
+    return FastLoader if with_libyaml and FastLoader is not None else PureLoader
+
+
+LOADER: type[Any] = pick_loader()
+"""The loader in use."""
+
+
+_PURE_ONLY = ("\t", "?", "!", "\ufeff")
+"""Characters where libyaml and PyYAML's pure-Python parser part ways (see above)."""
+
+
+def loader_for(text: str) -> type[Any]:
+    """The loader ``load`` tries first on ``text``."""
+    if LOADER is not PureLoader and any(c in text for c in _PURE_ONLY):
+        return PureLoader
+    return LOADER
+
+
+def load(text: str) -> object:
+    """``text`` as plain data; a ``yaml.YAMLError`` as the pure-Python loader raises it."""
+    loader = loader_for(text)
+    if loader is PureLoader:
+        return yaml.load(text, Loader=PureLoader)
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        pass  # the pure-Python loader's error (or result) instead: the same as ever
+    return yaml.load(text, Loader=PureLoader)
