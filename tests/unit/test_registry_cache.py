@@ -10,6 +10,8 @@ import pytest
 
 from treadle import registry
 from treadle.errors import PluginError
+from treadle.study.runner import RunOptions, alone_jcts
+from treadle.workload import load_workload
 
 
 @pytest.fixture
@@ -51,3 +53,12 @@ def test_entry_points_given_bypass_the_cache(reads: list[str]) -> None:
     assert "mine" not in registry.discover("policies")
     with pytest.raises(PluginError, match="unknown policy 'mine'"):
         registry.lookup("policies", "mine")
+
+
+def test_reference_runs_read_no_entry_points(reads: list[str]) -> None:
+    wl = load_workload("demo")
+    registry.lookup("policies", "fifo")
+    registry.lookup("asks", "greedy")
+    before = len(reads)
+    alone_jcts(wl, RunOptions(alone_cache=False), workers=1)
+    assert len(reads) == before
