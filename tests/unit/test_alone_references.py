@@ -275,3 +275,18 @@ def test_nan_references_round_trip(tmp_path: Path) -> None:
     got = cache.get("ab" * 32)
     assert got is not None
     assert math.isnan(got)
+
+
+def test_workers_with_another_thread_running_give_the_same_references() -> None:
+    """With a thread running (a progress bar), workers come from a fork server."""
+    import threading
+
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        wl = synthetic(jobs=20)
+        assert same(alone_jcts(wl, NO_CACHE, workers=2), simulated(wl))
+    finally:
+        stop.set()
+        thread.join()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
@@ -112,10 +113,16 @@ def _references(
         for job in jobs:
             yield _reference_jct(workload, job, options)
         return
-    # forkserver: forking this process could copy a lock another thread (a progress bar)
-    # holds; the server is forked once, with the simulator already imported.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([__name__])
+    # fork: the workers start at once and never run the main module again (a script
+    # without ``if __name__ == "__main__"`` is fine). With other threads running (a
+    # progress bar), forking could copy a lock one of them holds: forkserver then (its
+    # server is forked once, with the simulator imported), which imports ``__main__`` in
+    # each worker as spawn does.
+    if threading.active_count() == 1:
+        ctx: multiprocessing.context.BaseContext = multiprocessing.get_context("fork")
+    else:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([__name__])
     base = replace(workload, jobs=())
     chunk = max(1, min(64, len(jobs) // (n * 8)))
     with ProcessPoolExecutor(n, ctx, initializer=_init_worker, initargs=(base, options)) as ex:
