@@ -8,10 +8,16 @@ third-party package would register its own.
 Each plugin API declares its entry-point group (``ENTRY_POINT_GROUP`` in ``rm.policy``,
 ``rm.estimator`` and ``am.asks``); ``KINDS`` names each API's base class by a string,
 imported only when a plugin is loaded, so the registry imports neither ``rm`` nor ``am``.
+
+Entry points do not change while a process runs, so each group is read once per process
+(reading package metadata costs milliseconds, and the alone-JCT references build a policy
+and an ask strategy for each distinct job shape); ``reset_cache()`` forgets what was read,
+for a test that installs or fakes plugins within one process.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -63,11 +69,34 @@ def _dist_name(ep: EntryPoint) -> str:
     return str(getattr(dist, "name", None) or "unknown distribution")
 
 
+@functools.cache
+def _installed(group: str) -> tuple[EntryPoint, ...]:
+    """The entry points of ``group``, read once per process (see ``reset_cache``)."""
+    return tuple(entry_points(group=group))
+
+
+@functools.cache
+def _discovered(kind: str) -> dict[str, PluginInfo]:
+    return _discover(kind, _installed(GROUPS[kind]))
+
+
+def reset_cache() -> None:
+    """Forget the entry points read so far: the next lookup reads package metadata again."""
+    _installed.cache_clear()
+    _discovered.cache_clear()
+
+
 def discover(kind: str, eps: Iterable[EntryPoint] | None = None) -> dict[str, PluginInfo]:
-    """The plugins of ``kind`` by name, sorted; two registrations of one name are an error."""
+    """The plugins of ``kind`` by name, sorted; two registrations of one name are an error.
+    Without ``eps``, the installed ones (read once per process)."""
     if kind not in GROUPS:
         raise PluginError(f"unknown plugin kind {kind!r}; expected one of {sorted(GROUPS)}")
-    found = eps if eps is not None else entry_points(group=GROUPS[kind])
+    if eps is None:
+        return dict(_discovered(kind))  # a copy: callers may change theirs
+    return _discover(kind, eps)
+
+
+def _discover(kind: str, found: Iterable[EntryPoint]) -> dict[str, PluginInfo]:
     out: dict[str, PluginInfo] = {}
     for ep in sorted(found, key=lambda e: (e.name, e.value)):
         info = PluginInfo(kind, ep.name, ep.value, _dist_name(ep), ep)
@@ -99,7 +128,9 @@ def load(info: PluginInfo) -> type:
 
 
 def lookup(kind: str, name: str, eps: Iterable[EntryPoint] | None = None) -> PluginInfo:
-    found = discover(kind, eps)
+    if kind not in GROUPS:
+        raise PluginError(f"unknown plugin kind {kind!r}; expected one of {sorted(GROUPS)}")
+    found = _discovered(kind) if eps is None else _discover(kind, eps)
     if name not in found:
         known = ", ".join(found) or "none installed"
         raise PluginError(f"unknown {KIND_NAMES[kind]} {name!r} (installed: {known})")

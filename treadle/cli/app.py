@@ -69,6 +69,14 @@ SlowdownOpt = Annotated[
         help="Simulate each job alone on the empty cluster for slowdown figures.",
     ),
 ]
+NoCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Simulate the alone references again; neither read nor write the on-disk cache "
+        "($TREADLE_CACHE_DIR, else ~/.cache/treadle).",
+    ),
+]
 LIVE_TIMEOUT_S = 3600.0
 NmContainersOpt = Annotated[
     int | None,
@@ -169,6 +177,7 @@ def sim(
     asks: AsksOpt = None,
     ask_settings: AskSetOpt = None,
     slowdown: SlowdownOpt = True,
+    no_cache: NoCacheOpt = False,
     phase_seed: PhaseSeedOpt = 0,
     log_level: LogLevelOpt = "warning",
 ) -> None:
@@ -181,6 +190,7 @@ def sim(
             parse_settings(ask_settings or [], "--ask-set"),
             slowdown=slowdown,
             phase_seed=phase_seed,
+            alone_cache=not no_cache,
         )
         from treadle.study.runner import build_policy
 
@@ -232,6 +242,7 @@ def compare(
     asks: AsksOpt = None,
     ask_settings: AskSetOpt = None,
     slowdown: SlowdownOpt = True,
+    no_cache: NoCacheOpt = False,
     dilation: DilationOpt = 10.0,
     nm_processes: NmProcessesOpt = 1,
     nm_containers: NmContainersOpt = None,
@@ -264,6 +275,7 @@ def compare(
             parse_settings(ask_settings or [], "--ask-set"),
             slowdown=slowdown,
             phase_seed=phase_seed,
+            alone_cache=not no_cache,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         wl = load(workload, fmt, nodes_file)

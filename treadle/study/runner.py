@@ -6,7 +6,11 @@ log so that metrics need nothing else). ``treadle.study.compare`` runs several p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,6 +20,7 @@ from treadle.errors import InputError, PluginError
 from treadle.model import JobSpec, Workload
 from treadle.registry import build, discover, factory
 from treadle.sim import ProgressFn, SimResult, Simulation
+from treadle.study.alone_cache import AloneCache, context_key, job_key
 
 REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
 
@@ -40,34 +45,140 @@ class RunOptions:
     #: Draws the nodes' heartbeat phases (with the workload's seed): results move a little
     #: with the phases, as a live cluster's do; vary it to see that spread.
     phase_seed: int = 0
+    #: Read and store the alone-JCT references in the on-disk cache (``alone_cache``).
+    alone_cache: bool = True
 
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
     return tuple((s.name, s.resources, s.durations, s.parents) for s in job.stages)
 
 
+#: Distinct shapes to compute before ``alone_jcts(workers=None)`` starts worker processes
+#: (starting them costs about as much as this many references on a small cluster).
+MIN_PARALLEL = 64
+
+
+def _reference_options(options: RunOptions) -> RunOptions:
+    # Greedy AMs whatever the compared runs use: one reference for every policy.
+    return replace(options, ask_strategy="greedy", ask_params=None)
+
+
+def _reference_settings(options: RunOptions) -> dict[str, Any]:
+    """Everything of the reference runs' settings that a reference depends on (its key)."""
+    return {
+        "policy": REFERENCE_POLICY,
+        "asks": asks_for(None, options),
+        "am_interval_s": options.am_interval_s,
+        "stall_s": options.stall_s,
+        "phase_seed": options.phase_seed,
+    }
+
+
+def _reference_jct(workload: Workload, job: JobSpec, options: RunOptions) -> float:
+    """``job`` alone on ``workload``'s empty cluster, submitted at 0: its finish time."""
+    alone = replace(
+        workload, name=f"{workload.name}:{job.name}", jobs=(replace(job, submit_s=0.0),)
+    )
+    result = _simulate(alone, PolicyChoice(REFERENCE_POLICY, {}), options, None, {})
+    for r in result.records:
+        if r["event"] == "job_finished":
+            return float(r["t"])
+    return float("nan")
+
+
+_worker_context: tuple[Workload, RunOptions] | None = None
+
+
+def _init_worker(base: Workload, options: RunOptions) -> None:
+    global _worker_context
+    _worker_context = (base, options)
+
+
+def _worker_reference(job: JobSpec) -> float:
+    assert _worker_context is not None, "not a reference worker"
+    return _reference_jct(_worker_context[0], job, _worker_context[1])
+
+
+def _references(
+    workload: Workload,
+    jobs: Sequence[JobSpec],
+    options: RunOptions,
+    workers: int | None,
+) -> Iterator[float]:
+    """The references of ``jobs``, in their order: in this process, or in worker processes
+    (each receives the cluster once, then jobs in chunks)."""
+    auto = workers is None
+    n = min(os.cpu_count() or 1, len(jobs)) if workers is None else min(workers, len(jobs))
+    if n <= 1 or (auto and len(jobs) < MIN_PARALLEL) or multiprocessing.current_process().daemon:
+        for job in jobs:
+            yield _reference_jct(workload, job, options)
+        return
+    # fork: the workers start at once and never run the main module again (a script
+    # without ``if __name__ == "__main__"`` is fine). With other threads running (a
+    # progress bar), forking could copy a lock one of them holds: forkserver then (its
+    # server is forked once, with the simulator imported), which imports ``__main__`` in
+    # each worker as spawn does.
+    if threading.active_count() == 1:
+        ctx: multiprocessing.context.BaseContext = multiprocessing.get_context("fork")
+    else:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload([__name__])
+    base = replace(workload, jobs=())
+    chunk = max(1, min(64, len(jobs) // (n * 8)))
+    with ProcessPoolExecutor(n, ctx, initializer=_init_worker, initargs=(base, options)) as ex:
+        yield from ex.map(_worker_reference, jobs, chunksize=chunk)
+
+
 def alone_jcts(
-    workload: Workload, options: RunOptions = RunOptions(), progress: ProgressFn | None = None
+    workload: Workload,
+    options: RunOptions = RunOptions(),
+    progress: ProgressFn | None = None,
+    *,
+    workers: int | None = None,
+    cache: AloneCache | None = None,
 ) -> dict[str, float]:
     """JCT of every job run alone on the empty cluster (the slowdown denominator), with
-    greedy AMs whatever the compared runs use: one reference for every policy."""
-    options = replace(options, ask_strategy="greedy", ask_params=None)
-    cache: dict[tuple[Any, ...], float] = {}
-    out: dict[str, float] = {}
+    greedy AMs whatever the compared runs use: one reference for every policy.
+
+    One reference per distinct job shape (the first job of the shape is the one
+    simulated), read from the on-disk cache when ``options.alone_cache`` (``cache``: a
+    cache other than the default one), the others simulated in ``workers`` processes
+    (None: one per core, in this process when there are few; 1: in this process) and
+    stored. The result is the same whatever the workers, the cache and the order."""
+    options = _reference_options(options)
+    shapes = [_job_shape(job) for job in workload.jobs]
+    first: dict[tuple[Any, ...], JobSpec] = {}
+    jobs_of: dict[tuple[Any, ...], int] = {}
+    for job, shape in zip(workload.jobs, shapes, strict=True):
+        first.setdefault(shape, job)
+        jobs_of[shape] = jobs_of.get(shape, 0) + 1
+    if cache is None and options.alone_cache:
+        cache = AloneCache()
+    if not options.alone_cache:
+        cache = None
+    keys: dict[tuple[Any, ...], str] = {}
+    values: dict[tuple[Any, ...], float] = {}
+    if cache is not None:
+        context = context_key(workload, _reference_settings(options))
+        for shape, job in first.items():
+            keys[shape] = key = job_key(context, job)
+            found = cache.get(key)
+            if found is not None:
+                values[shape] = found
     total = len(workload.jobs)
-    for i, job in enumerate(workload.jobs):
-        key = _job_shape(job)
-        if key not in cache:
-            alone = replace(
-                workload, name=f"{workload.name}:{job.name}", jobs=(replace(job, submit_s=0.0),)
-            )
-            result = _simulate(alone, PolicyChoice(REFERENCE_POLICY, {}), options, None, {})
-            finish = [r["t"] for r in result.records if r["event"] == "job_finished"]
-            cache[key] = finish[0] if finish else float("nan")
-        out[job.name] = cache[key]
+    done = sum(jobs_of[s] for s in values)
+    if progress is not None and done:
+        progress(done, total, 0.0)
+    misses = [shape for shape in first if shape not in values]
+    computed = _references(workload, [first[s] for s in misses], options, workers)
+    for shape, value in zip(misses, computed, strict=True):
+        values[shape] = value
+        if cache is not None:
+            cache.put(keys[shape], value)
+        done += jobs_of[shape]
         if progress is not None:
-            progress(i + 1, total, 0.0)
-    return out
+            progress(done, total, 0.0)
+    return {job.name: values[shape] for job, shape in zip(workload.jobs, shapes, strict=True)}
 
 
 def build_policy(choice: PolicyChoice) -> Any:
