@@ -13,7 +13,7 @@ python=${PYTHON:-python3}
 rm -rf deploy/wheels
 "$python" -m pip wheel --quiet --wheel-dir deploy/wheels .
 # The label lets `treadle compare --mode docker` warn when the image is older than the code.
-source=$("$python" -c 'from treadle.cluster.docker import source_digest; print(source_digest())')
+source=$("$python" -c 'from treadle.registry import source_digest; print(source_digest())')
 docker build --file deploy/Dockerfile --build-arg "BASE_IMAGE=$base" \
   --label "treadle.source=$source" --tag "$tag" .
 echo "built $tag from $base"

@@ -207,3 +207,28 @@ def describe(kind: str) -> list[dict[str, str]]:
             doc = f"(broken: {e})"
         rows.append({"name": info.name, "description": doc, "distribution": info.dist})
     return rows
+
+
+#: The packages whose sources a run executes (built-in plugins included).
+SOURCE_PACKAGES = ("treadle", "rm", "am", "nm", "plugins")
+
+
+@functools.cache
+def source_digest() -> str:
+    """A digest of the Python sources of ``SOURCE_PACKAGES`` as installed, and of the
+    plugin entry points, read once per process: equal for a checkout and an image built
+    from it, whatever the paths. It names the code a result came from (an image's label,
+    the alone-JCT cache's key)."""
+    import hashlib
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for name in SOURCE_PACKAGES:
+        root = Path(importlib.import_module(name).__file__ or "").parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
+            h.update(path.read_bytes())
+    for group in sorted(GROUPS.values()):
+        for ep in sorted(entry_points(group=group), key=lambda e: e.name):
+            h.update(f"{group}:{ep.name}={ep.value}\0".encode())
+    return h.hexdigest()[:16]

@@ -225,10 +225,11 @@ def test_another_code_version_misses(
 
 
 def test_the_code_version_is_the_images_source_digest() -> None:
-    from treadle.cluster.docker import PACKAGES, source_digest
+    from treadle.cluster import docker
+    from treadle.registry import source_digest
 
-    assert alone_cache.PACKAGES == PACKAGES
     assert alone_cache.code_version() == source_digest()
+    assert docker.source_digest is source_digest  # one digest names the code everywhere
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from treadle.cluster.commands import nodes_json
 from treadle.cluster.procs import LOG_TAIL_LINES
 from treadle.errors import TreadleError
 from treadle.model import NodeSpec
-from treadle.registry import GROUPS
+from treadle.registry import source_digest
 
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer
@@ -82,26 +82,6 @@ def docker_client() -> Any:
 
 #: The image label deploy/build-image.sh sets to ``source_digest()`` of the checkout.
 SOURCE_LABEL = "treadle.source"
-PACKAGES = ("treadle", "rm", "am", "nm", "plugins")
-
-
-def source_digest() -> str:
-    """A digest of the Python sources of this installation's packages (and the plugin
-    entry points): equal for a checkout and an image built from it, whatever the paths."""
-    import hashlib
-    import importlib
-    import importlib.metadata
-
-    h = hashlib.sha256()
-    for name in PACKAGES:
-        root = Path(importlib.import_module(name).__file__ or "").parent
-        for path in sorted(root.rglob("*.py")):
-            h.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-            h.update(path.read_bytes())
-    for group in sorted(GROUPS.values()):
-        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
-            h.update(f"{group}:{ep.name}={ep.value}\0".encode())
-    return h.hexdigest()[:16]
 
 
 def check_image(image: str) -> bool:

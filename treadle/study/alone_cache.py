@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
-import importlib
-import importlib.metadata
 import json
 import os
 import tempfile
@@ -33,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle.model import JobSpec, Workload
-from treadle.registry import GROUPS
+from treadle.registry import source_digest
 from treadle.resources import Resources
 
 FORMAT = 1  # bump when what a key covers or an entry holds changes
@@ -50,25 +47,9 @@ def cache_root() -> Path:
     return base / "treadle"
 
 
-#: The packages whose sources a simulation executes (as ``treadle.cluster.docker``'s).
-PACKAGES = ("treadle", "rm", "am", "nm", "plugins")
-
-
-@functools.cache
 def code_version() -> str:
-    """A digest of the Python sources of ``PACKAGES`` and of the plugin entry points, read
-    once per process: the same digest as ``treadle.cluster.docker.source_digest`` (which
-    this module may not import: ``treadle.cluster`` imports the runner)."""
-    h = hashlib.sha256()
-    for name in PACKAGES:
-        root = Path(importlib.import_module(name).__file__ or "").parent
-        for path in sorted(root.rglob("*.py")):
-            h.update(f"{name}/{path.relative_to(root).as_posix()}\0".encode())
-            h.update(path.read_bytes())
-    for group in sorted(GROUPS.values()):
-        for ep in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
-            h.update(f"{group}:{ep.name}={ep.value}\0".encode())
-    return h.hexdigest()[:16]
+    """The code a reference was computed by (``treadle.registry.source_digest``)."""
+    return source_digest()
 
 
 def canonical(obj: Any) -> Any:
