@@ -30,14 +30,10 @@ class SchedulingHints:
     def could_place_on(self, node_id: str) -> bool:
         """False when no pending ask can fit the node's free resources (a heartbeat of
         that node reporting nothing would change nothing); True may be wrong, False never."""
-        pending = self._state.pending
-        if not pending.apps:
-            return False
         node = self._state.nodes.get(node_id)
         if node is None or not node.alive:
             return False
-        m = pending.min_ask
-        return node._free.covers(m if m is not None else pending.lower_bound())
+        return self._state.pending.could_fit(node._free)
 
     def skip_allocate(self, app_id: str, now: float) -> bool:
         """For an AM whose call would repeat its last request: True (the AM counts as seen

@@ -92,7 +92,7 @@ class NodeTracker:
                 if c is not None:
                     done(c, status, status.finish_s)
         pending = st.pending
-        if pending.apps:  # could_fit, inlined: this is the simulator's hottest path
+        if pending.apps:  # PendingIndex.could_fit, inlined: the simulator's hottest path
             m = pending.min_ask
             if node._free.covers(m if m is not None else pending.lower_bound()):
                 self._scheduler.schedule(node, now)
