@@ -889,8 +889,9 @@ def test_fuzz_then_the_rm_still_serves(server: ServerThread, client: Wire) -> No
     for path in [("Allocate", "OK"), ("Allocate", "INVALID_ARGUMENT"), ("NodeHeartbeat", "OK")]:
         assert client.codes[path] > 0, (path, summary)
     assert RmFuzz.granted > 0
-    assert RmFuzz.completions > 0
-
+    # Completions reaching an AM depend on the draws (how many examples reach a grant and
+    # then a heartbeat of that node before the time budget), so the fuzz only prints them;
+    # normal_cycle arranges one and asserts that the AM receives it.
     normal_cycle(client)
 
 
