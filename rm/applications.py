@@ -210,6 +210,7 @@ class Applications:
             app.done_tasks[task] = None
         self._apply_releases(app, req.releases, now)
         if req.asks:
+            app.stage_book.asked(req.asks, now)
             pending = st.pending
             was_pending = app.pending > 0
             for ask in net_of_undelivered(req.asks, app.undelivered):

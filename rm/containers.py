@@ -67,6 +67,8 @@ class ContainerLifecycle:
             )
         else:
             app.completed_reports.append(status)
+            if state is ContainerState.COMPLETE and status.exit_status == 0:
+                app.stage_book.task_done(c.priority, status.finish_s)
 
     def release(self, c: Container, now: float, *, killed: bool = False) -> None:
         """The RM takes ``c`` back (its AM released it, or its application or attempt

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 
 from rm.pending import PendingIndex
+from rm.stagebook import StageBook
 from treadle.messages import (
     AllocateResponse,
     AppSubmission,
@@ -103,6 +104,7 @@ class Application:
         "queue",
         "response_id",
         "seq",
+        "stage_book",
         "started",
         "state",
         "submission",
@@ -149,6 +151,7 @@ class Application:
         self.finish_s: float | None = None
         self.response_id = 0
         self.last_response: AllocateResponse | None = None
+        self.stage_book = StageBook(sub.job, now)
 
     @property
     def allocated(self) -> Resources:
@@ -174,6 +177,18 @@ class Application:
         if self._sorted_asks is None:
             self._sorted_asks = [self.asks[p] for p in sorted(self.asks)]
         return self._sorted_asks
+
+    def stage_of(self, priority: int) -> int | None:
+        return self.stage_book.stages.get(priority)
+
+    def stage_running(self, stage: int) -> int:
+        return self.stage_book.running(self.containers, stage)
+
+    def stage_runnable_s(self, stage: int) -> float | None:
+        return self.stage_book.runnable_s(stage)
+
+    def unasked_stages(self) -> list[int]:
+        return list(self.stage_book.unasked)
 
     def set_ask(self, ask: Ask) -> None:
         old = self.asks.get(ask.priority)

@@ -6,7 +6,8 @@
 - ``queuetree``: ``QueueTreePolicy`` (walk the queue tree, order a leaf's applications);
 - ``shares``: ``CachedShares`` (entitlements recomputed periodically) and ``SharesCache``;
 - ``packing``: Tetris' alignment, remaining work and the shape index of asks;
-- ``fairshare``: DRF progressive filling and entitlements, water-filling.
+- ``fairshare``: DRF progressive filling and entitlements, water-filling;
+- ``stageorder``: ``StageOrderingPolicy`` (an order over task sets: one stage's asks).
 
 Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
 """
@@ -26,6 +27,14 @@ from rm.policy.packing import (
 )
 from rm.policy.queuetree import QueueTreePolicy
 from rm.policy.shares import CachedShares, SharesCache
+from rm.policy.stageorder import (
+    StageOrderingPolicy,
+    StageOrderParams,
+    TaskSet,
+    fill_task_set,
+    task_sets,
+    waiting_sets,
+)
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
 #: The entry-point group of policy plugins (the registry's ``policies`` kind).
@@ -48,13 +57,19 @@ __all__ = [
     "QueueTreePolicy",
     "QueueView",
     "SharesCache",
+    "StageOrderParams",
+    "StageOrderingPolicy",
+    "TaskSet",
     "UserView",
     "alignment",
     "best_scored",
     "drf_entitlements",
     "fill_node",
+    "fill_task_set",
     "first_fit_ask",
     "progressive_fill",
     "remaining_work",
+    "task_sets",
+    "waiting_sets",
     "water_fill",
 ]

@@ -79,6 +79,29 @@ class AppView(Protocol):
         """Outstanding asks, lowest priority number (most important) first."""
         ...
 
+    # Stages (Spark's task sets). An ask's stage is its group - 1 (``Ask.group``; treadle's
+    # AMs give each stage's asks the group stage + 1); asks with group 0 have no stage.
+    def stage_of(self, priority: int) -> int | None:
+        """The stage (index into ``job.stages``) of asks and containers at ``priority``,
+        None if no ask at that priority named one."""
+        ...
+
+    def stage_running(self, stage: int) -> int:
+        """Live containers of ``stage`` (O(the application's live containers))."""
+        ...
+
+    def stage_runnable_s(self, stage: int) -> float | None:
+        """When ``stage`` became runnable: the application's submission for a stage without
+        parents, else the moment the last task of its parents ended (as its NM reported
+        it); for a stage the job's DAG does not place, when its first ask arrived. None:
+        not runnable yet (or never asked for)."""
+        ...
+
+    def unasked_stages(self) -> Sequence[int]:
+        """Stages runnable by the job's DAG whose asks have not reached the RM yet (the AM
+        asks for them on its next call), in the order they became runnable."""
+        ...
+
 
 class QueueView(Protocol):
     @property

@@ -261,3 +261,33 @@ def test_compare_rejects_an_unknown_mode(tmp_path: Path) -> None:
     )
     assert "--mode 'nosuch'" in line
     assert not (tmp_path / "c").exists()
+
+
+def test_compare_partitions_the_workload_for_every_policy(tmp_path: Path) -> None:
+    out = tmp_path / "p"
+    proc = treadle(
+        "compare",
+        "tiny",
+        "--policies",
+        "ujf,uwfq",
+        "--partition",
+        "0.5",
+        "--no-slowdown",
+        "--out",
+        str(out),
+    )
+    assert proc.returncode == 0, proc.stderr
+    plain = treadle("sim", "tiny", "--policy", "ujf", "--no-slowdown", "--out", str(tmp_path / "q"))
+    assert plain.returncode == 0, plain.stderr
+    tasks = {
+        name: sum(e["tasks"] for e in _events(out / name) if e["event"] == "job_submitted")
+        for name in ("ujf", "uwfq")
+    }
+    before = sum(e["tasks"] for e in _events(tmp_path / "q") if e["event"] == "job_submitted")
+    assert tasks["ujf"] == tasks["uwfq"] != before
+
+
+@pytest.mark.parametrize("value", ["fast", "0", "-2"])
+def test_bad_partition_is_one_clear_line(value: str, tmp_path: Path) -> None:
+    proc = treadle("sim", "tiny", "--policy", "uwfq", "--partition", value, "--out", str(tmp_path))
+    assert "--partition" in one_line_error(proc)

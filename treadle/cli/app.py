@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -110,6 +110,38 @@ WorkersOpt = Annotated[
         show_default=False,
     ),
 ]
+PartitionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--partition",
+        help="Runtime partitioning (the UWFQ paper's -P): cut every stage into equal tasks of "
+        "about ATR seconds, max(N_min, ceil(work / ATR)) of them (N_min: the cluster's vcores "
+        "per task's vcores), the same for every policy; or 'loopcustom' for the authors' rule.",
+        metavar="ATR",
+        show_default=False,
+    ),
+]
+
+
+def partitioning(partition: str | None) -> Any:
+    """``--partition``'s value as a ``Partitioning`` (None without it); a bad one fails."""
+    if partition is None:
+        return None
+    from treadle.workload.partition import parse_partition
+
+    try:
+        return parse_partition(partition)
+    except ValueError as e:
+        fail(str(e), 2)
+
+
+def partitioned(wl: Any, p: Any) -> Any:
+    """``wl`` partitioned by ``p`` (unchanged when None)."""
+    from treadle.workload.partition import partition_workload
+
+    return wl if p is None else partition_workload(wl, p)
+
+
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
@@ -179,6 +211,7 @@ def sim(
     slowdown: SlowdownOpt = True,
     no_cache: NoCacheOpt = False,
     phase_seed: PhaseSeedOpt = 0,
+    partition: PartitionOpt = None,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, events.jsonl."""
@@ -195,7 +228,8 @@ def sim(
         from treadle.study.runner import build_policy
 
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
-        wl = load(workload, fmt, nodes_file)
+        parts = partitioning(partition)
+        wl = partitioned(load(workload, fmt, nodes_file), parts)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -251,6 +285,7 @@ def compare(
     timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
     phase_seed: PhaseSeedOpt = 0,
     workers: WorkersOpt = None,
+    partition: PartitionOpt = None,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
@@ -278,7 +313,8 @@ def compare(
             alone_cache=not no_cache,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
-        wl = load(workload, fmt, nodes_file)
+        parts = partitioning(partition)
+        wl = partitioned(load(workload, fmt, nodes_file), parts)
         from treadle.study.compare import compare as run_compare, make_backend
 
         backend = make_backend(

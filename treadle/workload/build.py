@@ -31,6 +31,7 @@ from treadle.model import (
 from treadle.resources import Resources
 from treadle.workload.errors import join, parse_resources
 from treadle.workload.generators import clamp, generate
+from treadle.workload.partition import Partitioning, partition_workload
 from treadle.workload.schema import ClusterFile, JobFile, QueueFile, StageFile, WorkloadFile
 
 
@@ -73,9 +74,13 @@ class Builder:
             for u, spec in self.doc.users.items()
         }
         try:
-            return Workload(name, self.cluster, tuple(jobs), self.queues, users, self.doc.seed)
+            wl = Workload(name, self.cluster, tuple(jobs), self.queues, users, self.doc.seed)
         except ValueError as e:  # the model re-checks; reaching this is a loader bug
             raise self.error(None, str(e)) from None
+        p = self.doc.partition
+        if p is None:
+            return wl
+        return partition_workload(wl, Partitioning(p.atr_s, p.rule, p.min_tasks))
 
     # Cluster ------------------------------------------------------------------------
     def _cluster(self, c: ClusterFile) -> ClusterSpec:

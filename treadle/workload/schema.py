@@ -339,6 +339,18 @@ class DagGenerator(_DagStream):
 Generator = Annotated[PoissonGenerator | TpchGenerator | DagGenerator, Discriminator("kind")]
 
 
+class PartitionFile(_Strict):
+    """Runtime partitioning (``treadle.workload.partition``), applied after the jobs are built."""
+
+    atr_s: Positive = Field(default=0.5, description="Advisory task runtime (s).")
+    rule: Literal["atr", "loopcustom"] = Field(
+        default="atr", description="atr: ceil(W / atr_s) tasks; loopcustom: the UWFQ authors' fit."
+    )
+    min_tasks: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="N_min; default the cluster's vcores over a task's vcores."
+    )
+
+
 class WorkloadFile(_Strict):
     """A treadle workload: cluster, queues, users, jobs and job generators."""
 
@@ -350,6 +362,9 @@ class WorkloadFile(_Strict):
     users: dict[Name, UserFile] = Field(default_factory=dict)
     jobs: list[JobFile] = Field(default_factory=list)
     generators: list[Generator] = Field(default_factory=list)
+    partition: PartitionFile | None = Field(
+        default=None, description="Cut every stage into equal tasks of about atr_s seconds."
+    )
 
 
 def workload_json_schema() -> dict[str, Any]:

@@ -1,0 +1,206 @@
+"""Stage-level ordering: an order over task sets, as Spark's schedulers order its
+TaskSetManagers, instead of over applications.
+
+A task set is one application's outstanding asks of one stage (``AppView.stage_of``);
+asks that name no stage form a task set of their own per application (stage None). On a
+node's heartbeat the task sets are built in submission order (application, then stage),
+``prepare`` sees them, and placement is first-fit in ``stage_key`` order (smallest
+first; ties keep submission order). With ``resort`` false the order is computed once per
+heartbeat and each task set takes every container of the node it can use before the next
+(Spark's ``resourceOffers``: one offer round); with ``resort`` true the keys are computed
+again after every placement (the idealized model where each freed slot goes to the task
+set first in order at that instant).
+
+Spark submits a stage the moment its parents end; a treadle AM asks for it on its next
+call. So that the slots its parents free do not go to a task set behind it meanwhile, a
+stage that is runnable by the job's DAG but not asked for yet (``AppView.unasked_stages``)
+takes part in the order as a waiting task set for ``hold_s`` seconds after it became
+runnable: where it comes first, the node keeps up to its task count of slots free for it.
+``hold_s = 0`` never waits.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rm.policy.base import P, Placement, Policy, _placement
+from rm.policy.views import AppView, ClusterView, NodeView
+from treadle.resources import ZERO, Resources
+
+
+class StageOrderParams(BaseModel):
+    """The parameters every stage-ordering policy takes (subclass it for more)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: Keep slots free this long for a runnable stage whose asks are on their way.
+    hold_s: float = Field(1.0, ge=0.0, allow_inf_nan=False)
+
+
+class TaskSet:
+    """One application's outstanding asks of one stage, most important priority first;
+    or (``waiting`` > 0) a stage runnable but not asked for yet, wanting that many tasks
+    of ``resources``."""
+
+    __slots__ = ("app", "priorities", "resources", "stage", "waiting")
+
+    def __init__(
+        self,
+        app: AppView,
+        stage: int | None,
+        priorities: tuple[int, ...],
+        waiting: int = 0,
+        resources: Resources = ZERO,
+    ) -> None:
+        self.app = app
+        self.stage = stage
+        self.priorities = priorities
+        self.waiting = waiting
+        self.resources = resources
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """(application id, stage): names the task set across heartbeats."""
+        return (self.app.app_id, self.stage)
+
+    def __repr__(self) -> str:
+        return f"TaskSet({self.app.app_id!r}, {self.stage!r}, {self.priorities!r})"
+
+
+def _submission_order(ts: TaskSet) -> tuple[int, int]:
+    return (ts.app.seq, -1 if ts.stage is None else ts.stage)
+
+
+def task_sets(cluster: ClusterView) -> list[TaskSet]:
+    """Every pending task set, in submission order (application, then stage; asks
+    without a stage first)."""
+    out: list[TaskSet] = []
+    for app in cluster.pending_apps():
+        by_stage: dict[int | None, list[int]] = {}
+        for ask in app.sorted_asks():
+            by_stage.setdefault(app.stage_of(ask.priority), []).append(ask.priority)
+        for stage in sorted(by_stage, key=lambda s: -1 if s is None else s):
+            out.append(TaskSet(app, stage, tuple(by_stage[stage])))
+    return out
+
+
+def waiting_sets(cluster: ClusterView, hold_s: float) -> list[TaskSet]:
+    """Stages runnable by their job's DAG for at most ``hold_s`` whose asks have not
+    arrived, in submission order."""
+    out: list[TaskSet] = []
+    now = cluster.now
+    for app in cluster.apps.values():
+        job = app.job
+        if job is None:
+            continue
+        stages = app.unasked_stages()
+        for stage in stages:
+            t = app.stage_runnable_s(stage)
+            if t is not None and now - t <= hold_s and 0 <= stage < len(job.stages):
+                spec = job.stages[stage]
+                out.append(TaskSet(app, stage, (), spec.tasks, spec.resources))
+    return out
+
+
+def fill_task_set(ts: TaskSet, node: NodeView, held: Resources = ZERO) -> Iterator[Placement]:
+    """Placements of ``ts``'s asks on ``node`` while they fit beside ``held`` (most
+    important first)."""
+    asks = ts.app.asks
+    app_id = ts.app.app_id
+    for prio in ts.priorities:
+        ask = asks.get(prio)
+        while ask is not None and (ask.resources + held).fits_in(node.free):
+            yield _placement(app_id, prio)
+            ask = asks.get(prio)
+
+
+def _first_fit(ts: TaskSet, free: Resources) -> int | None:
+    asks = ts.app.asks
+    for prio in ts.priorities:
+        ask = asks.get(prio)
+        if ask is not None and ask.resources.fits_in(free):
+            return prio
+    return None
+
+
+def _hold(ts: TaskSet, free: Resources, held: Resources) -> tuple[Resources, int]:
+    """What a waiting task set keeps of ``free`` (beyond ``held``): up to its tasks."""
+    n = 0
+    while n < ts.waiting and (held + ts.resources).fits_in(free):
+        held = held + ts.resources
+        n += 1
+    return held, n
+
+
+class StageOrderingPolicy(Policy[P]):
+    """Implement ``stage_key``; optionally ``prepare`` (per heartbeat, before any key;
+    it sees waiting task sets too) and ``resorts`` (whether keys change with each
+    placement). ``hold_s`` comes from the parameters (``StageOrderParams``)."""
+
+    def resorts(self) -> bool:
+        """Recompute the keys after every placement (default: no, the keys do not depend
+        on placements)."""
+        return False
+
+    def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
+        """Per-heartbeat work before the keys are computed (e.g. new stages arrived)."""
+
+    @abstractmethod
+    def stage_key(self, ts: TaskSet, cluster: ClusterView) -> Any:
+        """Smaller keys are served first."""
+
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        sets = task_sets(cluster)
+        if not sets:
+            return
+        hold_s = float(getattr(self.params, "hold_s", 0.0))
+        if hold_s > 0:
+            waiting = waiting_sets(cluster, hold_s)
+            if waiting:
+                sets = sorted(sets + waiting, key=_submission_order)
+        self.prepare(sets, cluster)
+        key = self.stage_key
+        held = ZERO
+        if not self.resorts():
+            order = sorted(range(len(sets)), key=lambda i: (key(sets[i], cluster), i))
+            for i in order:
+                ts = sets[i]
+                if ts.waiting:
+                    held = _hold(ts, node.free, held)[0]
+                else:
+                    yield from fill_task_set(ts, node, held)
+            return
+        live = list(enumerate(sets))
+        left = {i: ts.waiting for i, ts in live if ts.waiting}
+        while live:
+            free = node.free - held if held is not ZERO else node.free
+            best: tuple[Any, int] | None = None
+            best_prio = -1
+            keep = []
+            for i, ts in live:
+                if ts.waiting:
+                    if not left[i] or not ts.resources.fits_in(free):
+                        continue
+                    prio = -1
+                else:
+                    found = _first_fit(ts, free)
+                    if found is None:
+                        continue  # nothing of it fits: free space only shrinks in a heartbeat
+                    prio = found
+                keep.append((i, ts))
+                k = (key(ts, cluster), i)
+                if best is None or k < best:
+                    best, best_prio = k, prio
+            if best is None:
+                return
+            live = keep
+            chosen = sets[best[1]]
+            if chosen.waiting:
+                held = held + chosen.resources
+                left[best[1]] -= 1
+                continue
+            yield _placement(chosen.app.app_id, best_prio)
