@@ -5,7 +5,7 @@
 - ``local``: ``LocalCluster``, the roles as OS processes on this machine.
 - ``docker``: ``DockerCluster``, the roles as Docker containers; image checks and sweeps.
 - ``commands``: the roles' command lines, node files and the settings checks.
-- ``procs``: processes by pid, the ``cluster.json`` state file, log tails and timers.
+- ``procs``: processes by pid, the ``cluster.json`` state file, log tails and lag summaries.
 - ``config``: the RM's configuration file (``python -m rm --config``): queues and users.
 - ``driver``: replaying a workload on a live cluster (the YARN client side).
 - ``compare``: the one comparison path, in the simulator or on a cluster per policy.
