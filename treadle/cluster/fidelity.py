@@ -210,12 +210,10 @@ def _dist(d: Mapping[str, Any] | None) -> str:
 
 
 def _round_down(x: float) -> float:
-    """``x`` rounded down to 1, 2 or 5 significant... a value worth typing (>= 0.1)."""
-    if x <= 0.1:
-        return 0.1
-    if x >= 1:
-        return float(math.floor(x)) if x < 20 else float(math.floor(x / 5) * 5)
-    return math.floor(x * 10) / 10
+    """``x`` rounded down to a value worth typing: steps of 0.1 below 1, of 0.5 below 10,
+    of 1 below 20, of 5 above (never below 0.1)."""
+    step = 0.1 if x < 1 else 0.5 if x < 10 else 1.0 if x < 20 else 5.0
+    return max(0.1, round(math.floor(x / step + 1e-9) * step, 1))
 
 
 def expiries(
