@@ -32,9 +32,13 @@ demand and the dilation its estimate names (``fit``), so the estimate can be che
 against the frontier found. ``--write-workload N:JOBS:FILE`` writes that shape as a
 workload file (N nodes, JOBS jobs) for ``treadle compare --mode local``.
 
-Measured on 2026-11-26 (2 cores, shared with up to five other helpers' builds and tests,
-load average 3-6 during the runs; a live cluster's frontier moves with that load):
-see the README's "How large a cluster this machine emulates" for the table.
+Measured (2 cores shared with other helpers' tests and benchmarks, load average 6-9:
+a live cluster's frontier moves with that load), ``--dilations 20,10,5,2``: 100 nodes
+faithful at 20 (the largest tried); 300 nodes unfaithful at 20 (198 lag expiries, fit
+named 11), faithful at 10; 1,000 nodes (512 jobs) unfaithful at 20, 10 and 5 (fit named
+9.5, 5, 2.5; at 5 every job finished but 212 AM attempts expired), faithful at 2 (102 s
+of wall). The whole table is in the README ("How large a cluster this machine
+emulates").
 """
 
 from __future__ import annotations

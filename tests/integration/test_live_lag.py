@@ -95,7 +95,8 @@ def test_a_stalled_nm_host_makes_the_run_fail_loudly_with_its_lag(tmp_path: Path
     assert "try --dilation" in line
     fidelity = json.loads((out / "fifo" / "timers.json").read_text())
     assert fidelity["faithful"] is False
-    assert fidelity["expiries"]["node"] == fidelity["expiries"]["caused_by_lag"] == 2
+    assert fidelity["expiries"]["node"] == 2
+    assert fidelity["expiries"]["faults"] == 0
     # The NM host measured its own stall: a heartbeat timer fired >= 10 emulated s late.
     assert fidelity["processes"]["nm-1"]["timer_late_s"]["max"] >= 10
     assert "**Unfaithful**" in (out / "report.md").read_text()
