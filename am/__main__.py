@@ -19,6 +19,7 @@ import grpc
 import structlog
 
 from treadle.errors import TreadleError
+from treadle.live import lag
 from treadle.live.proc import ArgumentParser, add_common, fail, setup_logging, write_port_file
 from treadle.live.rpcutil import install_stop_signals, wait_ready
 
@@ -95,10 +96,12 @@ async def main_async(argv: list[str]) -> int:
     write_port_file(args.port_file, "ready")
     if args.app_id is None:
         log.info("am_host_started", rm=args.rm, poll_s=args.poll_s)
+        lag_log = asyncio.create_task(lag.log_periodically(log, stop))
         await run_am_host(
             args.rm, poll_s=args.poll_s, stop=stop, max_concurrent=args.max_concurrent
         )
-        log.info("am_host_stopped")
+        lag_log.cancel()
+        log.info("am_host_stopped", lag=lag.PROCESS.summary())
         return 0
     try:
         status = await run_application_master(args.rm, args.app_id, stop=stop)

@@ -29,7 +29,7 @@ import structlog
 
 from am.core import ApplicationMaster
 from treadle.errors import TreadleError
-from treadle.live import wire
+from treadle.live import lag, wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.rpcutil import channel
 from treadle.messages import AllocateRequest, ContainerLaunch, FinalStatus
@@ -226,7 +226,6 @@ class _Session:
                 "am_finished",
                 status=str(status),
                 reason=core.failed_reason,
-                timers=clock.timers.summary(),
             )
             return await self.finish(status, core.failed_reason or "")
 
@@ -381,8 +380,11 @@ async def run_am_host(
                         )
                         running[report.app_id] = task
                         task.add_done_callback(functools.partial(done, report.app_id))
+                due = time.monotonic() + poll_s
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=poll_s)
+                if not stop.is_set():
+                    lag.PROCESS.record_timer(time.monotonic() - due)
         finally:
             tasks = list(running.values())
             for task in tasks:

@@ -13,6 +13,7 @@ import structlog
 
 from nm.service import ContainerManagerServicer, NodeHost
 from treadle.errors import InvalidRequestError
+from treadle.live import lag
 from treadle.live.proc import (
     ArgumentParser,
     add_common,
@@ -127,11 +128,13 @@ async def main_async(argv: list[str]) -> int:
     write_port_file(args.port_file, address)
     log.info("nm_started", nodes=len(specs), address=address, batch=args.batch)
     loop_task = asyncio.create_task(host.heartbeat_loop(stop))
+    lag_log = asyncio.create_task(lag.log_periodically(log, stop))
     await stop.wait()
     loop_task.cancel()
+    lag_log.cancel()
     await host.close()
     await server.stop(grace=1.0)
-    log.info("nm_stopped", timers=host.clock.timers.summary())
+    log.info("nm_stopped", lag=lag.PROCESS.summary())
     return 0
 
 

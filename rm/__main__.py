@@ -12,6 +12,7 @@ from rm.core import ResourceManager
 from rm.service import RmSettings, serve
 from treadle import events as ev
 from treadle.errors import TreadleError
+from treadle.live import lag
 from treadle.live.proc import (
     ArgumentParser,
     add_common,
@@ -106,6 +107,7 @@ async def main_async(argv: list[str]) -> int:
 
     install_stop_signals(stop)
     housekeeping = asyncio.create_task(state.housekeeping(stop))
+    lag_log = asyncio.create_task(lag.log_periodically(log, stop))
     write_port_file(args.port_file, address)
     # Start-up objects never die: keep them out of every collection, so a full collection
     # does not stall heartbeats for tens of milliseconds (measured in the heartbeat bench).
@@ -116,10 +118,11 @@ async def main_async(argv: list[str]) -> int:
     log.info("rm_stopping")
     await server.stop(grace=2.0)
     housekeeping.cancel()
+    lag_log.cancel()
     log_.flush()
     if sink is not None:
         sink.close()
-    log.info("rm_stopped", events=len(log_), timers=state.clock.timers.summary())
+    log.info("rm_stopped", events=len(log_), lag=lag.PROCESS.summary())
     return 0
 
 

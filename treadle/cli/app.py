@@ -357,6 +357,9 @@ def compare(
     stalled = [n for n, r in result.results.items() if r.stalled]
     if stalled:
         fail(f"simulation stalled under {', '.join(stalled)}")
+    unfaithful = [f"{n}: {r.unfaithful}" for n, r in result.results.items() if r.unfaithful]
+    if unfaithful:
+        fail("; ".join(unfaithful), 3)
 
 
 @app.command("run")

@@ -114,10 +114,11 @@ def cluster_status(
     cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Show the cluster recorded in --dir: its processes and, if it runs, its RM's view."""
+    """Show the cluster recorded in --dir: its processes (with the lag each last logged)
+    and, if it runs, its RM's view."""
     with errors():
         from treadle.cluster.driver import probe, run_async
-        from treadle.cluster.procs import pid_alive, read_state, recorded_processes
+        from treadle.cluster.procs import lag_summary, pid_alive, read_state, recorded_processes
 
         state = read_state(cluster_dir)
         if state is None:
@@ -148,6 +149,15 @@ def cluster_status(
     )
     for p in procs:
         say(f"  {p.name:<6} pid {p.pid:<8} {'running' if alive[p.name] else 'exited'}  {p.log}")
+        lag = lag_summary(p.log)  # the last one it logged (every few seconds, and on exit)
+        if lag is not None:
+            timer, queue = lag.get("timer_late_s") or {}, lag.get("rpc_queue_s") or {}
+            say(
+                f"         lag (emulated s): timer lateness p99 {timer.get('p99', 0):.3g} "
+                f"max {timer.get('max', 0):.3g}; RPC queueing p99 {queue.get('p99', 0):.3g} "
+                f"max {queue.get('max', 0):.3g}; peak CPU demand "
+                f"{lag.get('peak_demand', 0):.0%}"
+            )
     if metrics_ is not None:
         say(
             f"  rm view: {metrics_['nodes']} nodes up, {metrics_['lost_nodes']} lost, "

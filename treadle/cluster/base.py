@@ -5,10 +5,10 @@ policy name or parameter fails on construction, before anything starts), the sta
 sequence under one deadline (the RM, its health check, the NM hosts, every node
 registered, the AM host), ``guard(aw)`` that fails fast with the end of a dead role's log,
 ``expect_exit``, ``stop`` on every way out of ``start()`` and ``async with`` (exceptions,
-cancellation, KeyboardInterrupt) and at interpreter exit, the timer statistics the roles
-log when they stop, and the log paths. Subclasses say how a role is launched, watched and
-stopped: ``LocalCluster`` (treadle.cluster.local) and ``DockerCluster``
-(treadle.cluster.docker).
+cancellation, KeyboardInterrupt) and at interpreter exit, the lag summaries the roles
+log, the run's fidelity verdict (treadle.cluster.fidelity) and the log paths. Subclasses
+say how a role is launched, watched and stopped: ``LocalCluster``
+(treadle.cluster.local) and ``DockerCluster`` (treadle.cluster.docker).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from treadle.cluster.commands import (
     split_nodes,
 )
 from treadle.cluster.config import dump_rm_config, rm_config_for
-from treadle.cluster.procs import timer_summary
+from treadle.cluster.fidelity import Fidelity, Liveness, expiries
+from treadle.cluster.procs import lag_summary
 from treadle.errors import TreadleError
 from treadle.live.rpcutil import channel, wait_ready
 from treadle.model import NodeSpec, Workload
@@ -380,12 +381,38 @@ class ClusterBase(abc.ABC):
         logging until it stops."""
         return [n for n in reversed(names) if n != "rm"] + (["rm"] if "rm" in names else [])
 
-    def timer_stats(self) -> dict[str, dict[str, float]]:
-        """How late each role's timers fired (emulated s), from the summaries the roles log
-        when they stop; call after ``stop()``."""
-        out: dict[str, dict[str, float]] = {}
+    def lag_stats(self) -> dict[str, dict[str, Any]]:
+        """Each role's lag (treadle.live.lag: timer lateness and RPC queueing, emulated s),
+        from the summaries the roles log; call after ``stop()``."""
+        out: dict[str, dict[str, Any]] = {}
         for name, log in self._logs.items():
-            summary = timer_summary(log)
+            summary = lag_summary(log)
             if summary is not None:
                 out[name] = summary
         return out
+
+    def liveness(self) -> Liveness:
+        am_interval = self.am_interval_s or self.heartbeat_s
+        return Liveness(
+            self.heartbeat_s,
+            self.expiry_intervals * self.heartbeat_s,
+            am_interval,
+            self.expiry_intervals * am_interval,
+        )
+
+    def fidelity(self, records: Sequence[Mapping[str, Any]]) -> Fidelity:
+        """This run's lag per role (the driver's from its ``run_finished`` record), its
+        expiries and the verdict (treadle.cluster.fidelity); call after ``stop()``."""
+        roles = self.lag_stats()
+        for r in records:
+            driver = r.get("submit_timers") if r.get("event") == "run_finished" else None
+            if isinstance(driver, dict) and "timer_late_s" in driver:
+                roles["driver"] = dict(driver)
+        found = expiries(
+            records,
+            self.nodes,
+            self.parts,
+            managed_am=self.managed_am,
+            stopped=self._expected_exit,
+        )
+        return Fidelity(self.dilation, self.liveness(), roles, found)

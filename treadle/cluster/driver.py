@@ -26,6 +26,7 @@ from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
 from treadle.live.clock import EmulatedClock
+from treadle.live.lag import Lag
 from treadle.live.rpcutil import channel
 from treadle.model import Workload
 from treadle.registry import build
@@ -182,7 +183,8 @@ async def replay(
             CONNECT_TIMEOUT_S,
         )
         _check_shape(m, workload, rm_address)
-        clock = EmulatedClock(m.clock.epoch_unix_s, m.clock.dilation or 1.0)
+        lag = Lag()  # this replay's own: submissions and polls
+        clock = EmulatedClock(m.clock.epoch_unix_s, m.clock.dilation or 1.0, lag)
         t0 = clock.now()
         if poll_s is None:
             poll_s = min(0.5, max(0.02, clock.wall_seconds(m.heartbeat_interval_s or 1.0)))
@@ -210,7 +212,10 @@ async def replay(
         states: dict[str, str] = {}
         try:
             while True:
+                due = loop.time() + poll_s
                 await asyncio.sleep(poll_s)
+                lag.record_timer(loop.time() - due)
+                lag.tick()
                 if submitter.done():
                     submitter.result()  # a failed submission ends the replay
                 listing = await _call(
@@ -245,7 +250,7 @@ async def replay(
         finished=finished,
         unfinished=len(jobs) - finished,
         stalled=None,
-        submit_timers=clock.timers.summary(),
+        submit_timers=lag.summary(),
     )
     return [_run_started(m, workload, mode, t0), *ours, *tail.records]
 

@@ -177,17 +177,28 @@ def log_tail(path: Path | str, lines: int = LOG_TAIL_LINES) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def timer_summary(log: Path | str) -> dict[str, float] | None:
-    """The last ``timers`` summary a process logged on its way out (JSON log lines)."""
-    found: dict[str, float] | None = None
-    for line in log_tail(log, 50).splitlines():
-        if '"timers"' not in line:
+def _last_lag(lines: list[str]) -> dict[str, Any] | None:
+    for line in reversed(lines):
+        if '"lag"' not in line:
             continue
         try:
             rec = json.loads(line)
         except ValueError:
             continue
-        timers = rec.get("timers") if isinstance(rec, dict) else None
-        if isinstance(timers, dict):
-            found = {str(k): float(v) for k, v in timers.items() if isinstance(v, int | float)}
+        lag = rec.get("lag") if isinstance(rec, dict) else None
+        if isinstance(lag, dict):
+            return lag
+    return None
+
+
+def lag_summary(log: Path | str) -> dict[str, Any] | None:
+    """The last lag summary (treadle.live.lag) a process logged: the one it logs when it
+    stops, or else the last periodic one (JSON log lines)."""
+    found = _last_lag(log_tail(log, 50).splitlines())
+    if found is None:  # killed, or a noisy end: look through the whole log
+        try:
+            with open(log, encoding="utf-8", errors="replace") as f:
+                found = _last_lag(f.read().splitlines())
+        except OSError:
+            return None
     return found

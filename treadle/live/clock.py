@@ -3,51 +3,28 @@
 emulated seconds = (wall seconds - epoch) x dilation. The RM picks the epoch when it
 starts and hands epoch and dilation to every NM and AM at registration, so all processes
 agree on "now" without talking. The cores never read this: the services pass ``now`` in.
+Every wake-up records how late it was in a ``treadle.live.lag.Lag`` (the process's own
+by default), so fidelity is measured, not assumed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 
-
-@dataclass
-class TimerStats:
-    """How late timers fired, in emulated seconds (fidelity is measured, not assumed)."""
-
-    count: int = 0
-    total_late_s: float = 0.0
-    max_late_s: float = 0.0
-    samples: list[float] = field(default_factory=list)
-    _limit: int = 10_000
-
-    def record(self, late_s: float) -> None:
-        late_s = max(0.0, late_s)
-        self.count += 1
-        self.total_late_s += late_s
-        self.max_late_s = max(self.max_late_s, late_s)
-        if len(self.samples) < self._limit:
-            self.samples.append(late_s)
-
-    def summary(self) -> dict[str, float]:
-        s = sorted(self.samples)
-        p99 = s[min(len(s) - 1, int(0.99 * len(s)))] if s else 0.0
-        return {
-            "timers": self.count,
-            "mean_late_s": self.total_late_s / self.count if self.count else 0.0,
-            "p99_late_s": p99,
-            "max_late_s": self.max_late_s,
-        }
+from treadle.live import lag as lag_mod
 
 
 class EmulatedClock:
-    def __init__(self, epoch: float | None = None, dilation: float = 1.0) -> None:
+    def __init__(
+        self, epoch: float | None = None, dilation: float = 1.0, lag: lag_mod.Lag | None = None
+    ) -> None:
         if not dilation > 0:
             raise ValueError(f"dilation must be > 0, got {dilation}")
         self.epoch = time.time() if epoch is None else epoch
         self.dilation = dilation
-        self.timers = TimerStats()
+        self.lag = lag_mod.PROCESS if lag is None else lag
+        self.lag.dilation = dilation
 
     def now(self) -> float:
         return (time.time() - self.epoch) * self.dilation
@@ -62,7 +39,7 @@ class EmulatedClock:
         if delay > 0:
             await asyncio.sleep(delay)
         now = self.now()
-        self.timers.record(now - t)
+        self.lag.record_timer((now - t) / self.dilation)
         return now
 
     async def sleep(self, emulated_s: float) -> float:

@@ -1,12 +1,15 @@
 """What every gRPC process shares: error mapping, servers, channels, health, signals.
 
 Errors are mapped to status codes here and nowhere else: servicers raise the project's
-errors (or let the cores raise them) and ``map_errors`` turns each into one status.
+errors (or let the cores raise them) and ``map_errors`` turns each into one status. Every
+channel stamps its calls with the client's wall clock and every ``map_errors`` handler
+records how long its request queued before it ran (``treadle.live.lag``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import signal
@@ -18,6 +21,7 @@ import structlog
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError, TreadleError
+from treadle.live import lag
 
 log = structlog.get_logger("rpc")
 
@@ -46,7 +50,8 @@ def status_for(exc: BaseException) -> grpc.StatusCode:
 
 def map_errors(cls: type[T]) -> type[T]:
     """Class decorator: every async RPC method of a servicer aborts with the status code
-    of the error it raised (unexpected errors: INTERNAL, logged with a traceback)."""
+    of the error it raised (unexpected errors: INTERNAL, logged with a traceback), and
+    records in ``lag.PROCESS`` how long its request queued (when the client stamped it)."""
     for name, fn in list(vars(cls).items()):
         if name.startswith("_") or not inspect.iscoroutinefunction(fn):
             continue
@@ -57,6 +62,7 @@ def map_errors(cls: type[T]) -> type[T]:
 def _wrap(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     @functools.wraps(fn)
     async def method(self: Any, request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        _record_queueing(context)
         try:
             return await fn(self, request, context)
         except (asyncio.CancelledError, grpc.aio.AbortError):
@@ -71,6 +77,22 @@ def _wrap(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
     return method
 
 
+def _record_queueing(context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    for key, value in context.invocation_metadata() or ():
+        if key == lag.SENT_KEY:
+            with contextlib.suppress(TypeError, ValueError):
+                lag.PROCESS.record_rpc(float(value))
+            return
+
+
+class _Stamp(grpc.aio.UnaryUnaryClientInterceptor):
+    """Adds the client's wall clock to every unary call (``lag.SENT_KEY``)."""
+
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        metadata = grpc.aio.Metadata(*(details.metadata or ()), lag.sent_stamp())
+        return await continuation(details._replace(metadata=metadata), request)
+
+
 def add_health(server: grpc.aio.Server, services: Iterable[str]) -> health.HealthServicer:
     servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(servicer, server)
@@ -80,7 +102,7 @@ def add_health(server: grpc.aio.Server, services: Iterable[str]) -> health.Healt
 
 
 def channel(address: str) -> grpc.aio.Channel:
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS, interceptors=[_Stamp()])
 
 
 async def wait_ready(address: str, timeout_s: float) -> None:

@@ -6,9 +6,10 @@ files whatever the backend. ``SimBackend`` simulates each policy, several at onc
 processes with ``workers > 1`` (see ``_run_parallel``); ``ClusterBackend`` builds
 a cluster per policy from a factory (``LocalCluster.per_policy(...)``,
 ``DockerCluster.per_policy(...)``), starts it, replays the workload on it
-(treadle.cluster.driver), stops it, and adds ``timers.json`` and the cluster's logs under
-POLICY/cluster/, one policy at a time. ``make_backend`` gives the backend of ``treadle
-compare --mode MODE``.
+(treadle.cluster.driver), stops it, and adds ``timers.json`` (each role's lag and the
+run's fidelity verdict, treadle.cluster.fidelity; also a section of the report) and the
+cluster's logs under POLICY/cluster/, one policy at a time. ``make_backend`` gives the
+backend of ``treadle compare --mode MODE``.
 
 A comparison keeps of each run only what the report needs (``RunMetrics``) and a
 ``RunResult`` (counts, end time, stall, stats); the full event log is on disk
@@ -67,6 +68,7 @@ class RunResult:
     stalled: str | None
     stats: dict[str, int]
     run_dir: Path
+    unfaithful: str | None = None  # a live run whose lag expired roles: why
 
     @property
     def unfinished(self) -> int:
@@ -177,6 +179,7 @@ class ClusterBackend:
         self.make = make
         self.timeout_s = timeout_s
         self.clusters: dict[str, ClusterBase] = {}
+        self.notes: dict[str, str] = {}
 
     def prepare(
         self,
@@ -231,16 +234,27 @@ class ClusterBackend:
         metrics.write_run_outputs(
             records, run_dir, policy=choice.name, user_weights=weights, run=run
         )
-        timers = {"dilation": cluster.dilation, "processes": cluster.timer_stats()}
-        for r in records:
-            if r["event"] == ev.RUN_FINISHED:
-                timers["driver_submit"] = r.get("submit_timers")
-        metrics.write_json(metrics.rounded(timers), run_dir / TIMERS_JSON)
+        fidelity = cluster.fidelity(records)  # lag per role, expiries, verdict
+        metrics.write_json(metrics.rounded(fidelity.to_json()), run_dir / TIMERS_JSON)
+        self.notes[choice.name] = fidelity.markdown(choice.name)
         end = max((float(r["t"]) for r in records), default=0.0)
         result = RunResult(
-            choice.name, len(workload.jobs), finished_count(records), end, None, {}, run_dir
+            choice.name,
+            len(workload.jobs),
+            finished_count(records),
+            end,
+            None,
+            {},
+            run_dir,
+            unfaithful=None if fidelity.faithful else fidelity.message(),
         )
         return result, run
+
+    def report_notes(self) -> str:
+        """The report's section on each run's lag and fidelity."""
+        if not self.notes:
+            return ""
+        return "\n## Lag and fidelity of the live runs\n\n" + "\n".join(self.notes.values())
 
     def title(self, workload: Workload, policies: int) -> str:
         first = next(iter(self.clusters.values()))
@@ -334,6 +348,10 @@ def compare(
 
     title = backend.title(workload, len(choices))
     path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
+    notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
+    if notes is not None and (text := notes()):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text)
     return Comparison(runs, results, path)
 
 
