@@ -59,6 +59,14 @@ class SimResult:
         return self.jobs - self.finished
 
 
+def node_phases(workload: Workload, phase_seed: int = 0) -> list[float]:
+    """Each node's heartbeat phase in [0, heartbeat_s), in the cluster's node order: drawn
+    from the workload's seed and ``phase_seed``."""
+    rng = random.Random(f"phases:{workload.seed}:{phase_seed}")
+    h = workload.cluster.heartbeat_s
+    return [rng.random() * h for _ in workload.cluster.nodes]
+
+
 class _SimNode:
     __slots__ = ("due", "index", "nm", "phase", "token")
 
@@ -247,11 +255,11 @@ class Simulation:
             capacity=wl.cluster.capacity.to_dict(),
         )
         # Nodes heartbeat at random phases (drawn from the seed), as real NMs do.
-        phases = random.Random(f"phases:{wl.seed}:{self.phase_seed}")
+        phases = node_phases(wl, self.phase_seed)
         for i, nspec in enumerate(wl.cluster.nodes):
             nm = NodeManager(nspec.node_id, nspec.resources, nspec.rack)
             rm.register_node(nm.registration(), 0.0)
-            node = _SimNode(nm, phases.random() * self.h, i)
+            node = _SimNode(nm, phases[i], i)
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
         self._by_phase = sorted(self._nodes.values(), key=lambda nd: (nd.phase, nd.index))
