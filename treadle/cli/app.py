@@ -110,6 +110,14 @@ WorkersOpt = Annotated[
         show_default=False,
     ),
 ]
+TimingsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--timings",
+        help="Print on stderr where the wall time went (load, alone references, simulate, "
+        "metrics, write) and the peak RSS, as one line of JSON.",
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
@@ -179,6 +187,7 @@ def sim(
     slowdown: SlowdownOpt = True,
     no_cache: NoCacheOpt = False,
     phase_seed: PhaseSeedOpt = 0,
+    timings: TimingsOpt = False,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, events.jsonl."""
@@ -193,9 +202,15 @@ def sim(
             alone_cache=not no_cache,
         )
         from treadle.study.runner import build_policy
+        from treadle.study.timings import Timings
 
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
-        wl = load(workload, fmt, nodes_file)
+        clock = Timings() if timings else None
+        if clock is None:
+            wl = load(workload, fmt, nodes_file)
+        else:
+            with clock.phase("load"):
+                wl = load(workload, fmt, nodes_file)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -203,6 +218,7 @@ def sim(
                 out_dir,
                 options=options,
                 progress=tracker(progress, policy, len(wl.jobs)),
+                timings=clock,
             )
     s = run.summary
     out.print(
@@ -211,6 +227,8 @@ def sim(
         markup=False,
         highlight=False,
     )
+    if clock is not None:
+        err.print(clock.line(), markup=False, highlight=False, soft_wrap=True)
     if result.stalled:
         fail(f"simulation stalled: {result.stalled}")
 

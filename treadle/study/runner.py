@@ -22,6 +22,7 @@ from treadle.registry import build, discover, factory
 from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
 from treadle.study.alone_cache import AloneCache, context_key, job_key
+from treadle.study.timings import Timings, maybe
 
 REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
 
@@ -265,17 +266,24 @@ def run_sim(
     options: RunOptions = RunOptions(),
     progress: ProgressFn | None = None,
     alone: dict[str, float] | None = None,
+    timings: Timings | None = None,
 ) -> tuple[SimResult, metrics.RunMetrics]:
-    """Simulate ``workload`` under one policy; write the run files when ``out_dir`` is set."""
+    """Simulate ``workload`` under one policy; write the run files when ``out_dir`` is set.
+    ``timings`` (if given) gets the wall time of each phase: alone, simulate, metrics,
+    write."""
     if alone is None:
-        alone = alone_jcts(workload, options) if options.slowdown else {}
-    result = _simulate(workload, choice, options, progress, alone)
+        with maybe(timings, "alone"):
+            alone = alone_jcts(workload, options) if options.slowdown else {}
+    with maybe(timings, "simulate"):
+        result = _simulate(workload, choice, options, progress, alone)
     weights = {name: u.weight for name, u in workload.users.items()}
-    run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
+    with maybe(timings, "metrics"):
+        run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
     if out_dir is not None:
-        metrics.write_run_outputs(
-            result.records, out_dir, policy=choice.name, user_weights=weights, run=run
-        )
+        with maybe(timings, "write"):
+            metrics.write_run_outputs(
+                result.records, out_dir, policy=choice.name, user_weights=weights, run=run
+            )
     return result, run
 
 
