@@ -28,11 +28,15 @@ Per size it prints:
 Targets (the issue's): end-to-end ``--no-slowdown`` >= 0.25x the bare DES at 1,000 nodes,
 >= 0.15x with slowdown (cold cache).
 
-Measured on 2026-11-26 (2 cores shared with five other sessions, load average 4-6: ratios
-only), branch i13/simcore: see the report of that branch; at 1,000 nodes the bare DES ran
-~630 simulated s in about a second, treadle's core loop at ~0.1x of it and its whole
-command at ~0.05-0.06x (load ~2 s, metrics and the 125 MB jsonl log ~10 s: the columnar
-event log and vectorized metrics are another branch's).
+Measured on 2026-11-26, branch i13/simcore, 2 cores shared with five other sessions
+(load average 5-7, so wall ratios wander by 2x between runs; the CPU ratios less): at 1,000
+nodes (2,434 jobs, 243k tasks) the bare DES ran 635 simulated s in 0.85 s of CPU (743x);
+``treadle sim --no-slowdown`` 0.035x of it end to end by CPU (0.053x by wall), its core
+loop 0.08x (0.13x by wall); with slowdown (cold cache) 0.039x by CPU, the alone references
+0.12 s (the exact rule of ``treadle.sim.alone`` answers every shape of this workload). Wall
+split without slowdown: start 7%, load 10%, simulate 41%, metrics 28%, write 14%; event log
+493 bytes per task (jsonl); peak RSS 524 MB. Compare of 4 policies at 100 nodes: outputs
+identical; the speedup was not measurable on that machine (0.70x with 2 workers).
 """
 
 from __future__ import annotations
@@ -315,8 +319,10 @@ def compare_speedups(nodes: int, span_s: float, tmp: Path) -> None:
         walls[w] = treadle_compare(workload, out, w, tmp)
         outputs[w] = _files(out)
     policies = len(COMPARE_POLICIES.split(","))
-    print(f"\n== treadle compare of {policies} policies ({COMPARE_POLICIES}) on {nodes} nodes, ")
-    print(f"   {len(jobs)} jobs, slowdown on, cold cache; {cores} cores")
+    print(
+        f"\n== treadle compare of {policies} policies ({COMPARE_POLICIES}) on {nodes} nodes, "
+        f"{len(jobs)} jobs, slowdown on, cold cache; {cores} cores"
+    )
     for w in counts:
         print(f"--workers {w}: {walls[w]:.2f} s, speedup {walls[1] / walls[w]:.2f}x")
     same = all(outputs[w] == outputs[1] for w in counts)
