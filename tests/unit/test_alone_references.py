@@ -93,13 +93,13 @@ def same(a: dict[str, float], b: dict[str, float]) -> bool:
 def count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The jobs whose reference was simulated (in this process: workers=1)."""
     calls: list[str] = []
-    real = runner._reference_jct
+    real = runner._simulated_reference
 
     def counting(workload: Workload, job: JobSpec, options: RunOptions) -> float:
         calls.append(job.name)
         return real(workload, job, options)
 
-    monkeypatch.setattr(runner, "_reference_jct", counting)
+    monkeypatch.setattr(runner, "_simulated_reference", counting)
     return calls
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import nullcontext
 from typing import Annotated, Any
 
 import typer
@@ -142,6 +143,14 @@ def partitioned(wl: Any, p: Any) -> Any:
     return wl if p is None else partition_workload(wl, p)
 
 
+TimingsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--timings",
+        help="Print on stderr where the wall time went (load, alone references, simulate, "
+        "metrics, write) and the peak RSS, as one line of JSON.",
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
@@ -212,6 +221,7 @@ def sim(
     no_cache: NoCacheOpt = False,
     phase_seed: PhaseSeedOpt = 0,
     partition: PartitionOpt = None,
+    timings: TimingsOpt = False,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, events.jsonl."""
@@ -226,10 +236,13 @@ def sim(
             alone_cache=not no_cache,
         )
         from treadle.study.runner import build_policy
+        from treadle.study.timings import Timings
 
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
         parts = partitioning(partition)
-        wl = partitioned(load(workload, fmt, nodes_file), parts)
+        clock = Timings() if timings else None
+        with clock.phase("load") if clock is not None else nullcontext():
+            wl = partitioned(load(workload, fmt, nodes_file), parts)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -237,6 +250,7 @@ def sim(
                 out_dir,
                 options=options,
                 progress=tracker(progress, policy, len(wl.jobs)),
+                timings=clock,
             )
     s = run.summary
     out.print(
@@ -245,6 +259,8 @@ def sim(
         markup=False,
         highlight=False,
     )
+    if clock is not None:
+        err.print(clock.line(), markup=False, highlight=False, soft_wrap=True)
     if result.stalled:
         fail(f"simulation stalled: {result.stalled}")
 

@@ -17,10 +17,12 @@ from typing import Any
 
 from treadle import metrics
 from treadle.errors import InputError, PluginError
-from treadle.model import JobSpec, Workload
+from treadle.model import ClusterSpec, JobSpec, Workload
 from treadle.registry import build, discover, factory
 from treadle.sim import ProgressFn, SimResult, Simulation
+from treadle.sim.alone import AloneModel
 from treadle.study.alone_cache import AloneCache, context_key, job_key
+from treadle.study.timings import Timings, maybe
 
 REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
 
@@ -74,16 +76,36 @@ def _reference_settings(options: RunOptions) -> dict[str, Any]:
     }
 
 
-def _reference_jct(workload: Workload, job: JobSpec, options: RunOptions) -> float:
+def _simulated_reference(workload: Workload, job: JobSpec, options: RunOptions) -> float:
     """``job`` alone on ``workload``'s empty cluster, submitted at 0: its finish time."""
     alone = replace(
         workload, name=f"{workload.name}:{job.name}", jobs=(replace(job, submit_s=0.0),)
     )
     result = _simulate(alone, PolicyChoice(REFERENCE_POLICY, {}), options, None, {})
-    for r in result.records:
+    for r in reversed(result.records):
         if r["event"] == "job_finished":
             return float(r["t"])
     return float("nan")
+
+
+#: The last ``AloneModel`` built, with what it was built from (one workload at a time).
+_model_memo: tuple[ClusterSpec, int, RunOptions, AloneModel] | None = None
+
+
+def _alone_model(workload: Workload, options: RunOptions) -> AloneModel:
+    global _model_memo
+    memo = _model_memo
+    if memo is None or not (
+        memo[0] is workload.cluster and memo[1] == workload.seed and memo[2] == options
+    ):
+        model = AloneModel(
+            workload,
+            am_interval_s=options.am_interval_s,
+            stall_s=options.stall_s,
+            phase_seed=options.phase_seed,
+        )
+        memo = _model_memo = (workload.cluster, workload.seed, options, model)
+    return memo[3]
 
 
 _worker_context: tuple[Workload, RunOptions] | None = None
@@ -96,7 +118,7 @@ def _init_worker(base: Workload, options: RunOptions) -> None:
 
 def _worker_reference(job: JobSpec) -> float:
     assert _worker_context is not None, "not a reference worker"
-    return _reference_jct(_worker_context[0], job, _worker_context[1])
+    return _simulated_reference(_worker_context[0], job, _worker_context[1])
 
 
 def _references(
@@ -105,13 +127,13 @@ def _references(
     options: RunOptions,
     workers: int | None,
 ) -> Iterator[float]:
-    """The references of ``jobs``, in their order: in this process, or in worker processes
-    (each receives the cluster once, then jobs in chunks)."""
+    """The simulated references of ``jobs``, in their order: in this process, or in
+    worker processes (each receives the cluster once, then jobs in chunks)."""
     auto = workers is None
     n = min(os.cpu_count() or 1, len(jobs)) if workers is None else min(workers, len(jobs))
     if n <= 1 or (auto and len(jobs) < MIN_PARALLEL) or multiprocessing.current_process().daemon:
         for job in jobs:
-            yield _reference_jct(workload, job, options)
+            yield _simulated_reference(workload, job, options)
         return
     # fork: the workers start at once and never run the main module again (a script
     # without ``if __name__ == "__main__"`` is fine). With other threads running (a
@@ -140,11 +162,13 @@ def alone_jcts(
     """JCT of every job run alone on the empty cluster (the slowdown denominator), with
     greedy AMs whatever the compared runs use: one reference for every policy.
 
-    One reference per distinct job shape (the first job of the shape is the one
-    simulated), read from the on-disk cache when ``options.alone_cache`` (``cache``: a
-    cache other than the default one), the others simulated in ``workers`` processes
-    (None: one per core, in this process when there are few; 1: in this process) and
-    stored. The result is the same whatever the workers, the cache and the order."""
+    One reference per distinct job shape (the first job of the shape), by the exact rule
+    of ``treadle.sim.alone`` where it applies (in this process: it costs less than a
+    cache lookup); the others are read from the on-disk cache when
+    ``options.alone_cache`` (``cache``: a cache other than the default one), or simulated
+    in ``workers`` processes (None: one per core, in this process when there are few; 1:
+    in this process) and stored. The result is the same whatever the workers, the cache
+    and the order."""
     options = _reference_options(options)
     shapes = [_job_shape(job) for job in workload.jobs]
     first: dict[tuple[Any, ...], JobSpec] = {}
@@ -152,19 +176,25 @@ def alone_jcts(
     for job, shape in zip(workload.jobs, shapes, strict=True):
         first.setdefault(shape, job)
         jobs_of[shape] = jobs_of.get(shape, 0) + 1
+    values: dict[tuple[Any, ...], float] = {}
+    model = _alone_model(workload, options)
+    for shape, job in first.items():
+        exact = model.jct(job)
+        if exact is not None:
+            values[shape] = exact
     if cache is None and options.alone_cache:
         cache = AloneCache()
     if not options.alone_cache:
         cache = None
     keys: dict[tuple[Any, ...], str] = {}
-    values: dict[tuple[Any, ...], float] = {}
     if cache is not None:
         context = context_key(workload, _reference_settings(options))
         for shape, job in first.items():
-            keys[shape] = key = job_key(context, job)
-            found = cache.get(key)
-            if found is not None:
-                values[shape] = found
+            if shape not in values:
+                keys[shape] = key = job_key(context, job)
+                found = cache.get(key)
+                if found is not None:
+                    values[shape] = found
     total = len(workload.jobs)
     done = sum(jobs_of[s] for s in values)
     if progress is not None and done:
@@ -236,17 +266,24 @@ def run_sim(
     options: RunOptions = RunOptions(),
     progress: ProgressFn | None = None,
     alone: dict[str, float] | None = None,
+    timings: Timings | None = None,
 ) -> tuple[SimResult, metrics.RunMetrics]:
-    """Simulate ``workload`` under one policy; write the run files when ``out_dir`` is set."""
+    """Simulate ``workload`` under one policy; write the run files when ``out_dir`` is set.
+    ``timings`` (if given) gets the wall time of each phase: alone, simulate, metrics,
+    write."""
     if alone is None:
-        alone = alone_jcts(workload, options) if options.slowdown else {}
-    result = _simulate(workload, choice, options, progress, alone)
+        with maybe(timings, "alone"):
+            alone = alone_jcts(workload, options) if options.slowdown else {}
+    with maybe(timings, "simulate"):
+        result = _simulate(workload, choice, options, progress, alone)
     weights = {name: u.weight for name, u in workload.users.items()}
-    run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
+    with maybe(timings, "metrics"):
+        run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
     if out_dir is not None:
-        metrics.write_run_outputs(
-            result.records, out_dir, policy=choice.name, user_weights=weights, run=run
-        )
+        with maybe(timings, "write"):
+            metrics.write_run_outputs(
+                result.records, out_dir, policy=choice.name, user_weights=weights, run=run
+            )
     return result, run
 
 
