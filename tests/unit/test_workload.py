@@ -466,7 +466,12 @@ ERROR_CASES: list[tuple[str, Mutation, str | None, list[str]]] = [
         "users.bob.wieght",
         ["unknown field", "'weight'"],
     ),
-    ("heartbeat zero", _set("cluster.heartbeat_s", 0), "cluster.heartbeat_s", ["greater than 0"]),
+    (
+        "heartbeat zero",
+        _set("cluster.heartbeat_s", 0),
+        "cluster.heartbeat_s",
+        ["greater than or equal to 0.001"],
+    ),
     ("no nodes", _set("cluster.nodes", []), "cluster.nodes", ["at least 1"]),
     (
         "node count zero",

@@ -155,8 +155,16 @@ def test_values_mean_the_same_under_both_loaders(text: str) -> None:
     assert repr(yamlload.load(text)) == repr(pure[1])
 
 
-def test_1e3_is_still_not_a_number() -> None:
-    assert parse_yaml("a: 1e3\nb: 1.0e+3\n", "w.yaml") == {"a": "1e3", "b": 1000.0}
+def test_exponent_numbers_are_floats_as_in_yaml_1_2() -> None:
+    text = "a: 1e3\nb: 1.0e+3\nc: -2E-3\nd: .5e1\ne: 1e\nf: e3\ng: '1e3'\n"
+    want = {"a": 1000.0, "b": 1000.0, "c": -0.002, "d": 5.0, "e": "1e", "f": "e3", "g": "1e3"}
+    assert parse_yaml(text, "w.yaml") == want
+
+
+def test_the_global_safe_loader_is_left_as_pyyaml_has_it() -> None:
+    import yaml
+
+    assert yaml.safe_load("a: 1e3") == {"a": "1e3"}
 
 
 MUTATIONS = [" ", "\t", ":", "- ", "[", "]", "{", "}", "\n", "#", "&a ", "*a", "!", '"', "'"]

@@ -23,6 +23,7 @@ from rich.progress import (
 
 from treadle.errors import TreadleError
 from treadle.importers import FORMATS as TRACE_FORMATS, or_list
+from treadle.live.logs import LEVELS
 from treadle.sim import ProgressFn
 
 err = Console(stderr=True)
@@ -46,7 +47,17 @@ SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Policy parameter as key=value (repeatable)."),
 ]
-LogLevelOpt = Annotated[str, typer.Option("--log-level", help="debug, info, warning, error.")]
+
+
+def _log_level(value: str) -> str:
+    if value.lower() not in LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LEVELS)}")
+    return value.lower()
+
+
+LogLevelOpt = Annotated[
+    str, typer.Option("--log-level", help=f"{', '.join(LEVELS)}.", callback=_log_level)
+]
 DilationOpt = Annotated[
     float,
     typer.Option("--dilation", help="Local clusters: emulated seconds per wall second."),

@@ -29,9 +29,19 @@ from treadle.resources import Resources
 _WHITESPACE = re.compile(r"\s*")
 
 
+MAX_INPUT_BYTES = 4 << 30
+"""The largest input file read (4 GiB): checked before reading, so a mistaken path to a
+disk image fails at once instead of filling memory."""
+
+
 def read_text(path: Path, source: str) -> str:
     """A UTF-8 file's text; unreadable files raise WorkloadError naming ``source``."""
     try:
+        if path.is_dir():
+            raise WorkloadError(source, None, "is a directory, not a file")
+        size = path.stat().st_size
+        if size > MAX_INPUT_BYTES:
+            raise WorkloadError(source, None, f"{size} bytes; at most {MAX_INPUT_BYTES} are read")
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise WorkloadError(source, None, f"not UTF-8 text ({e.reason} at byte {e.start})") from e
@@ -89,6 +99,9 @@ def parse_json_values(text: str, source: str) -> list[object]:
             value, pos = decoder.raw_decode(text, pos)
         except json.JSONDecodeError as e:
             raise WorkloadError(source, f"line {e.lineno}", f"invalid JSON: {e.msg}") from None
+        except RecursionError:
+            line = text.count("\n", 0, pos) + 1
+            raise WorkloadError(source, f"line {line}", "JSON nested too deeply") from None
         values.extend(value if isinstance(value, list) else [value])
         pos = _skip_space(text, pos)
     if not values:

@@ -88,6 +88,8 @@ def read_tpch(path: str | Path, source: str = "") -> TpchTrace:
         data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         raise WorkloadError(source, f"line {e.lineno}", f"invalid JSON: {e.msg}") from None
+    except RecursionError:
+        raise WorkloadError(source, None, "JSON nested too deeply") from None
     except _DuplicateKeyError as e:
         raise WorkloadError(source, None, f"duplicate key {e.key!r} in a JSON object") from None
     if not isinstance(data, dict):

@@ -10,6 +10,9 @@ import structlog
 
 _configured = False
 
+LEVELS = ("debug", "info", "warning", "error")
+"""The log levels every command and role process takes (``--log-level``)."""
+
 
 def configure(level: str = "warning", *, json: bool | None = None) -> None:
     global _configured

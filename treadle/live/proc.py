@@ -39,7 +39,7 @@ def host_port(address: str, port: int) -> str:
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--log-level", default="info", help="debug, info, warning, error")
+    parser.add_argument("--log-level", default="info", choices=logs.LEVELS, type=str.lower)
     parser.add_argument("--port-file", help="write the bound host:port here once serving")
 
 

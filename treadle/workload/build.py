@@ -32,7 +32,17 @@ from treadle.resources import Resources
 from treadle.workload.errors import join, parse_resources
 from treadle.workload.generators import clamp, generate
 from treadle.workload.partition import Partitioning, partition_workload
-from treadle.workload.schema import ClusterFile, JobFile, QueueFile, StageFile, WorkloadFile
+from treadle.workload.schema import (
+    MAX_JOBS,
+    MAX_NODES,
+    MAX_TASKS,
+    MAX_TASKS_PER_STAGE,
+    ClusterFile,
+    JobFile,
+    QueueFile,
+    StageFile,
+    WorkloadFile,
+)
 
 
 def build_workload(doc: WorkloadFile, source: str, base_dir: Path, name: str) -> Workload:
@@ -52,6 +62,7 @@ class Builder:
     cluster: ClusterSpec = field(init=False)
     queues: QueueSpec = field(init=False)
     job_names: set[str] = field(default_factory=set)
+    tasks: int = 0  # declared and generated so far, against MAX_TASKS
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.doc.seed)
@@ -59,9 +70,20 @@ class Builder:
     def error(self, where: str | None, message: str) -> WorkloadError:
         return WorkloadError(self.source, where, message)
 
+    def count_tasks(self, where: str, n: int) -> None:
+        """Count ``n`` more tasks, before their durations are allocated; too many fail."""
+        if n > MAX_TASKS_PER_STAGE:
+            raise self.error(where, f"{n} tasks in one stage; at most {MAX_TASKS_PER_STAGE}")
+        self.tasks += n
+        if self.tasks > MAX_TASKS:
+            raise self.error(where, f"the workload passes {MAX_TASKS} tasks here; at most that")
+
     def build(self, name: str) -> Workload:
         if not self.doc.jobs and not self.doc.generators:
             raise self.error(None, "no jobs: add a jobs: list or a generators: list")
+        jobs_total = len(self.doc.jobs) + sum(g.count for g in self.doc.generators)
+        if jobs_total > MAX_JOBS:
+            raise self.error(None, f"{jobs_total} jobs declared and generated; at most {MAX_JOBS}")
         self.cluster = self._cluster(self.doc.cluster)
         self.queues = self._queues(self.doc.queues)
         jobs = [self._job(f"jobs[{i}]", j) for i, j in enumerate(self.doc.jobs)]
@@ -84,6 +106,9 @@ class Builder:
 
     # Cluster ------------------------------------------------------------------------
     def _cluster(self, c: ClusterFile) -> ClusterSpec:
+        total = sum(group.count for group in c.nodes)
+        if total > MAX_NODES:
+            raise self.error("cluster.nodes", f"{total} nodes in all; at most {MAX_NODES}")
         nodes: list[NodeSpec] = []
         counters: dict[str, int] = {}
         ids: set[str] = set()
@@ -161,6 +186,7 @@ class Builder:
             if s.name in names[:k]:
                 raise self.error(f"{at}.name", f"duplicate stage name {s.name!r}")
             self._check_parents(s, names, f"{at}.after")
+            self.count_tasks(f"{at}.tasks", s.tasks)
             res = self._task_resources(s.resources, f"{at}.resources")
             specs.append(
                 StageSpec(s.name, res, self._durations(s, f"{at}.duration_s"), tuple(s.after))

@@ -66,6 +66,7 @@ from treadle.model import MIN_DURATION_S, ClusterSpec, JobSpec, StageSpec
 from treadle.resources import Resources
 from treadle.workload.errors import join, parse_resources
 from treadle.workload.schema import (
+    MAX_SECONDS,
     DagGenerator,
     Distribution,
     LognormalDist,
@@ -92,6 +93,7 @@ class BuildContext(Protocol):
     def check_queue(self, queue: str | None, where: str) -> str: ...
     def claim_job_name(self, name: str, where: str) -> None: ...
     def stages(self, where: str, declared: list[StageFile]) -> tuple[StageSpec, ...]: ...
+    def count_tasks(self, where: str, n: int) -> None: ...
 
 
 def generate(
@@ -133,6 +135,7 @@ def _tpch(b: BuildContext, where: str, g: TpchGenerator) -> list[JobSpec]:
         query = trace.queries[b.rng.choice(pairs)]
         name = f"{stream.prefix}-{query.scale}-q{query.query}-{k}"
         demands = [stream.demand(name, f"s{s.stage}") for s in query.stages]
+        b.count_tasks(where, sum(s.tasks for s in query.stages))
         stages = tuple(
             StageSpec(
                 f"s{s.stage}",
@@ -198,6 +201,7 @@ def _dag(b: BuildContext, where: str, g: DagGenerator) -> list[JobSpec]:
         for i in range(dag.stages):
             res = stream.demand(name, f"s{i}")
             tasks = max(1, round(draw(g.tasks_per_stage, b.rng)))
+            b.count_tasks(f"{where}.tasks_per_stage", tasks)
             drawn.append((res, tasks, draw(g.task_duration_s, b.rng)))
         work = [tasks * mean for _, tasks, mean in drawn]
         factors = synthetic.input_work_factors(dag.parents, work, dag.input_work)
@@ -334,4 +338,4 @@ def clamp(seconds: float) -> float:
     """A drawn duration as the model takes it: whole milliseconds, at least 1 ms."""
     # Millisecond resolution is all the emulator can honour; rounding also keeps
     # printed workloads readable.
-    return max(MIN_DURATION_S, round(seconds, 3))
+    return min(MAX_SECONDS, max(MIN_DURATION_S, round(seconds, 3)))

@@ -53,6 +53,8 @@ def load_workload(arg: str, fmt: str | None = None, *, nodes_file: str | None = 
         expected = join(format_names())
         raise WorkloadError(arg, None, f"unknown format {fmt!r}; expected one of {expected}")
     path = Path(arg)
+    if path.is_dir():
+        raise WorkloadError(arg, None, "is a directory; give a workload file or a built-in name")
     if not path.is_file():
         return _load_builtin(arg, fmt, nodes_file)
     trace = TraceFile(path, arg)
@@ -113,3 +115,5 @@ def parse_yaml(text: str, source: str) -> object:
         return yamlload.load(text)
     except yaml.YAMLError as e:
         raise from_yaml_error(e, source) from None
+    except RecursionError:
+        raise WorkloadError(source, None, "nested too deeply to be a workload") from None

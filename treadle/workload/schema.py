@@ -40,9 +40,23 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+MAX_SECONDS = 1e15
+"""The largest time or duration a workload may give (about 31 million years): far beyond
+any trace, small enough that sums of many stay exact to the millisecond is not promised,
+but they stay finite, so no run meets an infinity."""
+MIN_HEARTBEAT_S = 1e-3
+"""The shortest heartbeat: the emulator's resolution is a millisecond."""
+MAX_NODES = 100_000
+"""Nodes in one workload (ten times the largest cluster the simulator is designed for)."""
+MAX_JOBS = 1_000_000
+"""Jobs in one workload, declared plus generated."""
+MAX_TASKS_PER_STAGE = 1_000_000
+MAX_TASKS = 20_000_000
+"""Tasks in one workload: every task holds its duration, so this bounds what is allocated."""
+
 Name = Annotated[str, StringConstraints(pattern=r"^\S+$")]
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
+PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Percent = Annotated[float, Field(ge=0, le=100)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -211,7 +225,7 @@ Demand = Annotated[
 class NodeGroup(_Strict):
     """``count`` identical nodes."""
 
-    count: Annotated[int, Field(ge=1)] = 1
+    count: Annotated[int, Field(ge=1, le=MAX_NODES)] = 1
     resources: ResourceMap
     rack: Name = DEFAULT_RACK
     name: Name = Field(
@@ -221,7 +235,7 @@ class NodeGroup(_Strict):
 
 
 class ClusterFile(_Strict):
-    heartbeat_s: PositiveSeconds = 1.0
+    heartbeat_s: Annotated[float, Field(ge=MIN_HEARTBEAT_S, le=3600, allow_inf_nan=False)] = 1.0
     nodes: Annotated[list[NodeGroup], Field(min_length=1)]
 
 
@@ -242,7 +256,7 @@ class UserFile(_Strict):
 
 class StageFile(_Strict):
     name: Name
-    tasks: Annotated[int, Field(ge=1)]
+    tasks: Annotated[int, Field(ge=1, le=MAX_TASKS_PER_STAGE)]
     duration_s: Duration
     resources: ResourceMap
     after: list[Name] = Field(default_factory=list, description="Parent stages.")
@@ -266,7 +280,7 @@ class PoissonGenerator(_Strict):
     kind: Literal["poisson"]
     user: Name
     rate_per_min: Positive = Field(description="Mean arrivals per minute.")
-    count: Annotated[int, Field(ge=1)]
+    count: Annotated[int, Field(ge=1, le=MAX_JOBS)]
     start_s: Seconds = 0.0
     queue: Name | None = None
     name: Name | None = None
@@ -276,7 +290,7 @@ class PoissonGenerator(_Strict):
 class _DagStream(_Strict):
     """What the DAG generators share: how many jobs, whose, when, and their demands."""
 
-    count: Annotated[int, Field(ge=1)]
+    count: Annotated[int, Field(ge=1, le=MAX_JOBS)]
     name: Name | None = Field(default=None, description="Job-name prefix.")
     user: Name | None = Field(default=None, description="Every job's user (or give users).")
     users: Annotated[list[Name], Field(min_length=1)] | None = Field(

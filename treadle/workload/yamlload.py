@@ -4,8 +4,10 @@ YAML 1.1 safe loading, as ``yaml.safe_load``, except that a duplicate mapping ke
 error (PyYAML keeps the last silently); merge keys (``<<: *anchor``) are not duplicates.
 The text goes through libyaml's C parser when PyYAML was built with it
 (``yaml.__with_libyaml__``): several times faster on large workloads. The constructor and
-the resolver are PyYAML's own either way, so values mean the same (``1e3`` is still a
-string under YAML 1.1).
+the resolver are PyYAML's own either way, so values mean the same, with one addition to
+YAML 1.1's resolver in both: a plain scalar that is a number in YAML 1.2 and JSON
+(``1e3``, ``2.5E-3``, ``1.0e12``) is a float, where YAML 1.1 reads it as a string and a
+user writing ``duration_s: 1e3`` would be told it is not a number.
 
 What is valid, what values mean and the errors stay the pure-Python loader's:
 
@@ -21,6 +23,7 @@ What is valid, what values mean and the errors stay the pure-Python loader's:
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import yaml
@@ -54,6 +57,12 @@ class PureLoader(_UniqueKeys, yaml.SafeLoader):
     """PyYAML's pure-Python safe loader, refusing duplicate keys."""
 
 
+_FLOAT_1_2 = re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$")
+"""Exponent floats YAML 1.1's resolver misses (it wants a dot and a signed exponent)."""
+_FLOAT_FIRST = list("-+0123456789.")
+
+PureLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, _FLOAT_FIRST)
+
 FastLoader: type[yaml.CSafeLoader] | None = None
 """libyaml's C parser with the same constructor and resolver (None without libyaml)."""
 
@@ -62,6 +71,7 @@ if LIBYAML:
     class _FastLoader(_UniqueKeys, yaml.CSafeLoader):
         """libyaml's C parser, PyYAML's safe constructor refusing duplicate keys."""
 
+    _FastLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_1_2, _FLOAT_FIRST)
     FastLoader = _FastLoader
 
 
