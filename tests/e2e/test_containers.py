@@ -100,7 +100,7 @@ def test_two_policies_finish_every_job_on_containers(image: str, compared: dict[
         assert s["mode"] == "docker"
         assert s["nodes"] == 4
         assert s["finished"] == s["jobs"] == 4, policy
-        assert (root / policy / "events.jsonl").is_file()
+        assert (root / policy / "events.parquet").is_file()
         # Every role ran in its own container and logged its timers when stopped.
         timers = json.loads((root / policy / "timers.json").read_text())
         assert set(timers["processes"]) == {"rm", "nm-1", "nm-2", "am"}

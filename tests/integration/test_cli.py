@@ -6,8 +6,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+
+from treadle.event_columns import read_events
+from treadle.events import dumps, read_jsonl
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 # CI has ../shared beside the checkout; a checkout alone skips the tests on its samples.
@@ -118,8 +124,10 @@ def test_policies_lists_the_builtins() -> None:
     assert "oracle" in {r["name"] for r in data["estimators"]}
 
 
-def _events(out: Path) -> list[dict[str, object]]:
-    return [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+def _events(out: Path) -> list[dict[str, Any]]:
+    """The run's event log, from events.parquet (the default) or events.jsonl."""
+    path = out / "events.parquet"
+    return read_events(path if path.exists() else out / "events.jsonl")
 
 
 @needs_samples
@@ -170,7 +178,7 @@ def test_compare_writes_the_report(tmp_path: Path) -> None:
     assert {"fifo", "capacity", "fair", "drf"} <= comparison.keys()
     for name, summary in comparison.items():
         assert summary["finished"] == summary["jobs"], name
-        assert (out / name / "events.jsonl").exists()
+        assert (out / name / "events.parquet").exists()
     report = (out / "report.md").read_text()
     assert "jct_cdf.png" in report
     assert "utilization.png" in report
@@ -178,13 +186,44 @@ def test_compare_writes_the_report(tmp_path: Path) -> None:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_same_seed_same_event_log_bytes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("events", ["parquet", "jsonl"])
+def test_same_seed_same_event_log_bytes(tmp_path: Path, events: str) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
-        proc = treadle("sim", "demo", "--policy", "fair", "--out", str(out))
+        proc = treadle("sim", "demo", "--policy", "fair", "--out", str(out), "--events", events)
         assert proc.returncode == 0, proc.stderr
-    assert (a / "events.jsonl").read_bytes() == (b / "events.jsonl").read_bytes()
-    assert (a / "summary.json").read_bytes() == (b / "summary.json").read_bytes()
+    for name in (f"events.{events}", "summary.json", "jobs.csv", "jobs.parquet"):
+        assert (a / name).read_bytes() == (b / name).read_bytes(), name
+
+
+def test_events_option_chooses_the_log_file_and_nothing_else(tmp_path: Path) -> None:
+    """parquet (the default), jsonl (time-ordered lines) or none: the other files are the
+    same bytes whatever the log's format; the Parquet log holds the JSON log's records."""
+    files = {}
+    for events in ("parquet", "jsonl", "none"):
+        out = tmp_path / events
+        proc = treadle("sim", "demo", "--policy", "drf", "--out", str(out), "--events", events)
+        assert proc.returncode == 0, proc.stderr
+        files[events] = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(files["none"]) == {"summary.json", "jobs.csv", "jobs.parquet"}
+    assert set(files["parquet"]) == set(files["none"]) | {"events.parquet"}
+    assert set(files["jsonl"]) == set(files["none"]) | {"events.jsonl"}
+    for name in files["none"]:
+        assert files["parquet"][name] == files["none"][name] == files["jsonl"][name], name
+    from_parquet = read_events(tmp_path / "parquet" / "events.parquet")
+    from_jsonl = read_jsonl(tmp_path / "jsonl" / "events.jsonl")
+    assert sorted(map(dumps, from_parquet)) == sorted(map(dumps, from_jsonl))
+    table = pq.read_table(tmp_path / "parquet" / "events.parquet")  # the README's one line
+    assert table.num_rows == len(from_jsonl)
+    assert table.schema.field("resources_vcores").type == pa.float64()
+
+
+def test_a_bad_events_value_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = treadle("sim", "demo", "--policy", "fifo", "--out", str(tmp_path), "--events", "csv")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "error: unknown --events 'csv'; use parquet, jsonl or none"
+    ]
 
 
 @pytest.mark.slow
@@ -193,8 +232,7 @@ def test_phase_seed_draws_other_heartbeat_phases(tmp_path: Path) -> None:
     first allocation times change) and still runs every job; a negative one is refused."""
 
     def allocation_times(out: Path) -> list[float]:
-        lines = (out / "events.jsonl").read_text().splitlines()
-        recs = [json.loads(line) for line in lines]
+        recs = _events(out)
         return [r["t"] for r in recs if r["event"] == "container_allocated"][:10]
 
     runs = {}
@@ -249,7 +287,7 @@ def test_compare_mode_sim_is_the_one_compare_path_on_the_simulator(tmp_path: Pat
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lib = _files(tmp_path / "lib")
-    assert {"report.md", "comparison.json", "fifo/events.jsonl", "drf/jobs.csv"} <= set(lib)
+    assert {"report.md", "comparison.json", "fifo/events.parquet", "drf/jobs.csv"} <= set(lib)
     assert lib == _files(tmp_path / "cli")
     assert set(result.runs) == {"fifo", "drf"}
     assert all(r.finished == r.jobs for r in result.results.values())

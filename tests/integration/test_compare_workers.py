@@ -44,7 +44,7 @@ def test_workers_write_the_same_files_as_a_sequential_compare(tmp_path: Path) ->
         outs[workers] = _files(out)
     sequential, parallel = outs["1"], outs["2"]
     per_policy = {
-        f"{p}/{f}" for p in POLICIES for f in ("summary.json", "jobs.csv", "events.jsonl")
+        f"{p}/{f}" for p in POLICIES for f in ("summary.json", "jobs.csv", "events.parquet")
     }
     assert per_policy | {"report.md", "comparison.json"} <= set(sequential)
     assert set(sequential) == set(parallel)

@@ -129,7 +129,7 @@ def test_compare_local_through_the_cli_finishes_every_job(compared: dict[str, An
         assert s["nodes"] == 1
         assert s["jobs"] == 2
         assert s["finished"] == 2, policy
-        for name in ("summary.json", "jobs.csv", "events.jsonl", "timers.json"):
+        for name in ("summary.json", "jobs.csv", "events.parquet", "timers.json"):
             assert (out / policy / name).is_file()
         # The RM was configured with the workload's queues and users (its --config file).
         config = load_rm_config(out / policy / "cluster" / "rm-config.yaml")

@@ -68,7 +68,17 @@ IO = (
 #: Layers that must stay sans-IO (the kernel may read and write files: event logs).
 SANS_IO = {KERNEL: IO, PLUGIN_API: (*IO, "pathlib"), PLUGINS: (*IO, "pathlib"), CORES: IO}
 
-KERNEL_MODULES = {"resources", "model", "messages", "dag", "events", "errors", "frozen", "registry"}
+KERNEL_MODULES = {
+    "resources",
+    "model",
+    "messages",
+    "dag",
+    "events",
+    "event_columns",
+    "errors",
+    "frozen",
+    "registry",
+}
 PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
 SERVICE_MODULES = {"service", "__main__"}
 

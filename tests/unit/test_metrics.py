@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from treadle.event_columns import read_events
 from treadle.events import read_jsonl
 from treadle.metrics import (
     JOBS_CSV_COLUMNS,
@@ -781,13 +783,31 @@ def test_write_run_outputs(tmp_path: Path) -> None:
             "20.0",
         ],
     ]
-    assert sorted(read_jsonl(out / "events.jsonl"), key=json.dumps) == sorted(recs, key=json.dumps)
+
+    def valued(rs: list[Record]) -> list[Record]:  # a field a record lacks reads back null
+        return [{k: v for k, v in r.items() if v is not None} for r in rs]
+
+    assert valued(read_events(out / "events.parquet")) == valued(shuffled(recs))  # in order
+    assert not (out / "events.jsonl").exists()
+    jobs = pq.read_table(out / "jobs.parquet").to_pylist()
+    assert [j["job"] for j in jobs] == ["j1", "j2", "j3"]
+    assert (jobs[1]["jct_s"], jobs[1]["tasks"]) == (15.0, 1)
+
+    write_run_outputs(shuffled(recs), out, policy="fifo", events="jsonl")
+    assert read_jsonl(out / "events.jsonl") == shuffled(recs)
+    write_run_outputs(recs, tmp_path / "none", policy="fifo", events="none")
+    assert sorted(p.name for p in (tmp_path / "none").iterdir()) == [
+        "jobs.csv",
+        "jobs.parquet",
+        "summary.json",
+    ]
 
 
-def test_write_run_outputs_is_byte_stable(tmp_path: Path) -> None:
-    write_run_outputs(tiny_log(), tmp_path / "a", policy="fifo")
-    write_run_outputs(tiny_log(), tmp_path / "b", policy="fifo")
-    for name in ("summary.json", "jobs.csv", "events.jsonl"):
+@pytest.mark.parametrize("events", ["parquet", "jsonl"])
+def test_write_run_outputs_is_byte_stable(tmp_path: Path, events: str) -> None:
+    write_run_outputs(tiny_log(), tmp_path / "a", policy="fifo", events=events)
+    write_run_outputs(tiny_log(), tmp_path / "b", policy="fifo", events=events)
+    for name in ("summary.json", "jobs.csv", "jobs.parquet", f"events.{events}"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 

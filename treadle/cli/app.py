@@ -78,6 +78,22 @@ NoCacheOpt = Annotated[
         "($TREADLE_CACHE_DIR, else ~/.cache/treadle).",
     ),
 ]
+EventsOpt = Annotated[
+    str,
+    typer.Option(
+        "--events",
+        help="The event log's file: parquet (events.parquet, written as the run goes), "
+        "jsonl (events.jsonl, one JSON object per line in time order) or none.",
+    ),
+]
+
+
+def check_events(events: str) -> str:
+    if events not in ("parquet", "jsonl", "none"):
+        fail(f"unknown --events {events!r}; use parquet, jsonl or none", 2)
+    return events
+
+
 LIVE_TIMEOUT_S = 3600.0
 NmContainersOpt = Annotated[
     int | None,
@@ -222,11 +238,14 @@ def sim(
     phase_seed: PhaseSeedOpt = 0,
     partition: PartitionOpt = None,
     timings: TimingsOpt = False,
+    events: EventsOpt = "parquet",
     log_level: LogLevelOpt = "warning",
 ) -> None:
-    """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, events.jsonl."""
+    """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
+    the event log (events.parquet by default)."""
     with errors():
         logs.configure(log_level)
+        check_events(events)
         choice = PolicyChoice(policy, parse_settings(settings or []))
         options = RunOptions(
             asks,
@@ -234,6 +253,7 @@ def sim(
             slowdown=slowdown,
             phase_seed=phase_seed,
             alone_cache=not no_cache,
+            events=events,
         )
         from treadle.study.runner import build_policy
         from treadle.study.timings import Timings
@@ -302,11 +322,13 @@ def compare(
     phase_seed: PhaseSeedOpt = 0,
     workers: WorkersOpt = None,
     partition: PartitionOpt = None,
+    events: EventsOpt = "parquet",
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with errors():
         logs.configure(log_level)
+        check_events(events)
         if mode not in ("sim", "local", "docker"):
             fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
         if workers is None:
@@ -327,6 +349,7 @@ def compare(
             slowdown=slowdown,
             phase_seed=phase_seed,
             alone_cache=not no_cache,
+            events=events,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
@@ -407,11 +430,13 @@ def run_live(
         int,
         typer.Option("--wait-nodes", help="Start only once the RM has this many nodes."),
     ] = 0,
+    events: EventsOpt = "parquet",
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does."""
     with errors():
         logs.configure(log_level)
+        check_events(events)
         from treadle import metrics
         from treadle.cluster.driver import replay, run_async, wait_for_rm
         from treadle.registry import build
@@ -457,7 +482,9 @@ def run_live(
             )
         policy = str(records[0].get("policy") or "unknown")
         weights = {name: u.weight for name, u in wl.users.items()}
-        s = metrics.write_run_outputs(records, out_dir, policy=policy, user_weights=weights)
+        s = metrics.write_run_outputs(
+            records, out_dir, policy=policy, user_weights=weights, events=events
+        )
     out.print(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
         f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}",

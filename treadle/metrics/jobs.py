@@ -6,12 +6,15 @@ A job is *finished* when its ``job_finished`` status is ``SUCCEEDED``; ``FAILED`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from treadle.metrics.scan import SUCCEEDED, UNFINISHED, LogFacts, RecordLike, scan
-from treadle.metrics.stats import mean, pct, round6
+import numpy as np
+import numpy.typing as npt
+
+from treadle.metrics.scan import SUCCEEDED, EventSource, FloatArray, LogFacts, ObjArray, scan
+from treadle.metrics.stats import mean, pct, round_array
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,42 +40,61 @@ class JobResult:
         return self.status == SUCCEEDED
 
 
-def job_results_from(log: LogFacts) -> list[JobResult]:
+def _optional(values: FloatArray, none: npt.NDArray[np.bool_]) -> list[float | None]:
+    return [None if n else v for v, n in zip(values.tolist(), none.tolist(), strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class JobColumns:
+    """Per-job results as arrays (jobs in (submit, job) order; NaN where ``JobResult``
+    has None, except ``alone`` whose None is ``alone_none``)."""
+
+    jct: FloatArray
+    wait: FloatArray
+    slowdown: FloatArray
+    finish: FloatArray
+    status: ObjArray
+
+
+def job_columns(log: LogFacts) -> JobColumns:
+    """JCT, waiting time and slowdown of every job, rounded to 1 us."""
+    dur = log.end - log.submit
+    jct = round_array(dur)
+    has_alone = ~log.alone_none & (log.alone != 0)  # truthy, as NaN is
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(has_alone, dur / np.where(has_alone, log.alone, 1.0), np.nan)
+    slowdown = np.where(has_alone & np.isfinite(log.end), round_array(ratio), np.nan)
+    wait = round_array(log.start - log.submit)
+    return JobColumns(jct, wait, slowdown, log.end, log.status)
+
+
+def job_results_from(log: LogFacts, cols: JobColumns | None = None) -> list[JobResult]:
     """``job_results`` of a scanned log."""
-    out: list[JobResult] = []
-    for j in log.jobs.values():
-        if j.submit is None:
-            continue  # the log lost its submission: nothing to measure against
-        start = j.started if j.started is not None else j.first_alloc
-        jct = wait = slowdown = None
-        if j.end is not None:
-            jct = round6(j.end - j.submit)
-            if j.alone:
-                slowdown = round6((j.end - j.submit) / j.alone)
-        if start is not None:
-            wait = round6(start - j.submit)
-        out.append(
-            JobResult(
-                job=j.job,
-                name=j.name,
-                user=j.user,
-                queue=j.queue,
-                submit_s=j.submit,
-                start_s=start,
-                finish_s=j.end,
-                jct_s=jct,
-                wait_s=wait,
-                slowdown=slowdown,
-                tasks=j.tasks,
-                status=j.status if j.status is not None else UNFINISHED,
-                alone_jct_s=j.alone,
-            )
+    c = cols if cols is not None else job_columns(log)
+    no_end = ~np.isfinite(log.end)
+    no_start = np.isnan(log.start)
+    no_slowdown = no_end | log.alone_none | (log.alone == 0)
+    return list(
+        map(
+            JobResult,
+            log.job.tolist(),
+            [str(x) for x in log.name.tolist()],
+            [str(x) for x in log.user.tolist()],
+            [str(x) for x in log.queue.tolist()],
+            log.submit.tolist(),
+            _optional(log.start, no_start),
+            _optional(log.end, no_end),
+            _optional(c.jct, no_end),
+            _optional(c.wait, no_start),
+            _optional(c.slowdown, no_slowdown),
+            log.tasks.tolist(),
+            log.status.tolist(),
+            _optional(log.alone, log.alone_none),
         )
-    out.sort(key=lambda r: (r.submit_s, r.job))
-    return out
+    )
 
 
-def job_results(records: Iterable[RecordLike]) -> list[JobResult]:
+def job_results(records: EventSource) -> list[JobResult]:
     """One JobResult per submitted job, sorted by (submit_s, job)."""
     return job_results_from(scan(records))
 
@@ -98,8 +120,16 @@ def factor_of_improvement(
         return out
 
     base, mine = keyed(baseline), keyed(other)
-    per_job = {k: base[k] / mine[k] for k in sorted(base.keys() & mine.keys()) if mine[k] > 0}
-    fs = sorted(per_job.values())
+    keys = sorted(base.keys() & mine.keys())
+    b = np.array([base[k] for k in keys], dtype=float)
+    m = np.array([mine[k] for k in keys], dtype=float)
+    ok = m > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = b / np.where(ok, m, 1.0)
+    kept = [k for k, good in zip(keys, ok.tolist(), strict=True) if good]
+    values = ratio[ok]
+    per_job = dict(zip(kept, values.tolist(), strict=True))
+    fs = np.sort(values)
     n = len(fs)
     return {
         "per_job": per_job,
@@ -107,7 +137,7 @@ def factor_of_improvement(
         "mean": mean(fs),
         "p50": pct(fs, 50),
         "p95": pct(fs, 95),
-        "min": fs[0] if fs else None,
-        "max": fs[-1] if fs else None,
-        "cdf": [(f, (i + 1) / n) for i, f in enumerate(fs)],
+        "min": float(fs[0]) if n else None,
+        "max": float(fs[-1]) if n else None,
+        "cdf": list(zip(fs.tolist(), (np.arange(1, n + 1) / n).tolist(), strict=True)),
     }

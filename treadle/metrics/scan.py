@@ -1,8 +1,9 @@
-"""One pass over the event log: per-job and per-container facts, the capacity, the horizon.
+"""The event log's columns into per-job and per-container arrays, the capacity, the horizon.
 
-The records need not be sorted by ``t`` (NodeManagers report start and finish times late):
-the scan keeps, per job and per container, the earliest or latest time it needs, and the
-other modules sort once where a sweep over time is required.
+The input is the event table of :mod:`treadle.event_columns` (an ``events.parquet`` file
+read back, or the table of a list of records). Rows need not be sorted by ``t``
+(NodeManagers report start and finish times late): per job and per container the earliest
+or latest time needed is taken by grouping, and ties go to the row that comes first.
 
 Definitions chosen where DESIGN.md leaves room:
 
@@ -22,12 +23,16 @@ Definitions chosen where DESIGN.md leaves room:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeAlias
 
-from treadle import events as ev
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from treadle import event_columns as ec, events as ev
 
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
@@ -35,173 +40,321 @@ KILLED = "KILLED"
 UNFINISHED = "UNFINISHED"
 
 RecordLike = Mapping[str, Any]
-# (job, start, end, resources, dominant share): a container's holding interval
-Span = tuple[str, float, float, Mapping[str, float], float]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+ObjArray = npt.NDArray[np.object_]
+#: What the metrics take: an event table, or records.
+EventSource: TypeAlias = "pa.Table | Iterable[RecordLike]"
+
+#: The scalar columns the metrics read (plus every ``capacity_*`` and ``resources_*``).
+COLUMNS: tuple[str, ...] = ("t", "event", "job", "container", "node", "name", "user", "queue")
+COLUMNS += ("tasks", "alone_jct_s", "status", "policy", "workload", "mode", "seed")
+COLUMNS += ("dilation", "heartbeat_s", "nodes")
+#: Of those, the strings (read as dictionaries: grouped by code, never materialized).
+STRING_COLUMNS = ("event", "job", "container", "node", "name", "user", "queue", "status")
+_RUN_FIELDS = [f.name for f in ev.SCHEMA[ev.RUN_STARTED].fields if f.type != "resources"]
 
 
-@dataclass(slots=True)
-class JobFacts:
-    job: str
-    submit: float | None = None
-    name: str = ""
-    user: str = ""
-    queue: str = ""
-    tasks: int = 0
-    alone: float | None = None
-    started: float | None = None  # earliest job_started
-    first_alloc: float | None = None  # earliest container_allocated
-    end: float | None = None  # earliest job_finished / job_failed
-    status: str | None = None
+@dataclass(frozen=True, slots=True)
+class Spans:
+    """Every allocated container's holding interval clipped to the horizon, without the
+    zero-length ones, ordered by (start, end, job, container)."""
+
+    a: FloatArray
+    b: FloatArray
+    res: FloatArray  # (spans, resources of the capacity in sorted order)
+    share: FloatArray  # dominant share of the capacity
+    job: IntArray  # index into LogFacts' jobs, -1 for a job never submitted
 
 
-@dataclass(slots=True)
-class ContainerFacts:
-    alloc: float | None = None
-    resources: Mapping[str, float] | None = None
-    end: float | None = None
-
-
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class LogFacts:
-    """What the metrics need from one event log, gathered by ``scan``."""
+    """What the metrics need from one event log, as arrays (``scan``). Jobs are those
+    with a submission, in (submit, job) order; NaN stands for "none"."""
 
-    run: RecordLike | None = None
-    run_t: float = math.inf
-    capacity: dict[str, float] = field(default_factory=dict)
-    jobs: dict[str, JobFacts] = field(default_factory=dict)
-    containers: dict[tuple[str, str], ContainerFacts] = field(default_factory=dict)
-    last_t: float | None = None
-    _spans: list[Span] | None = None
+    run: dict[str, Any] | None
+    capacity: dict[str, float]
+    last_t: float | None
+    job: ObjArray
+    name: ObjArray
+    user: ObjArray
+    queue: ObjArray
+    tasks: IntArray
+    submit: FloatArray
+    alone: FloatArray
+    alone_none: npt.NDArray[np.bool_]  # no alone_jct_s (NaN in ``alone`` is a reference's)
+    start: FloatArray  # earliest job_started, else earliest container_allocated
+    end: FloatArray
+    status: ObjArray
+    horizon: tuple[float, float] | None
+    spans: Spans
 
-    def horizon(self) -> tuple[float, float] | None:
-        """[first submit, last job end] (or the last record when no job ended)."""
-        submits = [j.submit for j in self.jobs.values() if j.submit is not None]
-        if not submits:
-            return None
-        start = min(submits)
-        ends = [j.end for j in self.jobs.values() if j.submit is not None and j.end is not None]
-        end = max(ends) if ends else self.last_t
-        if end is None or end < start:
-            return None
-        return start, end
 
-    def spans(self) -> list[Span]:
-        """Every allocated container's holding interval clipped to the horizon (computed once).
+def _strings(col: pa.ChunkedArray) -> tuple[IntArray, ObjArray]:
+    """Dictionary codes (-1 for null) and the dictionary of a string column."""
+    if pa.types.is_dictionary(col.type):  # read so from Parquet: its own dictionary pages
+        enc = col.unify_dictionaries().combine_chunks() if col.num_chunks else col
+        if isinstance(enc, pa.ChunkedArray):
+            enc = pa.array([], col.type)
+    else:
+        enc = pc.dictionary_encode(col.combine_chunks())
+    codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, np.asarray(enc.dictionary.to_pylist(), dtype=object)
 
-        Zero-length spans are dropped; each carries its dominant share of the capacity.
-        """
-        if self._spans is not None:
-            return self._spans
-        out: list[Span] = []
-        hz = self.horizon()
-        if hz is not None:
-            lo, hi = hz
-            last = self.last_t if self.last_t is not None else hi
-            cap = self.capacity
-            keyed = []
-            for (job, cid), c in self.containers.items():
-                if c.alloc is None or c.resources is None:
-                    continue
-                a = max(c.alloc, lo)
-                b = min(c.end if c.end is not None else last, hi)
-                if b > a:
-                    keyed.append((a, b, job, cid, c.resources))
-            # A fixed order makes float sums independent of the order of the records.
-            keyed.sort(key=lambda k: k[:4])
-            out = [(job, a, b, res, dominant_share(res, cap)) for a, b, job, _, res in keyed]
-        self._spans = out
+
+def _plain(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
+
+
+def _first_per_group(key: IntArray, t: FloatArray) -> tuple[IntArray, IntArray]:
+    """Per distinct key, the position of its smallest ``t`` (the first such row on ties),
+    with the keys in increasing order."""
+    order = np.lexsort((t, key))  # stable: rows in their order within equal (key, t)
+    k = key[order]
+    first = np.ones(len(k), dtype=bool)
+    first[1:] = k[1:] != k[:-1]
+    return k[first], order[first]
+
+
+def _min_per(key: IntArray, t: FloatArray, size: int) -> FloatArray:
+    out = np.full(size, np.inf)
+    np.minimum.at(out, key, t)
+    return out
+
+
+def _np(table: pa.Table, name: str, fill: Any = None) -> npt.NDArray[Any]:
+    col = table.column(name)
+    if fill is not None:
+        col = col.fill_null(fill)
+    out: npt.NDArray[Any] = col.to_numpy()
+    return out
+
+
+def to_table(source: EventSource) -> tuple[pa.Table, dict[str, Any] | None]:
+    """The event table of ``source``, and the run_started record itself when ``source``
+    is records (its values keep their JSON types)."""
+    if isinstance(source, pa.Table):
+        return source, None
+    recs: list[RecordLike] = list(source)
+    run: dict[str, Any] | None = None
+    run_t = np.inf
+    for r in recs:
+        if r.get("event") == ev.RUN_STARTED and float(r["t"]) < run_t:
+            run, run_t = dict(r), float(r["t"])
+    return ec.table_from_records(recs), run
+
+
+def scan(source: EventSource) -> LogFacts:
+    """Gather the facts of one event log (rows in any order)."""
+    table, run = to_table(source)
+    full = ec.arrow_schema([])
+    for name in COLUMNS:
+        if name not in table.schema.names:
+            table = table.append_column(
+                full.field(name), pa.nulls(table.num_rows, full.field(name).type)
+            )
+    names = table.schema.names
+    n = table.num_rows
+    t = _np(table, "t").astype(float)
+    kinds, kind_names = _strings(table.column("event"))
+    code = {str(k): i for i, k in enumerate(kind_names)}
+
+    def mask(*events: str) -> npt.NDArray[np.bool_]:
+        ids = [code[e] for e in events if e in code]
+        return np.isin(kinds, ids) if ids else np.zeros(n, dtype=bool)
+
+    last_t = float(t.max()) if n else None
+    jcode, jobs_dict = _strings(table.column("job"))
+    ccode, _ = _strings(table.column("container"))
+
+    # ---- capacity
+    cap_cols = ec.resources_of(names, "capacity")
+    res_names = ec.resources_of(names, "resources")
+    is_run = mask(ev.RUN_STARTED)
+    capacity: dict[str, float] | None = None
+    if is_run.any():
+        rows = np.flatnonzero(is_run)
+        i = int(rows[np.argmin(t[rows])])  # the earliest, the first on ties
+        if run is None:
+            row = table.slice(i, 1).to_pylist()[0]
+            run = {k: row.get(k) for k in _RUN_FIELDS}
+        vals = {r: table.column(ec.resource_column("capacity", r))[i].as_py() for r in cap_cols}
+        if any(v is not None for v in vals.values()):
+            capacity = {k: float(v) for k, v in vals.items() if v}
+    if capacity is None:  # the latest registration of every node (the last row on ties)
+        capacity = {}
+        reg = np.flatnonzero(mask(ev.NODE_REGISTERED))
+        if len(reg):
+            ncode, _ = _strings(table.column("node"))
+            order = np.lexsort((-reg, -t[reg], ncode[reg]))
+            k = ncode[reg][order]
+            first = np.ones(len(k), dtype=bool)
+            first[1:] = k[1:] != k[:-1]
+            latest = reg[order[first]]
+            for r in res_names:
+                v = _np(table, ec.resource_column("resources", r), 0.0)[latest]
+                total = float(np.cumsum(v)[-1])
+                if total > 0:
+                    capacity[r] = total
+    cap_names = sorted(capacity)
+
+    # ---- jobs: the earliest submission of each
+    sub = np.flatnonzero(mask(ev.JOB_SUBMITTED) & (jcode >= 0))
+    sub_keys, sub_rows = _first_per_group(jcode[sub], t[sub])
+    rows = sub[sub_rows]
+    nj = len(rows)
+    job_ids = jobs_dict[sub_keys] if nj else np.empty(0, dtype=object)
+    index_of_code = np.full(len(jobs_dict) + 1, -1, dtype=np.int64)
+    index_of_code[sub_keys] = np.arange(nj)
+
+    def text(col: str, default: ObjArray | str) -> ObjArray:
+        """The column's value on each job's row; null or "" give ``default``."""
+        if not nj:
+            return np.empty(0, dtype=object)
+        vals = _plain(table.column(col).take(pa.array(rows)))
+        empty = pc.fill_null(pc.equal(vals, ""), True).to_numpy(zero_copy_only=False)
+        out = np.asarray(vals.to_pylist(), dtype=object)
+        out[empty] = default[empty] if isinstance(default, np.ndarray) else default
         return out
 
+    names_ = text("name", job_ids)
+    users = text("user", "")
+    queues = text("queue", "")
+    tasks = _np(table, "tasks", 0).astype(np.int64)[rows] if nj else np.empty(0, np.int64)
+    alone_col = table.column("alone_jct_s").take(pa.array(rows))
+    alone_none = pc.is_null(alone_col).to_numpy(zero_copy_only=False)
+    alone = alone_col.fill_null(np.nan).to_numpy(zero_copy_only=False).astype(float)
+    submit = t[rows]
 
-def dominant_share(res: Mapping[str, float], cap: Mapping[str, float]) -> float:
-    """The largest fraction of the capacity that ``res`` takes of any one resource."""
-    best = 0.0
-    for k, v in res.items():
-        c = cap.get(k)
-        if c:
-            s = float(v) / c
-            if s > best:
-                best = s
-    return best
+    def per_job_min(m: npt.NDArray[np.bool_]) -> FloatArray:
+        sel = m & (jcode >= 0)
+        idx = index_of_code[jcode[sel]]
+        ok = idx >= 0
+        return _min_per(idx[ok], t[sel][ok], nj)
+
+    started = per_job_min(mask(ev.JOB_STARTED))
+    is_alloc = mask(ev.CONTAINER_ALLOCATED)
+    first_alloc = per_job_min(is_alloc)
+    start = np.where(np.isfinite(started), started, first_alloc)
+    start[~np.isfinite(start)] = np.nan
+
+    # ---- job ends: the earliest job_finished / job_failed, and its status
+    end = np.full(nj, np.nan)
+    status = np.full(nj, UNFINISHED, dtype=object)
+    fin = np.flatnonzero(mask(ev.JOB_FINISHED, ev.JOB_FAILED) & (jcode >= 0))
+    if len(fin):
+        keys, first = _first_per_group(jcode[fin], t[fin])
+        frows = fin[first]
+        idx = index_of_code[keys]
+        ok = idx >= 0
+        end[idx[ok]] = t[frows[ok]]
+        st = table.column("status").take(pa.array(frows[ok])).to_pylist()
+        failed = kinds[frows[ok]] == code.get(ev.JOB_FAILED, -2)
+        status[idx[ok]] = [
+            s if s else (FAILED if f else SUCCEEDED) for s, f in zip(st, failed, strict=True)
+        ]
+
+    # ---- horizon
+    horizon: tuple[float, float] | None = None
+    if nj:
+        lo = float(submit.min())
+        ended = end[np.isfinite(end)]
+        hi = float(ended.max()) if len(ended) else last_t
+        if hi is not None and hi >= lo:
+            horizon = (lo, hi)
+
+    # ---- containers: the earliest allocation of each, held until its earliest end
+    spans = _spans(table, t, jcode, ccode, is_alloc, mask, horizon, last_t, capacity, cap_names)
+    spans_job = index_of_code[spans.job]
+    spans = Spans(spans.a, spans.b, spans.res, spans.share, spans_job)
+
+    # jobs in (submit, job) order
+    order = np.lexsort((np.unique(job_ids.astype(str), return_inverse=True)[1], submit))
+    if nj:
+        remap = np.empty(nj, dtype=np.int64)
+        remap[order] = np.arange(nj)
+        spans = Spans(
+            spans.a, spans.b, spans.res, spans.share, np.where(spans.job >= 0, remap[spans.job], -1)
+        )
+    return LogFacts(
+        run=run,
+        capacity=capacity,
+        last_t=last_t,
+        job=job_ids[order],
+        name=names_[order],
+        user=users[order],
+        queue=queues[order],
+        tasks=tasks[order],
+        submit=submit[order],
+        alone=alone[order],
+        alone_none=alone_none[order],
+        start=start[order],
+        end=end[order],
+        status=status[order],
+        horizon=horizon,
+        spans=spans,
+    )
 
 
-def _min(a: float | None, b: float) -> float:
-    return b if a is None or b < a else a
+def _spans(
+    table: pa.Table,
+    t: FloatArray,
+    jcode: IntArray,
+    ccode: IntArray,
+    is_alloc: npt.NDArray[np.bool_],
+    mask: Any,
+    horizon: tuple[float, float] | None,
+    last_t: float | None,
+    capacity: Mapping[str, float],
+    cap_names: list[str],
+) -> Spans:
+    """The spans, their ``job`` still the job's dictionary code."""
+    nres = len(cap_names)
+    empty = Spans(
+        np.empty(0), np.empty(0), np.empty((0, nres)), np.empty(0), np.empty(0, dtype=np.int64)
+    )
+    if horizon is None:
+        return empty
+    lo, hi = horizon
+    last = last_t if last_t is not None else hi
+    width = int(ccode.max()) + 2 if len(ccode) else 1
+    key = (jcode + 1) * width + (ccode + 1)
+    alloc = np.flatnonzero(is_alloc & (jcode >= 0) & (ccode >= 0))
+    keys, first = _first_per_group(key[alloc], t[alloc])
+    rows = alloc[first]
+    ends = np.flatnonzero(mask(ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED))
+    end_keys, end_inv = np.unique(key[ends], return_inverse=True)
+    end_t = _min_per(end_inv, t[ends], len(end_keys))
+    pos = np.searchsorted(end_keys, keys)
+    pos_ok = pos < len(end_keys)
+    has_end = np.zeros(len(keys), dtype=bool)
+    has_end[pos_ok] = end_keys[pos[pos_ok]] == keys[pos_ok]
+    c_end = np.full(len(keys), last, dtype=float)
+    c_end[has_end] = end_t[pos[has_end]]
+    a = np.maximum(t[rows], lo)
+    b = np.minimum(c_end, hi)
+    keep = b > a
+    rows, a, b = rows[keep], a[keep], b[keep]
+    res = np.zeros((len(rows), nres))
+    names = table.schema.names
+    for i, r in enumerate(cap_names):
+        col = ec.resource_column("resources", r)
+        if col in names:
+            res[:, i] = _np(table, col, 0.0).astype(float)[rows]
+    share = np.zeros(len(rows))
+    for i, r in enumerate(cap_names):
+        share = np.maximum(share, res[:, i] / capacity[r])
+    # A fixed order makes float sums independent of the order of the rows.
+    job_rank = _rank(table.column("job").take(pa.array(rows)))
+    cid_rank = _rank(table.column("container").take(pa.array(rows)))
+    order = np.lexsort((cid_rank, job_rank, b, a))
+    return Spans(a[order], b[order], res[order], share[order], jcode[rows][order])
 
 
-def scan(records: Iterable[RecordLike]) -> LogFacts:
-    """Gather the facts of one event log in one pass (records in any order)."""
-    log = LogFacts()
-    jobs = log.jobs
-    containers = log.containers
-    nodes: dict[str, tuple[float, Mapping[str, float]]] = {}
-    last_t: float | None = None
-
-    def job_of(rec: RecordLike) -> JobFacts:
-        key = str(rec["job"])
-        j = jobs.get(key)
-        if j is None:
-            j = jobs[key] = JobFacts(key)
-        return j
-
-    def container_of(rec: RecordLike) -> ContainerFacts:
-        key = (str(rec["job"]), str(rec["container"]))
-        c = containers.get(key)
-        if c is None:
-            c = containers[key] = ContainerFacts()
-        return c
-
-    for rec in records:
-        t = float(rec["t"])
-        if last_t is None or t > last_t:
-            last_t = t
-        kind = rec["event"]
-        if kind == ev.CONTAINER_ALLOCATED:
-            c = container_of(rec)
-            if c.alloc is None or t < c.alloc:
-                c.alloc = t
-                c.resources = rec.get("resources") or {}
-            j = job_of(rec)
-            j.first_alloc = _min(j.first_alloc, t)
-        elif kind == ev.CONTAINER_FINISHED or kind == ev.CONTAINER_RELEASED:
-            c = container_of(rec)
-            c.end = _min(c.end, t)
-        elif kind == ev.JOB_SUBMITTED:
-            j = job_of(rec)
-            if j.submit is None or t < j.submit:
-                j.submit = t
-                j.name = str(rec.get("name") or j.job)
-                j.user = str(rec.get("user") or "")
-                j.queue = str(rec.get("queue") or "")
-                j.tasks = int(rec.get("tasks") or 0)
-                alone = rec.get("alone_jct_s")
-                j.alone = float(alone) if alone is not None else None
-        elif kind == ev.JOB_STARTED:
-            j = job_of(rec)
-            j.started = _min(j.started, t)
-        elif kind == ev.JOB_FINISHED or kind == ev.JOB_FAILED:
-            j = job_of(rec)
-            if j.end is None or t < j.end:
-                j.end = t
-                default = FAILED if kind == ev.JOB_FAILED else SUCCEEDED
-                j.status = str(rec.get("status") or default)
-        elif kind == ev.RUN_STARTED:
-            if t < log.run_t:
-                log.run, log.run_t = rec, t
-        elif kind == ev.NODE_REGISTERED:
-            node = str(rec["node"])
-            prev = nodes.get(node)
-            if prev is None or t >= prev[0]:
-                nodes[node] = (t, rec.get("resources") or {})
-    log.last_t = last_t
-
-    cap: Mapping[str, Any] | None = log.run.get("capacity") if log.run is not None else None
-    if cap:
-        log.capacity = {k: float(v) for k, v in cap.items() if v}
-    else:
-        total: dict[str, float] = {}
-        for _, res in nodes.values():
-            for k, v in res.items():
-                total[k] = total.get(k, 0.0) + float(v)
-        log.capacity = {k: v for k, v in total.items() if v > 0}
-    return log
+def _rank(col: pa.ChunkedArray | pa.Array) -> IntArray:
+    """Each string's rank among the distinct ones (Python's order of str)."""
+    codes, values = _strings(pa.chunked_array([col]) if isinstance(col, pa.Array) else col)
+    if not len(values):
+        return codes
+    rank_of = np.argsort(np.argsort(values.astype(str), kind="stable"), kind="stable")
+    return np.asarray(rank_of[codes], dtype=np.int64)

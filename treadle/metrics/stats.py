@@ -1,4 +1,10 @@
-"""Statistics over plain numbers: percentiles, Jain's index, means, rounding for files."""
+"""Statistics over arrays of numbers: percentiles, Jain's index, means, rounding for files.
+
+Rounding is Python's ``round(x, 6)`` (the decimal nearest to the exact binary value, the
+double nearest to that), done on whole arrays: ``rint(x * 10**d) / 10**d`` gives the same
+double except when ``x * 10**d`` lies within a few ulps of a half or beyond 2**52, and those
+few values go through ``round`` itself.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +12,31 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 ROUND_DIGITS = 6
+FloatArray = npt.NDArray[np.float64]
 
 
 def round6(x: float) -> float:
     """``x`` rounded to 1 us (6 decimals), without "-0.0"."""
     y = round(x, ROUND_DIGITS)
     return 0.0 if y == 0 else y  # no "-0.0" in files
+
+
+def round_array(x: FloatArray, digits: int = ROUND_DIGITS) -> FloatArray:
+    """``round(v, digits)`` of every finite ``v`` of ``x`` (NaN stays NaN), without "-0.0"."""
+    scale = 10.0**digits
+    y = x * scale
+    out: FloatArray = np.rint(y) / scale
+    frac = np.abs(y - np.floor(y))
+    risky = ~(np.abs(frac - 0.5) > 8 * np.spacing(np.abs(y))) | ~(np.abs(y) < 2.0**52)
+    risky &= np.isfinite(x)
+    for i in np.flatnonzero(risky):
+        out[i] = round(float(x[i]), digits)
+    out[out == 0] = 0.0
+    return out
 
 
 def rounded(x: Any) -> Any:
@@ -28,55 +52,66 @@ def rounded(x: Any) -> Any:
     return x
 
 
-def percentile(values: Iterable[float], q: float) -> float:
-    """The q-th percentile (0 <= q <= 100), linear interpolation as numpy's default."""
-    a = sorted(float(v) for v in values)
-    if not a:
-        raise ValueError("percentile of an empty sequence")
-    if any(v != v for v in a):
-        raise ValueError("percentile of a sequence containing NaN")
-    if not 0 <= q <= 100:
-        raise ValueError(f"percentile q must be in [0, 100], got {q}")
+def _lerp_sorted(a: FloatArray, q: float) -> float:
+    # numpy's "linear" percentile and its _lerp (symmetric form, exact at both ends).
     pos = (q / 100) * (len(a) - 1)
     lo = math.floor(pos)
     if lo >= len(a) - 1:
-        return a[-1]
+        return float(a[-1])
     g = pos - lo
-    x, y = a[lo], a[lo + 1]
-    # numpy's _lerp: symmetric form, exact at both ends.
+    x, y = float(a[lo]), float(a[lo + 1])
     return y - (y - x) * (1 - g) if g >= 0.5 else x + (y - x) * g
 
 
-def jain_index(values: Sequence[float]) -> float:
+def percentile(values: Iterable[float] | FloatArray, q: float) -> float:
+    """The q-th percentile (0 <= q <= 100), linear interpolation as numpy's default."""
+    a = np.sort(np.asarray(values if isinstance(values, np.ndarray) else list(values), float))
+    if not len(a):
+        raise ValueError("percentile of an empty sequence")
+    if np.isnan(a).any():
+        raise ValueError("percentile of a sequence containing NaN")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q must be in [0, 100], got {q}")
+    return _lerp_sorted(a, q)
+
+
+def jain_index(values: Sequence[float] | FloatArray) -> float:
     """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all equal, 1/n when one has all.
 
-    1.0 for an empty or all-zero sequence; negative values are a ValueError.
+    1.0 for an empty or all-zero sequence; negative values are a ValueError. The sums run
+    in the order given.
     """
-    n = len(values)
-    s = s2 = 0.0
-    for v in values:
-        if v < 0:
-            raise ValueError(f"Jain's index is defined for non-negative values, got {v}")
-        s += v
-        s2 += v * v
-    if n == 0 or s2 == 0:
+    v = np.asarray(values, dtype=float)
+    n = len(v)
+    if n and (v < 0).any():
+        raise ValueError(f"Jain's index is defined for non-negative values, got {v[v < 0][0]}")
+    if n == 0:
+        return 1.0
+    s = float(np.cumsum(v)[-1])  # cumsum adds in order, as the definition's loop does
+    s2 = float(np.cumsum(v * v)[-1])
+    if s2 == 0:
         return 1.0
     return min(1.0, (s * s) / (n * s2))
 
 
-def mean(values: Sequence[float]) -> float | None:
+def mean(values: Sequence[float] | FloatArray) -> float | None:
     """The exact (fsum) mean; None when empty."""
-    return math.fsum(values) / len(values) if values else None
+    if len(values) == 0:
+        return None
+    vals = values.tolist() if isinstance(values, np.ndarray) else values
+    return math.fsum(vals) / len(vals)
 
 
-def pct(values: Sequence[float], q: float) -> float | None:
+def pct(values: Sequence[float] | FloatArray, q: float) -> float | None:
     """``percentile``, None when empty."""
-    return percentile(values, q) if values else None
+    return percentile(values, q) if len(values) else None
 
 
-def worst_fraction_mean(values: Sequence[float], fraction: float = 0.1) -> float | None:
+def worst_fraction_mean(
+    values: Sequence[float] | FloatArray, fraction: float = 0.1
+) -> float | None:
     """Mean of the largest ``max(1, floor(n * fraction))`` values; None when empty."""
-    if not values:
+    if len(values) == 0:
         return None
     k = max(1, math.floor(len(values) * fraction))
-    return mean(sorted(values)[-k:])
+    return mean(np.sort(np.asarray(values, dtype=float))[-k:])

@@ -6,51 +6,56 @@ Makespan is the horizon's length when some job has ended, else ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
-from treadle.metrics.jobs import JobResult, job_results_from
-from treadle.metrics.scan import FAILED, KILLED, SUCCEEDED, UNFINISHED, LogFacts, RecordLike, scan
+from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
+from treadle.metrics.scan import FAILED, KILLED, SUCCEEDED, UNFINISHED, EventSource, LogFacts, scan
 from treadle.metrics.stats import mean, pct, rounded, worst_fraction_mean
 from treadle.metrics.utilization import mean_utilization, utilization_series_from
 
 
 def summary_from(
     log: LogFacts,
-    results: Sequence[JobResult],
+    cols: JobColumns,
     policy: str | None,
     user_weights: Mapping[str, float] | None,
     window_s: float,
 ) -> dict[str, Any]:
-    """``summarize`` of a scanned log and its job results."""
+    """``summarize`` of a scanned log and its job columns."""
     run = log.run or {}
-    done = [r for r in results if r.status == SUCCEEDED]
-    jct = [r.jct_s for r in done if r.jct_s is not None]
-    slow = [r.slowdown for r in done if r.slowdown is not None]
-    wait = [r.wait_s for r in done if r.wait_s is not None]
-    ends = [r.finish_s for r in results if r.finish_s is not None]
-    makespan = max(ends) - min(r.submit_s for r in results) if ends else None
+    done = cols.status == SUCCEEDED
+    jct = cols.jct[done & ~np.isnan(cols.jct)]
+    slow_ok = done & np.isfinite(log.end) & ~log.alone_none & (log.alone != 0)
+    slow = cols.slowdown[slow_ok]
+    wait = cols.wait[done & ~np.isnan(log.start)]
+    ended = np.isfinite(log.end)
+    makespan = float(log.end[ended].max() - log.submit.min()) if ended.any() else None
 
     per_user: dict[str, dict[str, Any]] = {}
-    by_user: dict[str, list[JobResult]] = {}
-    for r in results:
-        by_user.setdefault(r.user, []).append(r)
-    for user in sorted(by_user):
-        rs = by_user[user]
-        ok = [r for r in rs if r.status == SUCCEEDED]
-        per_user[user] = {
-            "jobs": len(rs),
-            "finished": len(ok),
-            "mean_jct_s": mean([r.jct_s for r in ok if r.jct_s is not None]),
-            "mean_slowdown": mean([r.slowdown for r in ok if r.slowdown is not None]),
-            "mean_wait_s": mean([r.wait_s for r in ok if r.wait_s is not None]),
-        }
+    users = log.user.astype(str)
+    if len(users):
+        order = np.argsort(users, kind="stable")
+        u = users[order]
+        starts = np.flatnonzero(np.r_[True, u[1:] != u[:-1]])
+        for lo, hi in zip(starts.tolist(), np.r_[starts[1:], len(u)].tolist(), strict=True):
+            rows = order[lo:hi]
+            ok = rows[done[rows]]
+            per_user[str(u[lo])] = {
+                "jobs": hi - lo,
+                "finished": len(ok),
+                "mean_jct_s": mean(cols.jct[ok][~np.isnan(cols.jct[ok])]),
+                "mean_slowdown": mean(cols.slowdown[ok[slow_ok[ok]]]),
+                "mean_wait_s": mean(cols.wait[ok][~np.isnan(log.start[ok])]),
+            }
 
-    users = jain_from(log, "user", window_s, user_weights)
-    jobs = jain_from(log, "job", window_s, None)
-    statuses = [r.status for r in results]
+    users_jain = jain_from(log, "user", window_s, user_weights)
+    jobs_jain = jain_from(log, "job", window_s, None)
+    statuses = cols.status
     summary: dict[str, Any] = {
         "policy": policy if policy is not None else run.get("policy"),
         "mode": run.get("mode"),
@@ -60,11 +65,11 @@ def summary_from(
         "heartbeat_s": run.get("heartbeat_s"),
         "nodes": run.get("nodes"),
         "capacity": {k: log.capacity[k] for k in sorted(log.capacity)},
-        "jobs": len(results),
-        "finished": statuses.count(SUCCEEDED),
-        "failed": statuses.count(FAILED),
-        "killed": statuses.count(KILLED),
-        "unfinished": statuses.count(UNFINISHED),
+        "jobs": len(statuses),
+        "finished": int((statuses == SUCCEEDED).sum()),
+        "failed": int((statuses == FAILED).sum()),
+        "killed": int((statuses == KILLED).sum()),
+        "unfinished": int((statuses == UNFINISHED).sum()),
         "makespan_s": makespan,
         "mean_jct_s": mean(jct),
         "p50_jct_s": pct(jct, 50),
@@ -78,14 +83,14 @@ def summary_from(
         "p95_wait_s": pct(wait, 95),
         "utilization": mean_utilization(log),
         "jain_window_s": window_s,
-        "jain_users_mean": users["mean"],
-        "jain_users_min": users["min"],
-        "jain_users_max": users["max"],
-        "jain_users_windows": users["windows"],
-        "jain_jobs_mean": jobs["mean"],
-        "jain_jobs_min": jobs["min"],
-        "jain_jobs_max": jobs["max"],
-        "jain_jobs_windows": jobs["windows"],
+        "jain_users_mean": users_jain["mean"],
+        "jain_users_min": users_jain["min"],
+        "jain_users_max": users_jain["max"],
+        "jain_users_windows": users_jain["windows"],
+        "jain_jobs_mean": jobs_jain["mean"],
+        "jain_jobs_min": jobs_jain["min"],
+        "jain_jobs_max": jobs_jain["max"],
+        "jain_jobs_windows": jobs_jain["windows"],
         "per_user": per_user,
     }
     out: dict[str, Any] = rounded(summary)
@@ -93,7 +98,7 @@ def summary_from(
 
 
 def summarize(
-    records: Iterable[RecordLike],
+    records: EventSource,
     *,
     policy: str | None = None,
     user_weights: Mapping[str, float] | None = None,
@@ -101,11 +106,12 @@ def summarize(
 ) -> dict[str, Any]:
     """The content of summary.json (floats rounded to 6 decimals, None when undefined).
 
-    ``policy`` defaults to ``run_started.policy``; ``user_weights`` weigh the per-user
-    Jain's index (the log does not carry them).
+    ``records``: an event table (``treadle.event_columns``) or records. ``policy``
+    defaults to ``run_started.policy``; ``user_weights`` weigh the per-user Jain's index
+    (the log does not carry them).
     """
     log = scan(records)
-    return summary_from(log, job_results_from(log), policy, user_weights, window_s)
+    return summary_from(log, job_columns(log), policy, user_weights, window_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,13 +124,13 @@ class RunMetrics:
 
 
 def analyze(
-    records: Iterable[RecordLike],
+    records: EventSource,
     *,
     policy: str | None = None,
     user_weights: Mapping[str, float] | None = None,
 ) -> RunMetrics:
-    """summarize + job_results + utilization_series in one pass over the records."""
+    """summarize + job_results + utilization_series of one event table (or records)."""
     log = scan(records)
-    results = job_results_from(log)
-    summary = summary_from(log, results, policy, user_weights, JAIN_WINDOW_S)
-    return RunMetrics(summary, results, utilization_series_from(log))
+    cols = job_columns(log)
+    summary = summary_from(log, cols, policy, user_weights, JAIN_WINDOW_S)
+    return RunMetrics(summary, job_results_from(log, cols), utilization_series_from(log))

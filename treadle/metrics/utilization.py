@@ -1,64 +1,65 @@
 """Utilization: the allocated fraction of each resource over time, and its mean.
 
 Both are relative to the capacity the run started with (see ``treadle.metrics.scan``) and
-cover the horizon [first submit, last job end].
+cover the horizon [first submit, last job end]. The level is a running sum over the
+containers' starts and ends in time order (ties in span order), as a sweep adds them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
 
-from treadle.metrics.scan import LogFacts, RecordLike, scan
+import numpy as np
+
+from treadle.metrics.scan import EventSource, LogFacts, scan
+from treadle.metrics.stats import round_array
 
 
 def utilization_series_from(log: LogFacts) -> dict[str, list[tuple[float, float]]]:
     """``utilization_series`` of a scanned log."""
-    hz = log.horizon()
+    hz = log.horizon
     cap = log.capacity
-    if hz is None or not cap:
-        return {k: [] for k in sorted(cap)}
-    start, end = hz
-    deltas: list[tuple[float, int, Mapping[str, float]]] = []
-    for _, a, b, res, _ in log.spans():
-        deltas.append((a, 1, res))
-        deltas.append((b, -1, res))
-    deltas.sort(key=lambda d: d[0])
     names = sorted(cap)
-    level = dict.fromkeys(names, 0.0)
-    series: dict[str, list[tuple[float, float]]] = {k: [] for k in names}
-
-    def emit(t: float, final: bool = False) -> None:
-        for k in names:
-            v = level[k] / cap[k]
-            v = 0.0 if abs(v) < 1e-9 else round(v, 9)
-            s = series[k]
-            if final or not s or s[-1][1] != v:
-                s.append((t, v))
-
-    i, n = 0, len(deltas)
-    emitted_start = False
-    while i < n:
-        t = deltas[i][0]
-        if t > start and not emitted_start:
-            emit(start)
-        emitted_start = True
-        while i < n and deltas[i][0] == t:
-            _, sign, res = deltas[i]
-            for k, v in res.items():
-                if k in level:
-                    level[k] += sign * float(v)
-            i += 1
-        if t < end:
-            emit(t)
-    if not emitted_start:
-        emit(start)
-    if end > start:
-        emit(end, final=True)
+    if hz is None or not cap:
+        return {k: [] for k in names}
+    start, end = hz
+    sp = log.spans
+    n = len(sp.a)
+    times = np.empty(2 * n)
+    times[0::2], times[1::2] = sp.a, sp.b
+    order = np.argsort(times, kind="stable")
+    ts = times[order]
+    last = np.r_[ts[1:] != ts[:-1], True] if n else np.zeros(0, bool)
+    group_t = ts[last]
+    shown = group_t < end
+    lead = bool(n == 0 or group_t[0] > start)  # a point at the start before the first change
+    series: dict[str, list[tuple[float, float]]] = {}
+    for i, k in enumerate(names):
+        deltas = np.empty(2 * n)
+        deltas[0::2], deltas[1::2] = sp.res[:, i], -sp.res[:, i]
+        level = np.cumsum(deltas[order])  # in order, as the sweep adds them
+        v = _fraction(level[last][shown], cap[k])
+        pts_t = group_t[shown]
+        if lead:
+            v = np.r_[0.0, v]
+            pts_t = np.r_[start, pts_t]
+        keep = np.r_[True, v[1:] != v[:-1]] if len(v) else np.zeros(0, bool)
+        s = list(zip(pts_t[keep].tolist(), v[keep].tolist(), strict=True))
+        if end > start:
+            final = _fraction(level[-1:] if n else np.zeros(1), cap[k])
+            s.append((end, float(final[0])))
+        series[k] = s
     return series
 
 
-def utilization_series(records: Iterable[RecordLike]) -> dict[str, list[tuple[float, float]]]:
+def _fraction(level: np.ndarray, cap: float) -> np.ndarray:
+    v = level / cap
+    out = round_array(v, 9)
+    out[np.abs(v) < 1e-9] = 0.0
+    return out
+
+
+def utilization_series(records: EventSource) -> dict[str, list[tuple[float, float]]]:
     """Per resource, a step series [(t, fraction of capacity allocated from t on), ...].
 
     It covers the horizon [first submit, last job end]: the first point is at its start and
@@ -70,16 +71,15 @@ def utilization_series(records: Iterable[RecordLike]) -> dict[str, list[tuple[fl
 def mean_utilization(log: LogFacts) -> dict[str, float | None]:
     """Per resource, the time-average allocated fraction over the horizon (each None when
     the horizon is empty)."""
-    hz = log.horizon()
+    hz = log.horizon
     cap = log.capacity
     if hz is None or hz[1] <= hz[0]:
         return dict.fromkeys(sorted(cap))
     start, end = hz
-    area = dict.fromkeys(cap, 0.0)
-    parts: dict[str, list[float]] = {k: [] for k in cap}
-    for _, a, b, res, _ in log.spans():
-        for k, v in res.items():
-            if k in area:
-                parts[k].append(float(v) * (b - a))
+    sp = log.spans
     span = end - start
-    return {k: math.fsum(parts[k]) / (cap[k] * span) for k in sorted(cap)}
+    names = sorted(cap)
+    return {
+        k: math.fsum((sp.res[:, i] * (sp.b - sp.a)).tolist()) / (cap[k] * span)
+        for i, k in enumerate(names)
+    }

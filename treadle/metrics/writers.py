@@ -1,4 +1,5 @@
-"""The files of one run: summary.json, jobs.csv and events.jsonl (deterministic bytes)."""
+"""The files of one run: summary.json, jobs.csv, jobs.parquet and the event log
+(events.parquet, events.jsonl, or none), deterministic bytes."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from treadle import events as ev
+from treadle import event_columns as ec, events as ev
 from treadle.metrics.jobs import JobResult
-from treadle.metrics.scan import RecordLike
+from treadle.metrics.scan import COLUMNS, STRING_COLUMNS, RecordLike
 from treadle.metrics.stats import round6
 from treadle.metrics.summary import RunMetrics, analyze
 
@@ -47,11 +48,43 @@ def write_jobs_csv(results: Iterable[JobResult], path: Path) -> None:
             w.writerow([_cell(getattr(r, c)) for c in JOBS_CSV_COLUMNS])
 
 
+def write_jobs_parquet(results: Iterable[JobResult], path: Path) -> None:
+    """jobs.csv's columns as a Parquet table (floats as they are, not rounded)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rs = list(results)
+    types = {"tasks": pa.int64(), "status": pa.string()}
+    for c in ("job", "name", "user", "queue"):
+        types[c] = pa.string()
+    table = pa.table(
+        {
+            c: pa.array([getattr(r, c) for r in rs], type=types.get(c, pa.float64()))
+            for c in JOBS_CSV_COLUMNS
+        }
+    )
+    pq.write_table(table, str(path), compression=ec.PARQUET_COMPRESSION)
+
+
+#: ``--events``: the event log's file format.
+EVENT_FORMATS = ("parquet", "jsonl", "none")
+EVENT_FILES = {"parquet": "events.parquet", "jsonl": "events.jsonl"}
+
+
 def write_json(obj: Any, path: Path) -> None:
     """Deterministic JSON: sorted keys, 2-space indent, no NaN, trailing newline."""
     path.write_text(
         json.dumps(obj, sort_keys=True, indent=2, allow_nan=False) + "\n", encoding="utf-8"
     )
+
+
+def write_run_files(run: RunMetrics, out_dir: Path) -> None:
+    """summary.json, jobs.csv and jobs.parquet of analysed metrics (``out_dir`` created if
+    needed)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(run.summary, out_dir / "summary.json")
+    write_jobs_csv(run.jobs, out_dir / "jobs.csv")
+    write_jobs_parquet(run.jobs, out_dir / "jobs.parquet")
 
 
 def write_run_outputs(
@@ -61,15 +94,33 @@ def write_run_outputs(
     policy: str,
     user_weights: Mapping[str, float] | None = None,
     run: RunMetrics | None = None,
+    events: str = "parquet",
 ) -> dict[str, Any]:
-    """Write summary.json, jobs.csv and events.jsonl (records in the order given) to
-    ``out_dir`` (created if needed) and return the summary. Pass ``run`` when the records
-    were already analysed, to skip a second pass."""
+    """Write summary.json, jobs.csv, jobs.parquet and the event log (records in the order
+    given; ``events``: ``parquet``, ``jsonl`` or ``none``) to ``out_dir`` (created if
+    needed) and return the summary. Pass ``run`` when the records were already analysed,
+    to skip a second pass."""
+    if events not in EVENT_FORMATS:
+        raise ValueError(f"events must be one of {', '.join(EVENT_FORMATS)}, got {events!r}")
     recs = [r if isinstance(r, dict) else dict(r) for r in records]
-    out_dir.mkdir(parents=True, exist_ok=True)
     if run is None:
         run = analyze(recs, policy=policy, user_weights=user_weights)
-    write_json(run.summary, out_dir / "summary.json")
-    write_jobs_csv(run.jobs, out_dir / "jobs.csv")
-    ev.write_jsonl(recs, out_dir / "events.jsonl")
+    write_run_files(run, out_dir)
+    if events == "jsonl":
+        ev.write_jsonl(recs, out_dir / EVENT_FILES[events])
+    elif events == "parquet":
+        ec.write_parquet(recs, out_dir / EVENT_FILES[events])
     return run.summary
+
+
+def read_log(path: Path) -> Any:
+    """An event log file (``.parquet`` or JSON lines) as what ``analyze`` takes: of a
+    Parquet file, the columns the metrics read, strings as dictionaries."""
+    if path.suffix == ".parquet":
+        return ec.read_table(
+            path,
+            columns=COLUMNS,
+            prefixes=("capacity_", "resources_"),
+            dictionaries=STRING_COLUMNS,
+        )
+    return ev.read_jsonl(path)

@@ -94,12 +94,15 @@ class Simulation:
         progress: ProgressFn | None = None,
         mode: str = "sim",
         phase_seed: int = 0,
+        event_log: ev.EventLog | None = None,
     ) -> None:
         self.workload = workload
         self.h = workload.cluster.heartbeat_s
         self.am_interval_s = am_interval_s if am_interval_s is not None else self.h
         self.policy_name = policy_name or policy.name
-        self.log = ev.EventLog()
+        # A columnar log (treadle.event_columns) keeps no records: SimResult.records is
+        # then empty and the log is read from where its sink wrote it.
+        self.log = event_log if event_log is not None else ev.EventLog()
         self.rm = ResourceManager(
             policy,
             queues=workload.queues,
@@ -283,7 +286,7 @@ class Simulation:
         heartbeat = self._heartbeat
         schedule_hb = self._schedule_hb
         nodes = self._nodes
-        records = self.log.records
+        log = self.log
         t = 0.0
         stats = self.stats
         while heap and finished < total:
@@ -320,8 +323,8 @@ class Simulation:
                         self._push(t + self.am_interval_s, _AM, am)
                     self._after_rm_change(t)
                 # Stall detection: nothing logged for stall_s while jobs wait.
-                if len(records) != last_events:
-                    last_events = len(records)
+                if len(log) != last_events:
+                    last_events = len(log)
                     last_progress_t = t
                 elif t - last_progress_t > self.stall_s and submitted == total:
                     stalled = (

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from treadle import events as ev, metrics
 from treadle.cluster.driver import DEFAULT_TIMEOUT_S, finished_count, replay, run_async
 from treadle.errors import TreadleError
+from treadle.event_columns import read_events
 from treadle.model import Workload
 from treadle.registry import build
 from treadle.sim import ProgressFn, SimResult
@@ -52,7 +53,7 @@ if TYPE_CHECKING:  # the cluster classes and the report's plots load when used: 
     from treadle.cluster.base import ClusterBase, ClusterFactory
 
 TIMERS_JSON = "timers.json"
-EVENTS_FILE = "events.jsonl"  # metrics.write_run_outputs writes the event log there
+EVENTS_FILES = ("events.parquet", "events.jsonl")  # the event log, by --events
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +88,11 @@ class RunResult:
         )
 
     def records(self) -> list[ev.Record]:
-        """The run's event log, read back from its file."""
-        return ev.read_jsonl(self.run_dir / EVENTS_FILE)
+        """The run's event log, read back from its file (none with ``--events none``)."""
+        for name in EVENTS_FILES:
+            if (self.run_dir / name).exists():
+                return read_events(self.run_dir / name)
+        raise TreadleError(f"{self.run_dir}: no event log (the run had --events none)")
 
 
 @dataclass
@@ -232,7 +236,12 @@ class ClusterBackend:
         weights = {name: u.weight for name, u in workload.users.items()}
         run = metrics.analyze(records, policy=choice.name, user_weights=weights)
         metrics.write_run_outputs(
-            records, run_dir, policy=choice.name, user_weights=weights, run=run
+            records,
+            run_dir,
+            policy=choice.name,
+            user_weights=weights,
+            run=run,
+            events=options.events,
         )
         fidelity = cluster.fidelity(records)  # lag per role, expiries, verdict
         metrics.write_json(metrics.rounded(fidelity.to_json()), run_dir / TIMERS_JSON)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -17,6 +18,7 @@ from typing import Any
 
 from treadle import metrics
 from treadle.errors import InputError, PluginError
+from treadle.event_columns import ParquetEventLog
 from treadle.model import ClusterSpec, JobSpec, Workload
 from treadle.registry import build, discover, factory
 from treadle.sim import ProgressFn, SimResult, Simulation
@@ -49,6 +51,10 @@ class RunOptions:
     phase_seed: int = 0
     #: Read and store the alone-JCT references in the on-disk cache (``alone_cache``).
     alone_cache: bool = True
+    #: The event log's file (``--events``): parquet (written as the run goes), jsonl
+    #: (today's lines, in time order) or none (metrics still computed, from a temporary
+    #: Parquet file that is deleted).
+    events: str = "parquet"
 
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
@@ -243,6 +249,7 @@ def _simulate(
     options: RunOptions,
     progress: ProgressFn | None,
     alone: dict[str, float],
+    event_log: Any = None,
 ) -> SimResult:
     sim = Simulation(
         workload,
@@ -254,6 +261,7 @@ def _simulate(
         stall_s=options.stall_s,
         progress=progress,
         phase_seed=options.phase_seed,
+        event_log=event_log,
     )
     return sim.run()
 
@@ -269,21 +277,53 @@ def run_sim(
     timings: Timings | None = None,
 ) -> tuple[SimResult, metrics.RunMetrics]:
     """Simulate ``workload`` under one policy; write the run files when ``out_dir`` is set.
-    ``timings`` (if given) gets the wall time of each phase: alone, simulate, metrics,
-    write."""
+
+    With ``out_dir`` and ``options.events`` ``parquet`` or ``none``, the event log goes to
+    a Parquet file as the run goes (``SimResult.records`` is then empty) and the metrics
+    are read from it; otherwise the records are kept in memory. ``timings`` (if given)
+    gets the wall time of each phase: alone, simulate, metrics, write."""
     if alone is None:
         with maybe(timings, "alone"):
             alone = alone_jcts(workload, options) if options.slowdown else {}
-    with maybe(timings, "simulate"):
-        result = _simulate(workload, choice, options, progress, alone)
     weights = {name: u.weight for name, u in workload.users.items()}
-    with maybe(timings, "metrics"):
-        run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
-    if out_dir is not None:
-        with maybe(timings, "write"):
-            metrics.write_run_outputs(
-                result.records, out_dir, policy=choice.name, user_weights=weights, run=run
-            )
+    if out_dir is None or options.events == "jsonl":
+        with maybe(timings, "simulate"):
+            result = _simulate(workload, choice, options, progress, alone)
+        with maybe(timings, "metrics"):
+            run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
+        if out_dir is not None:
+            with maybe(timings, "write"):
+                metrics.write_run_outputs(
+                    result.records,
+                    out_dir,
+                    policy=choice.name,
+                    user_weights=weights,
+                    run=run,
+                    events=options.events,
+                )
+        return result, run
+    if options.events not in metrics.EVENT_FORMATS:
+        raise InputError("--events", None, f"use one of {', '.join(metrics.EVENT_FORMATS)}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / metrics.EVENT_FILES["parquet"]
+    if options.events == "none":
+        fd, name = tempfile.mkstemp(".parquet", ".events-", out_dir)
+        os.close(fd)
+        path = Path(name)
+    try:
+        log = ParquetEventLog(path, list(workload.cluster.capacity))
+        try:
+            with maybe(timings, "simulate"):  # the log's row groups are written meanwhile
+                result = _simulate(workload, choice, options, progress, alone, log)
+        finally:
+            log.close()
+        with maybe(timings, "metrics"):
+            run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
+    finally:
+        if options.events == "none":
+            path.unlink(missing_ok=True)
+    with maybe(timings, "write"):
+        metrics.write_run_files(run, out_dir)
     return result, run
 
 

@@ -1,0 +1,151 @@
+"""The event log and the metrics of one run, before and after they became columns: the
+same run's metrics by the per-record reference (``tests.reference_metrics``, the yardstick)
+and by the array code, and its log written as ``events.jsonl`` (after the run, from the
+records) and as ``events.parquet`` (row groups streamed during the run), timed in the same
+process; bytes per task of each log; and the metrics of a run with a far-future submit.
+
+The workload is ``bench_sim``'s (N nodes of 16 vcores, 1 s heartbeats, jobs of 100 tasks of
+~30 s at 80% load for S simulated seconds), fifo, no slowdown. The run is simulated twice,
+``--events jsonl`` (records in memory) then ``--events parquet``; the summaries and job
+lists of all the ways are compared and the benchmark fails if they differ.
+
+Measured on 2026-11-25, 2 cores shared with five other sessions (load average 5-9: the
+absolute times are several times an idle machine's and move by 2x between runs; read the
+ratios of one run), ``--workload /tmp/e2e/w1000.yaml`` (the issue's: 1,000 nodes, 2,594
+jobs, 259,400 tasks, 789,578 rows), one run:
+
+* metrics: reference 9.50 s; arrays from events.parquet 2.69 s (read 0.97 + 1.72): 3.5x;
+  arrays from the records 11.48 s (0.8x: turning a list of dicts into columns is itself a
+  pass per record, which a run with ``--events parquet|none`` never makes);
+* event log: write events.jsonl 6.13 s after the run; the row groups of events.parquet
+  2.55 s in all, during the run: 2.4x less;
+* bytes per task: events.jsonl 493, events.parquet 28.7 (17x smaller);
+* the metrics of a run with a 1e12 s submit gap: 0.003 s;
+* summaries and job lists: the same all three ways.
+
+``treadle sim /tmp/e2e/w1000.yaml --policy fifo --no-slowdown`` split by timers, before
+(main at 1dfd7ac) and after, in two processes a minute apart (loads 8.8 and ~6): metrics
+25.6 s -> 1.5 s + 2.7 s to read the columns back (0.5-0.8 s when measured again alone);
+writing the files 9.4 s -> 0.04 s after the run (the log's row groups are written during
+it); summary.json and jobs.csv byte-identical.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.benchmarks.bench_sim import make_workload
+
+
+def _timed(fn: Any, *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.benchmarks eventlog", description=__doc__)
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--span-s", type=float, default=600.0)
+    ap.add_argument("--workload", help="a workload file instead (e.g. /tmp/e2e/w1000.yaml)")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+
+    from tests.reference_metrics import summary as reference
+    from treadle import event_columns as ec, events as ev, metrics
+    from treadle.study import runner
+    from treadle.workload import load_workload, parse_workload
+
+    wl = load_workload(args.workload) if args.workload else make_workload(args.nodes, args.span_s)
+    tasks = sum(j.tasks for j in wl.jobs)
+    print(f"workload: {len(wl.cluster.nodes)} nodes, {len(wl.jobs)} jobs, {tasks} tasks; fifo")
+    choice = runner.PolicyChoice("fifo", {})
+    weights = {name: u.weight for name, u in wl.users.items()}
+    flush_s = 0.0
+    real_flush = ec.ColumnarEventLog.flush
+
+    def timed_flush(self: ec.ColumnarEventLog) -> None:
+        nonlocal flush_s
+        start = time.perf_counter()
+        real_flush(self)
+        flush_s += time.perf_counter() - start
+
+    ec.ColumnarEventLog.flush = timed_flush  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        result, sim_dicts = _timed(runner._simulate, wl, choice, runner.RunOptions(), None, {})
+        records = result.records
+        old, old_s = _timed(reference.analyze, records, policy="fifo", user_weights=weights)
+        new, new_s = _timed(metrics.analyze, records, policy="fifo", user_weights=weights)
+        _, jsonl_s = _timed(ev.write_jsonl, records, out / "events.jsonl")
+        jsonl_bytes = (out / "events.jsonl").stat().st_size
+        del result, records
+        log = ec.ParquetEventLog(out / "events.parquet", list(wl.cluster.capacity))
+        _, sim_columns = _timed(runner._simulate, wl, choice, runner.RunOptions(), None, {}, log)
+        log.close()
+        table, read_s = _timed(metrics.read_log, out / "events.parquet")
+        cols, cols_s = _timed(metrics.analyze, table, policy="fifo", user_weights=weights)
+        parquet_bytes = (out / "events.parquet").stat().st_size
+
+        far = parse_workload(FAR, "far.yaml")
+        runner.run_sim(far, choice, out / "far", options=runner.RunOptions(slowdown=False))
+        far_table = metrics.read_log(out / "far" / "events.parquet")
+        _, far_s = _timed(metrics.analyze, far_table, policy="fifo")
+
+    def same(a: Any, b: Any) -> bool:
+        return json.dumps(a.summary, sort_keys=True) == json.dumps(b.summary, sort_keys=True) and [
+            tuple(vars_of(j)) for j in a.jobs
+        ] == [tuple(vars_of(j)) for j in b.jobs]
+
+    rows = len(table)
+    print(f"metrics, per-record reference (yardstick): {old_s:7.2f} s")
+    print(f"metrics, arrays from the records:          {new_s:7.2f} s  ({old_s / new_s:.1f}x)")
+    print(
+        f"metrics, arrays from events.parquet:       {read_s + cols_s:7.2f} s  "
+        f"(read {read_s:.2f} + {cols_s:.2f}; {old_s / (read_s + cols_s):.1f}x)"
+    )
+    print(f"write events.jsonl after the run:          {jsonl_s:7.2f} s")
+    print(
+        f"events.parquet row groups during the run:  {flush_s:7.2f} s  "
+        f"({jsonl_s / flush_s:.1f}x less than jsonl)"
+    )
+    print(
+        f"simulation with dict records / with rows:  {sim_dicts:7.2f} s / {sim_columns:.2f} s "
+        f"(includes the row groups)"
+    )
+    print(
+        f"bytes per task: events.jsonl {jsonl_bytes / tasks:.0f}, "
+        f"events.parquet {parquet_bytes / tasks:.1f} ({rows} rows)"
+    )
+    print(f"metrics of a run with a 1e12 s submit gap: {far_s:.3f} s")
+    ok = same(old, new) and same(new, cols)
+    print(f"same summary and jobs, reference / records / parquet: {ok}")
+    return 0 if ok and far_s < 1.0 else 1
+
+
+def vars_of(job: Any) -> list[Any]:
+    return [getattr(job, f) for f in job.__dataclass_fields__]
+
+
+FAR = """
+seed: 1
+cluster:
+  nodes:
+    - {count: 2, resources: {vcores: 4, memory_mb: 8192}}
+jobs:
+  - name: now
+    user: alice
+    submit_s: 0
+    stages:
+      - {name: map, tasks: 4, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}
+  - name: later
+    user: bob
+    submit_s: 1.0e+12
+    stages:
+      - {name: map, tasks: 2, duration_s: 5, resources: {vcores: 1, memory_mb: 1024}}
+"""

@@ -1,0 +1,79 @@
+"""The event log as columns: the columnar log has the builders' API, writes row groups as
+it goes, and its file reads back to the records the dict log holds."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from treadle import event_columns as ec, events as ev
+from treadle.errors import InputError
+from treadle.resources import Resources
+
+
+def builders() -> list[str]:
+    return [name for name in ev.SCHEMA if callable(getattr(ev.EventLog, name, None))]
+
+
+def test_every_event_type_has_a_builder_with_the_same_signature() -> None:
+    assert builders() == list(ev.SCHEMA)
+    for name in builders():
+        want = inspect.signature(getattr(ev.EventLog, name))
+        assert inspect.signature(getattr(ec.ColumnarEventLog, name)) == want, name
+
+
+def test_one_column_per_field_with_resources_flattened() -> None:
+    names = ec.column_names(["vcores", "memory_mb"])
+    assert names[:2] == ["t", "event"]
+    assert "resources_vcores" in names
+    assert "capacity_memory_mb" in names
+    assert "resources" not in names
+    every = {f.name for e in ev.SCHEMA.values() for f in e.fields if f.type != "resources"}
+    assert every <= set(names)
+
+
+def log_some(log: ev.EventLog) -> None:
+    res = Resources(vcores=1, memory_mb=512)
+    log.run_started(
+        0, policy="fifo", workload="w", mode="sim", seed=1, dilation=1.0, heartbeat_s=1.0,
+        nodes=1, capacity={"vcores": 4, "memory_mb": 4096},
+    )  # fmt: skip
+    log.node_registered(0, "n1", "/r", Resources(vcores=4, memory_mb=4096))
+    log.job_submitted(0, "a1", "j", "u", "q", 3, None)
+    for i in range(3):
+        log.container_allocated(i, "a1", f"c{i}", "n1", res, 1, "DEFAULT")
+        log.container_started(i + 0.5, "a1", f"c{i}", "n1")
+        log.container_finished(i + 2, "a1", f"c{i}", "n1", "COMPLETE", 0)
+    log.placement_rejected(1, "n1", None, None, "full")
+    log.job_finished(5, "a1", "u", "q")
+    log.run_finished(5, finished=1, unfinished=0, stalled=None, submit_timers={"late": 0.1})
+
+
+def test_row_groups_are_written_as_the_run_goes(tmp_path: Path) -> None:
+    path = tmp_path / "events.parquet"
+    log = ec.ParquetEventLog(path, ["vcores", "memory_mb"], row_group_rows=4)
+    log_some(log)
+    assert len(log) == 15
+    assert len(log._rows) < 4  # only the rows of the unfinished group are held
+    log.close()
+    assert pq.ParquetFile(path).metadata.num_row_groups == 4
+    plain = ev.EventLog()
+    log_some(plain)
+    assert ec.read_events(path) == plain.records  # in the order logged
+
+
+def test_a_resource_the_run_does_not_have_is_refused(tmp_path: Path) -> None:
+    log = ec.ParquetEventLog(tmp_path / "e.parquet", ["vcores"])
+    log.node_registered(0, "n1", "/r", Resources(vcores=4, gpu=1))
+    with pytest.raises(ValueError, match="resource 'gpu' is not the run's"):
+        log.flush()
+
+
+def test_a_file_that_is_not_an_event_log_is_an_input_error(tmp_path: Path) -> None:
+    bad = tmp_path / "events.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(InputError, match=r"events\.parquet"):
+        ec.read_table(bad)
