@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from treadle.importers.wta import HOMO_FILTER, WtaOptions, load_wta
 from treadle.metrics.jobs import job_results
 from treadle.model import Follow
 from treadle.study.runner import PolicyChoice, RunOptions, run_sim
-from treadle.workload import load_workload
+from treadle.workload import load_workload, parse_workload
 from treadle.workload.partition import Partitioning, partition_workload
 
 TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
@@ -267,3 +268,43 @@ def test_seq_users_run_closed_loop(tmp_path: Path) -> None:
     assert [j.status for j in jobs] == ["SUCCEEDED"] * 3
     for before, after in itertools.pairwise(jobs):
         assert after.submit_s == pytest.approx(before.finish_s)
+
+
+# Closed-loop users in the YAML schema ----------------------------------------------------
+
+CLOSED_LOOP = """
+cluster:
+  heartbeat_s: 0.01
+  nodes: [{count: 2, resources: {vcores: 4}}]
+generators:
+  - {kind: closed_loop, user: alice, count: 3, start_s: 1, think_s: 2,
+     job: {stages: [{name: s, tasks: 4, duration_s: 1, resources: {vcores: 1}}]}}
+  - {kind: poisson, user: bob, rate_per_min: 30, count: 3,
+     job: {stages: [{name: s, tasks: 8, duration_s: 3, resources: {vcores: 1}}]}}
+"""
+
+
+def test_closed_loop_user_submits_each_job_its_wait_after_the_last_one_ends() -> None:
+    wl = parse_workload(CLOSED_LOOP, "cl.yaml")
+    assert wl.follows == {
+        "alice-2": Follow("alice-1", 2.0),
+        "alice-3": Follow("alice-2", 2.0),
+    }
+    result, _ = run_sim(wl, PolicyChoice("fifo", {}), options=RunOptions(slowdown=False))
+    jobs = {j.name: j for j in job_results(result.records)}
+    assert jobs["alice-1"].submit_s == 1.0
+    for before, after in (("alice-1", "alice-2"), ("alice-2", "alice-3")):
+        finish = jobs[before].finish_s
+        assert finish is not None
+        assert jobs[after].submit_s == pytest.approx(finish + 2.0)
+    # Taken out alone (the slowdown reference), a follower runs at its submit_s.
+    alone = replace(wl, jobs=(wl.jobs[-1],))
+    result, _ = run_sim(alone, PolicyChoice("fifo", {}), options=RunOptions(slowdown=False))
+    assert [j.status for j in job_results(result.records)] == ["SUCCEEDED"]
+
+
+def test_closed_loop_bad_wait_names_the_field() -> None:
+    bad = CLOSED_LOOP.replace("think_s: 2", "think_s: -1")
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(bad, "cl.yaml")
+    assert "generators[0].think_s" in str(e.value)
