@@ -210,9 +210,24 @@ class UserSpec:
 ROOT_QUEUE = "root"
 
 
+@dataclass(frozen=True, slots=True)
+class Follow:
+    """A closed-loop submission: the job is submitted ``wait_s`` after job ``after`` ends
+    (finished or failed), whenever that is, instead of at its ``submit_s``."""
+
+    after: str
+    wait_s: float = 0.0
+
+
 @dataclass(frozen=True)
 class Workload:
-    """A whole experiment input: the cluster, the queue tree, the users and the jobs."""
+    """A whole experiment input: the cluster, the queue tree, the users and the jobs.
+
+    ``follows`` maps a job's name to the ``Follow`` that releases it (closed-loop users);
+    an entry whose ``after`` names no job of the workload is ignored, so a job taken out
+    alone runs at its ``submit_s``. A follower's ``submit_s`` is a lower bound: the
+    earliest it could be submitted.
+    """
 
     name: str
     cluster: ClusterSpec
@@ -222,6 +237,7 @@ class Workload:
     )
     users: Mapping[str, UserSpec] = field(default_factory=dict)
     seed: int = 0
+    follows: Mapping[str, Follow] = field(default_factory=dict)
 
     @cached_property
     def leaf_queues(self) -> dict[str, QueueSpec]:
@@ -233,3 +249,17 @@ class Workload:
     @property
     def tasks(self) -> int:
         return sum(j.tasks for j in self.jobs)
+
+
+def closed_loop_followers(wl: Workload) -> dict[str, list[tuple[JobSpec, float]]]:
+    """Job name -> the jobs its end releases and their waits (``Workload.follows``, its
+    entries naming a job of ``wl``)."""
+    if not wl.follows:
+        return {}
+    by_name = {j.name: j for j in wl.jobs}
+    out: dict[str, list[tuple[JobSpec, float]]] = {}
+    for j in wl.jobs:
+        f = wl.follows.get(j.name)
+        if f is not None and f.after in by_name:
+            out.setdefault(f.after, []).append((j, f.wait_s))
+    return out

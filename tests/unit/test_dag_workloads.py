@@ -779,7 +779,7 @@ def test_json_schema_lists_every_generator_kind() -> None:
     schema = workload_json_schema()
     items = schema["properties"]["generators"]["items"]
     assert items["discriminator"]["propertyName"] == "kind"
-    assert set(items["discriminator"]["mapping"]) == {"poisson", "tpch", "dag"}
+    assert set(items["discriminator"]["mapping"]) == {"poisson", "closed_loop", "tpch", "dag"}
     tpch = schema["$defs"]["TpchGenerator"]
     assert tpch["additionalProperties"] is False
     assert {"path", "scales", "queries", "duration_scale", "resources"} <= set(tpch["properties"])

@@ -27,6 +27,8 @@ TRACES = ROOT.parent / "shared" / "traces"
 SAMPLES = {
     "sls": TRACES / "sls" / "inputsls.json",
     "rumen": TRACES / "sls" / "2jobs2min-rumen-jh.json",
+    "uwfq": TRACES / "uwfq-scenarios" / "micro-synthetic" / "4_super_small_users_default.json",
+    "wta": TRACES / "google-wta" / "macro_benchmarks_hetero.csv",
 }
 """One sample per registered format."""
 
@@ -48,8 +50,11 @@ def test_every_registered_format_loads_its_sample(name: str) -> None:
     sample = SAMPLES[name]
     if not sample.is_file():
         pytest.skip(f"shared sample {sample} is absent")
-    # Only its own format recognises the sample: table order decides nothing.
-    assert [n for n, i in FORMATS.items() if i.sniff(TraceFile(sample))] == [name]
+    # Only its own format recognises the sample (of those sniffing files named like it):
+    # table order decides nothing.
+    suffix = sample.suffix.lower()
+    sniffers = {n: i for n, i in FORMATS.items() if suffix in i.suffixes}
+    assert [n for n, i in sniffers.items() if i.sniff(TraceFile(sample))] == [name]
     assert sniff_format(sample) == name
     explicit = load_workload(str(sample), name)
     assert explicit.jobs
@@ -76,7 +81,10 @@ def test_unrecognised_json_names_what_each_format_looks_for(tmp_path: Path) -> N
     path.write_text('{"hello": 1}', encoding="utf-8")
     with pytest.raises(WorkloadError) as info:
         load_workload(str(path))
-    assert info.value.message == "not an SLS trace (no 'job.tasks') nor a Rumen trace (no 'jobID')"
+    assert info.value.message == (
+        "not an SLS trace (no 'job.tasks') nor a Rumen trace (no 'jobID') nor a UWFQ "
+        "scenario config (no 'user' and 'workloads')"
+    )
     path.write_text('{"100g/q3": {}}', encoding="utf-8")
     with pytest.raises(WorkloadError, match="a TPC-H DAG summary has no cluster"):
         sniff_format(path)

@@ -28,7 +28,7 @@ from treadle.live import wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.lag import Lag
 from treadle.live.rpcutil import channel
-from treadle.model import Workload
+from treadle.model import JobSpec, Workload, closed_loop_followers
 from treadle.registry import build
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
 from treadle.sim import ProgressFn
@@ -191,22 +191,56 @@ async def replay(
         jobs = sorted(workload.jobs, key=lambda j: j.submit_s)
         names: dict[str, str] = {}  # app id -> job name
 
+        followers = closed_loop_followers(workload)
+        released = {j.name for js in followers.values() for j, _ in js}
+
         async def submit_all() -> None:
-            for job in jobs:
-                await clock.sleep_until(t0 + job.submit_s)
-                a = (alone or {}).get(job.name)
-                request = client_pb.SubmitApplicationRequest(
-                    user=job.user,
-                    queue=job.queue,
-                    job=wire.job_to_pb(job),
-                    alone_jct_s=a if a is not None and math.isfinite(a) else 0.0,
-                    has_alone_jct=a is not None and math.isfinite(a),
-                    managed_am=managed_am,
-                    ask_strategy=pb.AskStrategy(name=ask_strategy, params_json=params_json),
+            # Closed-loop users: a released job waits for its predecessor's end.
+            chains = [asyncio.create_task(release_after(j)) for j in jobs if j.name in followers]
+            try:
+                for job in jobs:
+                    if job.name not in released:
+                        await clock.sleep_until(t0 + job.submit_s)
+                        await submit(job)
+                await asyncio.gather(*chains)
+            finally:
+                for c in chains:
+                    c.cancel()
+
+        async def release_after(job: JobSpec) -> None:
+            """Submit the jobs ``job``'s end releases, each its wait after that end."""
+            while job.name not in names.values():
+                await asyncio.sleep(poll_s)
+            app_id = next(a for a, n in names.items() if n == job.name)
+            while True:
+                report = await _call(
+                    "GetApplicationReport",
+                    rm_address,
+                    stub.GetApplicationReport,
+                    client_pb.GetApplicationReportRequest(app_id=app_id),
+                    RPC_TIMEOUT_S,
                 )
-                what = f"SubmitApplication of job {job.name!r}"
-                resp = await _call(what, rm_address, stub.SubmitApplication, request, RPC_TIMEOUT_S)
-                names[resp.app_id] = job.name
+                if report.state in FINAL_STATES:
+                    break
+                await asyncio.sleep(poll_s)
+            for nxt, wait_s in sorted(followers[job.name], key=lambda f: f[1]):
+                await clock.sleep_until(report.finish_s + wait_s)
+                await submit(nxt)
+
+        async def submit(job: JobSpec) -> None:
+            a = (alone or {}).get(job.name)
+            request = client_pb.SubmitApplicationRequest(
+                user=job.user,
+                queue=job.queue,
+                job=wire.job_to_pb(job),
+                alone_jct_s=a if a is not None and math.isfinite(a) else 0.0,
+                has_alone_jct=a is not None and math.isfinite(a),
+                managed_am=managed_am,
+                ask_strategy=pb.AskStrategy(name=ask_strategy, params_json=params_json),
+            )
+            what = f"SubmitApplication of job {job.name!r}"
+            resp = await _call(what, rm_address, stub.SubmitApplication, request, RPC_TIMEOUT_S)
+            names[resp.app_id] = job.name
 
         submitter = asyncio.create_task(submit_all())
         states: dict[str, str] = {}

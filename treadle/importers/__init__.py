@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import WorkloadError
-from treadle.importers import rumen, sls
+from treadle.importers import rumen, sls, uwfq, wta
 from treadle.importers.common import TraceFile
 from treadle.model import Workload
 
@@ -44,6 +44,18 @@ class Importer:
 FORMATS: dict[str, Importer] = {
     "sls": Importer("an SLS trace (no 'job.tasks')", (".json",), sls.sniff, sls.load_trace),
     "rumen": Importer("a Rumen trace (no 'jobID')", (".json",), rumen.sniff, rumen.load_trace),
+    "uwfq": Importer(
+        "a UWFQ scenario config (no 'user' and 'workloads')",
+        (".json",),
+        uwfq.sniff,
+        uwfq.load_trace,
+    ),
+    "wta": Importer(
+        "a WTA macro-benchmark CSV (no 'workflow_id,ts_submit' header)",
+        (".csv",),
+        wta.sniff,
+        wta.load_trace,
+    ),
 }
 """Trace formats by name, in the order they are sniffed."""
 

@@ -34,7 +34,7 @@ from rm.core import ResourceManager
 from rm.policy import Policy
 from treadle import events as ev
 from treadle.messages import AppSubmission
-from treadle.model import JobSpec, Workload
+from treadle.model import JobSpec, Workload, closed_loop_followers
 
 # Event kinds, in the order they run when they fall at the same instant. A container ends
 # exactly ``duration`` after the AM call that launched it, so the AM's call at that same
@@ -269,8 +269,13 @@ class Simulation:
             self._sleepers[nspec.node_id] = node
         self._by_phase = sorted(self._nodes.values(), key=lambda nd: (nd.phase, nd.index))
         self._phases = [nd.phase for nd in self._by_phase]
+        # Closed-loop users: a follower is submitted when its predecessor ends, + wait.
+        followers = closed_loop_followers(wl)
+        released: set[str] = {j.name for js in followers.values() for j, _ in js}
         for jspec in wl.jobs:
-            self._push(jspec.submit_s, _SUBMIT, jspec)
+            if jspec.name not in released:
+                self._push(jspec.submit_s, _SUBMIT, jspec)
+        job_names: dict[str, str] = {}  # app id -> job name, for the followers
         tick = rm.policy.tick_interval_s
         if tick:
             self._push(tick, _TICK, tick)
@@ -317,6 +322,9 @@ class Simulation:
                         rm.finish_application(am.app_id, am.final_status, t)
                         del active[am.app_id]
                         finished += 1
+                        if followers:
+                            for nxt, wait_s in followers.get(job_names[am.app_id], ()):
+                                self._push(t + wait_s, _SUBMIT, nxt)
                         if self.progress is not None:
                             self.progress(finished, total, t)
                     else:
@@ -342,6 +350,7 @@ class Simulation:
                     t,
                 )
                 rm.register_application_master(app_id, t)
+                job_names[app_id] = job.name
                 am = ApplicationMaster(job, app_id, self.make_strategy())
                 active[app_id] = am
                 self._push(t, _AM, am)

@@ -20,6 +20,7 @@ from treadle.model import (
     DEFAULT_QUEUE,
     ROOT_QUEUE,
     ClusterSpec,
+    Follow,
     JobSpec,
     NodeSpec,
     QueueSpec,
@@ -63,6 +64,7 @@ class Builder:
     queues: QueueSpec = field(init=False)
     job_names: set[str] = field(default_factory=set)
     tasks: int = 0  # declared and generated so far, against MAX_TASKS
+    follows: dict[str, Follow] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.doc.seed)
@@ -96,7 +98,9 @@ class Builder:
             for u, spec in self.doc.users.items()
         }
         try:
-            wl = Workload(name, self.cluster, tuple(jobs), self.queues, users, self.doc.seed)
+            wl = Workload(
+                name, self.cluster, tuple(jobs), self.queues, users, self.doc.seed, self.follows
+            )
         except ValueError as e:  # the model re-checks; reaching this is a loader bug
             raise self.error(None, str(e)) from None
         p = self.doc.partition

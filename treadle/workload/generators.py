@@ -1,6 +1,8 @@
 """Generators: the job streams of a workload file's ``generators:``, each with a ``kind``:
 
 - ``poisson``: ``count`` copies of one job template for one user, Poisson arrivals.
+- ``closed_loop``: ``count`` copies of one job template for one user, each submitted
+  ``think_s`` (drawn per job) after the previous one ends (``Workload.follows``).
 - ``tpch``: real Spark TPC-H query DAGs from a summary file (``treadle.importers.tpch``),
   read in place; ``path`` is relative to the workload file's directory.
 - ``dag``: synthetic query DAGs shaped like Carbyne's TPC-DS, TPC-H or BigBench jobs
@@ -62,11 +64,12 @@ from treadle.errors import WorkloadError
 from treadle.importers import synthetic
 from treadle.importers.common import describe_resources
 from treadle.importers.tpch import TpchTrace, read_tpch
-from treadle.model import MIN_DURATION_S, ClusterSpec, JobSpec, StageSpec
+from treadle.model import MIN_DURATION_S, ClusterSpec, Follow, JobSpec, StageSpec
 from treadle.resources import Resources
 from treadle.workload.errors import join, parse_resources
 from treadle.workload.schema import (
     MAX_SECONDS,
+    ClosedLoopGenerator,
     DagGenerator,
     Distribution,
     LognormalDist,
@@ -89,6 +92,8 @@ class BuildContext(Protocol):
     def cluster(self) -> ClusterSpec: ...
     @property
     def job_names(self) -> set[str]: ...
+    @property
+    def follows(self) -> dict[str, Follow]: ...
     def error(self, where: str | None, message: str) -> WorkloadError: ...
     def check_queue(self, queue: str | None, where: str) -> str: ...
     def claim_job_name(self, name: str, where: str) -> None: ...
@@ -97,11 +102,15 @@ class BuildContext(Protocol):
 
 
 def generate(
-    b: BuildContext, where: str, g: PoissonGenerator | TpchGenerator | DagGenerator
+    b: BuildContext,
+    where: str,
+    g: PoissonGenerator | ClosedLoopGenerator | TpchGenerator | DagGenerator,
 ) -> list[JobSpec]:
     """The jobs of generator ``g`` (at field path ``where``), in arrival order."""
     if isinstance(g, PoissonGenerator):
         return _poisson(b, where, g)
+    if isinstance(g, ClosedLoopGenerator):
+        return _closed_loop(b, where, g)
     if isinstance(g, TpchGenerator):
         return _tpch(b, where, g)
     return _dag(b, where, g)
@@ -123,6 +132,31 @@ def _poisson(b: BuildContext, where: str, g: PoissonGenerator) -> list[JobSpec]:
         stages = b.stages(f"{where}.job", g.job.stages)
         jobs.append(JobSpec(name, g.user, round(t, 3), stages, queue))
     return jobs
+
+
+def _closed_loop(b: BuildContext, where: str, g: ClosedLoopGenerator) -> list[JobSpec]:
+    if g.queue is not None and g.job.queue is not None and g.queue != g.job.queue:
+        raise b.error(f"{where}.job.queue", f"conflicts with the generator's queue {g.queue!r}")
+    queue_where = f"{where}.queue" if g.queue is not None else f"{where}.job.queue"
+    queue = b.check_queue(g.queue or g.job.queue, queue_where)
+    prefix = g.name or g.user
+    jobs: list[JobSpec] = []
+    earliest = g.start_s  # a follower's submit_s: the earliest it could be submitted
+    for k in range(1, g.count + 1):
+        name = f"{prefix}-{k}"
+        b.claim_job_name(name, f"{where}.name" if g.name else f"{where}.user")
+        stages = b.stages(f"{where}.job", g.job.stages)
+        if jobs:
+            wait = clamp_wait(draw(g.think_s, b.rng))
+            b.follows[name] = Follow(jobs[-1].name, wait)
+            earliest += wait
+        jobs.append(JobSpec(name, g.user, round(earliest, 3), stages, queue))
+    return jobs
+
+
+def clamp_wait(seconds: float) -> float:
+    """A drawn wait in whole milliseconds, at least 0."""
+    return max(0.0, round(seconds, 3))
 
 
 def _tpch(b: BuildContext, where: str, g: TpchGenerator) -> list[JobSpec]:

@@ -6,7 +6,8 @@ task unchanged: N = max(N_min, ceil(W / ATR)) (``rule=atr``, ATR 0.5 s by defaul
 authors' LoopCustom rule N = max(N_min, floor(4 + 1.832672 W^1.012495)) (``rule=loopcustom``,
 fitted to about 0.55 s per task). N_min is ``min_tasks``, by default as many of the
 stage's tasks as the whole cluster runs at once (its vcores over the task's vcores, at
-least 1: 32 on the paper's 32-core cluster).
+least 1: 32 on the paper's 32-core cluster). A stage whose tasks ask no vcores is left as
+it is: it splits no input over cores (the UWFQ importer's driver overhead is one).
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def partition_workload(wl: Workload, p: Partitioning) -> Workload:
     """``wl`` with every stage partitioned by ``p``."""
     jobs = []
     for job in wl.jobs:
-        stages = tuple(partition_stage(s, min_tasks(s, wl.cluster, p), p) for s in job.stages)
+        stages = tuple(
+            partition_stage(s, min_tasks(s, wl.cluster, p), p) if s.resources["vcores"] > 0 else s
+            for s in job.stages
+        )
         jobs.append(JobSpec(job.name, job.user, job.submit_s, stages, job.queue))
     return replace(wl, jobs=tuple(jobs))

@@ -25,7 +25,7 @@ from pydantic import (
 from treadle.model import DEFAULT_NODE_PREFIX, DEFAULT_RACK, MIN_DURATION_S
 
 DISTRIBUTIONS = ("exponential", "lognormal", "uniform")
-GENERATOR_KINDS = ("poisson", "tpch", "dag")
+GENERATOR_KINDS = ("poisson", "closed_loop", "tpch", "dag")
 DAG_SHAPES = ("tpcds", "tpch", "bigbench")  # treadle.importers.synthetic.SHAPES
 DEFAULT_DEMAND: dict[str, list[float]] = {
     "vcores": [1, 2, 4],
@@ -287,6 +287,25 @@ class PoissonGenerator(_Strict):
     job: JobTemplate
 
 
+class ClosedLoopGenerator(_Strict):
+    """A closed-loop user: ``count`` copies of one job template for ``user``, the first at
+    ``start_s``, each next one ``think_s`` after the previous one ends (finished or
+    failed), named ``{name or user}-{k}``."""
+
+    kind: Literal["closed_loop"]
+    user: Name
+    count: Annotated[int, Field(ge=1, le=MAX_JOBS)]
+    start_s: Seconds = 0.0
+    think_s: Drawn[Seconds] = Field(
+        default=0.0,
+        description="Wait between a job's end and the next one's submission: a number, "
+        "choices or a distribution, drawn per job.",
+    )
+    queue: Name | None = None
+    name: Name | None = None
+    job: JobTemplate
+
+
 class _DagStream(_Strict):
     """What the DAG generators share: how many jobs, whose, when, and their demands."""
 
@@ -350,7 +369,9 @@ class DagGenerator(_DagStream):
     )
 
 
-Generator = Annotated[PoissonGenerator | TpchGenerator | DagGenerator, Discriminator("kind")]
+Generator = Annotated[
+    PoissonGenerator | ClosedLoopGenerator | TpchGenerator | DagGenerator, Discriminator("kind")
+]
 
 
 class PartitionFile(_Strict):
