@@ -18,8 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rm.policy import AppView, ClusterView, NodeView, QueueTreePolicy, QueueView
-from treadle.messages import Ask
+from rm.policy import ClusterView, NodeView, QueueTreePolicy, QueueView
 from treadle.resources import MEMORY_MB, Resources
 
 EPS = 1e-9
@@ -46,16 +45,11 @@ class CapacityPolicy(QueueTreePolicy[CapacityParams]):
         used = self.usage(q.used, cluster.capacity)
         return (used / q.abs_capacity if q.abs_capacity > 0 else math.inf, used, name)
 
-    def first_fit(
-        self, app: AppView, leaf: str, node: NodeView, cluster: ClusterView
-    ) -> Ask | None:
-        """The most important ask that fits the node and every max capacity on the path."""
-        for ask in app.sorted_asks():
-            if ask.resources.fits_in(node.free) and self._within_max(
-                cluster.queues[leaf], ask.resources, cluster.capacity
-            ):
-                return ask
-        return None
+    def fits(self, resources: Resources, leaf: str, node: NodeView, cluster: ClusterView) -> bool:
+        """Whether the ask fits the node and every max capacity on the leaf's path."""
+        return resources.fits_in(node.free) and self._within_max(
+            cluster.queues[leaf], resources, cluster.capacity
+        )
 
     def _within_max(self, leaf: QueueView, res: Resources, cap: Resources) -> bool:
         q: QueueView | None = leaf

@@ -17,8 +17,10 @@ f = 0 considers every job (pure performance); f = 1 only the job furthest below 
 So that no node idles while a task fits, when none of the considered jobs has an ask that
 fits the node, every job is considered for that placement.
 
-Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus O(window) when
-f > 0; re-indexing is incremental (only applications whose asks changed).
+Cost per placement: O(shapes) with the shape index of ``rm.policy.packing`` (plus the jobs
+outside the window passed over at the head of a shape's list, and O(window) when f >= 0.75,
+where the window's own asks are scored); the index and the window persist across
+heartbeats and move only the applications that changed (asks or allocation).
 """
 
 from __future__ import annotations
@@ -56,14 +58,24 @@ class TetrisPolicy(Policy[TetrisParams]):
     def __init__(self, params: TetrisParams | None = None) -> None:
         super().__init__(params)
         self._index = AskIndex()
+        self._window: FairWindow | None = None
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         index = self._index
-        index.sync(cluster)
+        changed = index.sync(cluster)
+        f, weight = self.params.f, self.params.remaining_work_weight
+        window = self._window
+        if f > 0:
+            if changed is None or window is None or window.capacity != cluster.capacity:
+                window = self._window = FairWindow(cluster.pending_apps(), cluster.capacity, f)
+            else:  # only the jobs that changed move
+                running = cluster.apps
+                for changed_app in changed:
+                    window.charged(
+                        changed_app, changed_app.pending > 0 and changed_app.app_id in running
+                    )
         if not index.apps:
             return
-        f, weight = self.params.f, self.params.remaining_work_weight
-        window = FairWindow(cluster.pending_apps(), cluster.capacity, f) if f > 0 else None
         while True:
             align = index.alignments(node.free, node.capacity)
             if not align:
@@ -77,11 +89,9 @@ class TetrisPolicy(Policy[TetrisParams]):
             if best is None:
                 return
             yield Placement(best.app_id, best.priority)
-            app = index.placed(best.app_id, cluster)
-            if app is None:
-                continue
-            if window is not None:
-                window.charged(app, app.pending > 0)
+            placed = index.placed(best.app_id, cluster)
+            if placed is not None and window is not None:
+                window.charged(placed, placed.pending > 0)
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         self._index.remove(app.app_id)
@@ -93,16 +103,16 @@ def _in_window(
     """Candidates of the considered jobs: the first considered entry of each fitting shape
     (Tetris' best within a shape), or, when few jobs are considered, all their asks that
     fit (cheaper than walking past the others). Both give the same best."""
-    members = window.members
     if window.size * 4 <= len(index.apps):
-        for app_id in members:  # any order: best_scored breaks ties totally
+        for _, app_id in window.order[: window.size]:  # best_scored breaks ties totally
             for shape, e in index.apps[app_id].entries:
                 a = align.get(shape)
                 if a is not None:
                     yield a, e
         return
+    contains = window.contains
     for shape, a in align.items():
         for e in index.by_shape[shape]:
-            if e.app_id in members:
+            if contains(e.app_id):
                 yield a, e
                 break
