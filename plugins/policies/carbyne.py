@@ -33,16 +33,22 @@ it compete in the leftover, where the job with the least remaining work wins.
 whose remaining work is at least the median among the jobs with indexed asks (the others
 keep ``guarantee``). Why, and what each trades: ``tests/benchmarks/bench_carbyne.py``.
 
-Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus the
-DEFAULT asks skipped in step 1 (a set lookup each once a job is known to be at its share);
-with ``guarantee_long``, one sort of the jobs' remaining work per heartbeat.
+Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``. Step 1 walks,
+per shape, only the DEFAULT asks of jobs within their share for that shape (kept between
+heartbeats, updated for the jobs that changed and rebuilt when the shares are); a job
+whose more important ask was at its share earlier in the heartbeat stays out of step 1
+for the rest of it (as if the walk had met it: see ``_was_at_share``), found by replaying
+the heartbeat's earlier placements for that job only. With ``guarantee_long``, every
+heartbeat sorts the jobs' remaining work and walks every DEFAULT ask (the guarantee of a
+job moves with the median).
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -92,10 +98,16 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         self._index = AskIndex()
         self._limit: dict[str, float] = {}  # entitled dominant share, per app
         self._limit_cap: Resources = ZERO  # the capacity the limits were computed against
+        #: Step 1's asks: per shape, the DEFAULT entries of the jobs within their share
+        #: for one more container of it; per job, where its entries are filed.
+        self._within: dict[Resources, list[Entry]] = {}
+        self._filed: dict[str, list[tuple[Resources, Entry]]] = {}
+        self._within_stale = True
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         super().on_app_removed(app, cluster)
         self._index.remove(app.app_id)
+        self._refile(app.app_id)
 
     # Shares -----------------------------------------------------------------------
     def shares_interval_s(self) -> float:
@@ -105,14 +117,53 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
         cap = self._limit_cap = cluster.capacity
         self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}
+        self._within_stale = True
         return out
+
+    def _refile(self, app_id: str) -> None:
+        """File ``app_id``'s DEFAULT entries under the shapes it is within its share for."""
+        within = self._within
+        for shape, e in self._filed.pop(app_id, ()):
+            lst = within[shape]
+            del lst[bisect_left(lst, e)]
+        rec = self._index.apps.get(app_id)
+        if rec is None:
+            return
+        lim = self._limit.get(app_id)
+        if lim is None:
+            return
+        held, cap, g = rec.app.allocated, self._limit_cap, self.params.guarantee
+        filed = [(s, e) for s, e in rec.entries if e.default and _within(held, s, cap, lim, g)]
+        for shape, e in filed:
+            insort(within.setdefault(shape, []), e)
+        if filed:
+            self._filed[app_id] = filed
+
+    def _sync_within(self, changed: Sequence[AppView] | None) -> None:
+        if changed is None or self._within_stale:
+            self._within.clear()
+            self._filed.clear()
+            self._within_stale = False
+            for app_id in self._index.apps:
+                self._refile(app_id)
+            return
+        for app in changed:
+            self._refile(app.app_id)
 
     # Placement --------------------------------------------------------------------
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         index = self._index
-        index.sync(cluster)
-        if not index.apps:
-            return
+        changed = index.sync(cluster)
+        if self.params.guarantee_long is None:
+            self._sync_within(changed)
+            if index.apps:
+                yield from self._place(node, cluster)
+        elif index.apps:
+            yield from self._place_walking(node, cluster)
+
+    def _place_walking(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        """The heartbeat's placements, step 1 walking every DEFAULT ask (``_due``)."""
+        index = self._index
         weight = self.params.remaining_work_weight
         long_from = self._long_from()
         at_share: set[str] = set()  # jobs whose DEFAULT candidate would exceed their share
@@ -135,6 +186,86 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 return
             yield Placement(best.app_id, best.priority)
             index.placed(best.app_id, cluster)
+
+    def _place(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        """The heartbeat's placements (no ``guarantee_long``): step 1 from the asks filed
+        within their share."""
+        index = self._index
+        weight = self.params.remaining_work_weight
+        steps: list[_Step] = []  # step 1's walks so far in this heartbeat
+        at_share: set[str] = set()
+        placed_at: dict[str, int] = {}  # per job placed, len(steps) after its placement
+        due = True
+        while True:
+            align = index.alignments(node.free, node.capacity)
+            if not align:
+                return
+            best = None
+            if due:
+                eps = index.tetris_weight(align, weight)
+                cands: list[tuple[float, Entry]] = []
+                heads: dict[Resources, Entry | None] = {}
+                for shape, a in align.items():
+                    heads[shape] = head = self._first_due(shape, align, steps, at_share, placed_at)
+                    if head is not None:
+                        cands.append((a, head))
+                steps.append((align, heads))
+                best = best_scored(cands, eps)
+                due = best is not None  # as in the walk below (``_due``)
+            if best is None:
+                best = self._leftover(align)
+            if best is None:
+                return
+            yield Placement(best.app_id, best.priority)
+            index.placed(best.app_id, cluster)
+            self._refile(best.app_id)
+            placed_at[best.app_id] = len(steps)
+
+    def _first_due(
+        self,
+        shape: Resources,
+        align: dict[Resources, float],
+        steps: list[_Step],
+        at_share: set[str],
+        placed_at: dict[str, int],
+    ) -> Entry | None:
+        """The first DEFAULT ask of ``shape`` that is its job's candidate, within its
+        share, of a job not found at its share earlier in the heartbeat."""
+        apps = self._index.apps
+        for e in self._within.get(shape, ()):
+            app_id = e.app_id
+            rec = apps[app_id]
+            if not _is_candidate(rec.asks, e.priority, align):
+                continue
+            if app_id in at_share:
+                continue
+            if self._was_at_share(rec, steps[placed_at.get(app_id, 0) :]):
+                at_share.add(app_id)
+                continue
+            return e
+        return None
+
+    def _was_at_share(self, rec: Any, steps: list[_Step]) -> bool:
+        """Whether the walk of ``_due`` would have met this job at its share in one of
+        ``steps`` (the heartbeat's step 1 walks since its last placement, over which its
+        holdings stayed): its candidate then (a more important DEFAULT ask, whose shape
+        no longer fits) was beyond its share and came before that shape's first due ask."""
+        lim = self._limit.get(rec.app.app_id)
+        held, cap, g = rec.app.allocated, self._limit_cap, self.params.guarantee
+        for align, heads in steps:
+            cand = next(
+                (a for a in rec.asks if a.kind is AskKind.DEFAULT and a.resources in align), None
+            )
+            if cand is None:
+                continue
+            shape = cand.resources
+            if lim is not None and _within(held, shape, cap, lim, g):
+                continue
+            head = heads[shape]
+            mine = next(e for s, e in rec.entries if e.priority == cand.priority)
+            if head is None or mine < head:
+                return True
+        return False
 
     def _long_from(self) -> float:
         """The remaining work from which a job is long (infinity: no job is treated so)."""
@@ -179,6 +310,10 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         job = min(e for _, e in heads)
         rec = index.apps[job.app_id]
         return min(((-align[s], e.priority), e) for s, e in rec.entries if s in align)[1]
+
+
+#: One walk of step 1: the shapes that fitted, and the first due ask found per shape.
+_Step = tuple[dict[Resources, float], dict[Resources, Entry | None]]
 
 
 def _within(held: Resources, shape: Resources, cap: Resources, limit: float, g: float) -> bool:
