@@ -53,8 +53,24 @@ class CapacityPolicy(QueueTreePolicy[CapacityParams]):
 
     def _within_max(self, leaf: QueueView, res: Resources, cap: Resources) -> bool:
         q: QueueView | None = leaf
+        memory = self.params.resource_calculator == "memory"
         while q is not None:
-            if self.usage(q.used + res, cap) > q.abs_max_capacity + EPS:
+            if _usage_with(q.used, res, cap, memory) > q.abs_max_capacity + EPS:
                 return False
             q = q.parent
         return True
+
+
+def _usage_with(used: Resources, extra: Resources, cap: Resources, memory: bool) -> float:
+    """``usage(used + extra, cap)`` without building the sum (the same floats: each
+    dimension is added, then divided, as there)."""
+    if memory:
+        mem = cap[MEMORY_MB]
+        return (used[MEMORY_MB] + extra[MEMORY_MB]) / mem if mem else 0.0
+    best = 0.0
+    for k, ck in cap.to_dict().items():
+        if ck:
+            s = (used.get(k, 0) + extra.get(k, 0)) / ck
+            if s > best:
+                best = s
+    return best

@@ -99,9 +99,11 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         self._limit: dict[str, float] = {}  # entitled dominant share, per app
         self._limit_cap: Resources = ZERO  # the capacity the limits were computed against
         #: Step 1's asks: per shape, the DEFAULT entries of the jobs within their share
-        #: for one more container of it; per job, where its entries are filed.
-        self._within: dict[Resources, list[Entry]] = {}
-        self._filed: dict[str, list[tuple[Resources, Entry]]] = {}
+        #: for one more container of it, grouped by the shapes of the job's more
+        #: important DEFAULT asks (an entry is its job's candidate when none of those
+        #: fits); per job, where its entries are filed.
+        self._within: dict[Resources, dict[tuple[Resources, ...], list[Entry]]] = {}
+        self._filed: dict[str, list[tuple[Resources, tuple[Resources, ...], Entry]]] = {}
         self._within_stale = True
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
@@ -121,11 +123,16 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         return out
 
     def _refile(self, app_id: str) -> None:
-        """File ``app_id``'s DEFAULT entries under the shapes it is within its share for."""
+        """File ``app_id``'s DEFAULT entries under the shapes it is within its share for,
+        but not one whose shape covers that of a more important DEFAULT ask of the job
+        (when it fits, so does the other: it is never the job's candidate)."""
         within = self._within
-        for shape, e in self._filed.pop(app_id, ()):
-            lst = within[shape]
+        for shape, blockers, e in self._filed.pop(app_id, ()):
+            groups = within[shape]
+            lst = groups[blockers]
             del lst[bisect_left(lst, e)]
+            if not lst:
+                del groups[blockers]
         rec = self._index.apps.get(app_id)
         if rec is None:
             return
@@ -133,9 +140,19 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         if lim is None:
             return
         held, cap, g = rec.app.allocated, self._limit_cap, self.params.guarantee
-        filed = [(s, e) for s, e in rec.entries if e.default and _within(held, s, cap, lim, g)]
-        for shape, e in filed:
-            insort(within.setdefault(shape, []), e)
+        held_share = held.dominant_share(cap)
+        filed = []
+        before: list[Resources] = []  # shapes of the job's more important DEFAULT asks
+        for shape, e in rec.entries:  # in priority order
+            if not e.default:
+                continue
+            if not any(_covers(shape, other) for other in before) and _within_share(
+                held, held_share, shape, cap, lim, g
+            ):
+                blockers = tuple(dict.fromkeys(before))
+                insort(within.setdefault(shape, {}).setdefault(blockers, []), e)
+                filed.append((shape, blockers, e))
+            before.append(shape)
         if filed:
             self._filed[app_id] = filed
 
@@ -229,21 +246,35 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         at_share: set[str],
         placed_at: dict[str, int],
     ) -> Entry | None:
-        """The first DEFAULT ask of ``shape`` that is its job's candidate, within its
-        share, of a job not found at its share earlier in the heartbeat."""
+        """The first DEFAULT ask of ``shape`` that is its job's candidate (none of the
+        job's more important DEFAULT asks fits), within its share, of a job not found at
+        its share earlier in the heartbeat."""
         apps = self._index.apps
-        for e in self._within.get(shape, ()):
-            app_id = e.app_id
-            rec = apps[app_id]
-            if not _is_candidate(rec.asks, e.priority, align):
+        best: Entry | None = None
+        for blockers, entries in self._within.get(shape, {}).items():
+            if any(b in align for b in blockers):
                 continue
-            if app_id in at_share:
-                continue
-            if self._was_at_share(rec, steps[placed_at.get(app_id, 0) :]):
-                at_share.add(app_id)
-                continue
-            return e
-        return None
+            for e in entries:
+                if best is not None and e >= best:
+                    break
+                app_id = e.app_id
+                if app_id in at_share:
+                    continue
+                # Met at its share before only with another candidate: a more important
+                # ask that fitted on some walk since the job's last placement (the first
+                # such walk had the most room).
+                since = placed_at.get(app_id, 0)
+                if (
+                    blockers
+                    and since < len(steps)
+                    and any(b in steps[since][0] for b in blockers)
+                    and self._was_at_share(apps[app_id], steps[since:])
+                ):
+                    at_share.add(app_id)
+                    continue
+                best = e
+                break
+        return best
 
     def _was_at_share(self, rec: Any, steps: list[_Step]) -> bool:
         """Whether the walk of ``_due`` would have met this job at its share in one of
@@ -316,6 +347,23 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
 _Step = tuple[dict[Resources, float], dict[Resources, Entry | None]]
 
 
+def _within_share(
+    held: Resources, held_share: float, shape: Resources, cap: Resources, limit: float, g: float
+) -> bool:
+    """``_within(held, shape, cap, limit, g)`` without building ``held + shape`` (the same
+    floats: each dimension is added, then divided, as there); ``held_share`` is
+    ``held.dominant_share(cap)``."""
+    after = 0.0
+    for k, ck in cap.to_dict().items():
+        if ck:
+            x = (held.get(k, 0) + shape.get(k, 0)) / ck
+            if x > after:
+                after = x
+    if after <= g * limit + EPS:
+        return True
+    return after <= limit + EPS and held_share < g * limit - EPS
+
+
 def _within(held: Resources, shape: Resources, cap: Resources, limit: float, g: float) -> bool:
     """Whether one more container of ``shape`` keeps the job within ``g`` x its entitled
     dominant share ``limit``; a job below that may also take one that stays within the
@@ -324,6 +372,12 @@ def _within(held: Resources, shape: Resources, cap: Resources, limit: float, g: 
     if after <= g * limit + EPS:
         return True
     return after <= limit + EPS and held.dominant_share(cap) < g * limit - EPS
+
+
+def _covers(big: Resources, small: Resources) -> bool:
+    """Whether ``small`` <= ``big`` in every dimension (exactly: whatever ``big`` fits
+    in, ``small`` fits in too)."""
+    return all(v <= big[k] for k, v in small.to_dict().items())
 
 
 def _is_candidate(asks: Sequence[Ask], priority: int, align: dict[Resources, float]) -> bool:

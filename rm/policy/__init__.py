@@ -6,7 +6,9 @@
 - ``queuetree``: ``QueueTreePolicy`` (walk the queue tree, order a leaf's applications);
 - ``shares``: ``CachedShares`` (entitlements recomputed periodically) and ``SharesCache``;
 - ``packing``: Tetris' alignment, remaining work and the shape index of asks;
-- ``fairshare``: DRF progressive filling and entitlements, water-filling.
+- ``fairshare``: DRF progressive filling and entitlements, water-filling;
+- ``tracking``: the RM's feed of changed applications and entries filed by ask shape,
+  which keep the helpers' order between heartbeats.
 
 Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
 """
@@ -26,6 +28,7 @@ from rm.policy.packing import (
 )
 from rm.policy.queuetree import QueueTreePolicy
 from rm.policy.shares import CachedShares, SharesCache
+from rm.policy.tracking import ByShape, Changes, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
 #: The entry-point group of policy plugins (the registry's ``policies`` kind).
@@ -35,7 +38,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AppView",
     "AskIndex",
+    "ByShape",
     "CachedShares",
+    "Changes",
     "ClusterView",
     "Entry",
     "FairWindow",
@@ -56,5 +61,6 @@ __all__ = [
     "first_fit_ask",
     "progressive_fill",
     "remaining_work",
+    "shapes_of",
     "water_fill",
 ]

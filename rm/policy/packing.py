@@ -252,39 +252,73 @@ class FairWindow:
     the same 1/N of the cluster, so the deficit 1/N - dominant share of what the job holds
     orders them by dominant share (lowest first), ties by submission order. Kept sorted
     while placing and across heartbeats: a change moves only the job that changed
-    (``charged``), O(log N); ``contains`` is O(1)."""
+    (``charged``), O(log N), and at most two jobs in or out of the window; ``contains``
+    is O(1). With ``track_moves``, ``take_moved()`` names the jobs that came in or went
+    out since it was last called (for a caller that indexes the window's asks)."""
 
-    def __init__(self, apps: Sequence[AppView], capacity: Resources, f: float) -> None:
+    def __init__(
+        self, apps: Sequence[AppView], capacity: Resources, f: float, *, track_moves: bool = False
+    ) -> None:
         self.capacity = capacity
         self.f = f
         self.keys = {a.app_id: (a.allocated.dominant_share(capacity), a.seq) for a in apps}
         self.order = sorted((k, i) for i, k in self.keys.items())
-        self._refresh()
+        self.size = self._size(len(self.order))
+        self._in = {i for _, i in self.order[: self.size]}
+        self._moved: list[str] | None = [] if track_moves else None
 
-    def _refresh(self) -> None:
-        n = len(self.order)
+    def _size(self, n: int) -> int:
         # The epsilon keeps float dust from adding a job: (1 - 0.1) x 10 is 9.000000000000002.
-        self.size = max(1, math.ceil((1.0 - self.f) * n - 1e-9)) if n else 0
+        return max(1, math.ceil((1.0 - self.f) * n - 1e-9)) if n else 0
 
     @property
     def members(self) -> set[str]:
         """The ids of the jobs considered."""
-        return {i for _, i in self.order[: self.size]}
+        return set(self._in)
 
     def contains(self, app_id: str) -> bool:
         """Whether ``app_id`` is one of the jobs considered."""
-        key = self.keys.get(app_id)
-        if key is None:
-            return False
-        size, order = self.size, self.order
-        return size >= len(order) or (key, app_id) < order[size]
+        return app_id in self._in
+
+    def take_moved(self) -> list[str]:
+        """The jobs that came into the window or left it since the last call."""
+        moved = self._moved
+        if moved is None:
+            raise ValueError("FairWindow(track_moves=True) tracks moves")
+        self._moved = []
+        return moved
+
+    def _move(self, app_id: str, inside: bool) -> None:
+        if inside:
+            self._in.add(app_id)
+        else:
+            self._in.discard(app_id)
+        if self._moved is not None:
+            self._moved.append(app_id)
 
     def charged(self, app: AppView, pending: bool) -> None:
         """``app`` got a container or changed (``pending``: it asks for more)."""
-        old = self.keys.pop(app.app_id, None)
+        order, app_id = self.order, app.app_id
+        old = self.keys.pop(app_id, None)
         if old is not None:
-            del self.order[bisect_left(self.order, (old, app.app_id))]
+            i = bisect_left(order, (old, app_id))
+            del order[i]
+            if i < self.size:  # it leaves; the first one behind the window comes in
+                self._move(app_id, False)
+                if self.size <= len(order):
+                    self._move(order[self.size - 1][1], True)
         if pending:
-            key = self.keys[app.app_id] = (app.allocated.dominant_share(self.capacity), app.seq)
-            insort(self.order, (key, app.app_id))
-        self._refresh()
+            key = self.keys[app_id] = (app.allocated.dominant_share(self.capacity), app.seq)
+            j = bisect_left(order, (key, app_id))
+            order.insert(j, (key, app_id))
+            if j < self.size:  # it comes in; the last one of the window goes out
+                self._move(app_id, True)
+                if self.size < len(order):
+                    self._move(order[self.size][1], False)
+        size = self._size(len(order))
+        for k in range(size, self.size):  # the window shrank
+            if k < len(order):
+                self._move(order[k][1], False)
+        for k in range(self.size, size):  # it grew
+            self._move(order[k][1], True)
+        self.size = size

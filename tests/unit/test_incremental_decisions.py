@@ -31,6 +31,8 @@ from rm.pending import PendingIndex
 from rm.policy import (
     AppView,
     ClusterView,
+    Entry,
+    FairWindow,
     NodeView,
     OrderingPolicy,
     Placement,
@@ -130,8 +132,27 @@ def _tree_reference(cls: type[QueueTreePolicy[Any]]) -> type[QueueTreePolicy[Any
 
 
 class OldTetris(TetrisPolicy):
+    """Index and window rebuilt from ``pending_apps()``, the window's candidates found by
+    walking each shape's asks past the jobs outside it."""
+
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         return super().on_node_heartbeat(node, _NoFeed(cluster))  # type: ignore[arg-type]
+
+    def _in_window(self, align: dict[Resources, float]) -> Iterator[tuple[float, Entry]]:
+        index, window = self._index, self._window
+        assert window is not None
+        if window.size * 4 <= len(index.apps):
+            for _, app_id in window.order[: window.size]:
+                for shape, e in index.apps[app_id].entries:
+                    a = align.get(shape)
+                    if a is not None:
+                        yield a, e
+            return
+        for shape, a in align.items():
+            for e in index.by_shape[shape]:
+                if e.app_id in window.members:
+                    yield a, e
+                    break
 
 
 class OldCarbyne(CarbynePolicy):
@@ -268,3 +289,26 @@ def test_pending_apps_stay_sorted_and_a_handed_out_list_never_changes() -> None:
     index.unwatch(feed)
     index.update(apps[0], apps[0].pending > 0)
     assert not feed
+
+
+def test_fair_window_members_and_moves_follow_its_order() -> None:
+    class App:
+        def __init__(self, seq: int) -> None:
+            self.app_id, self.seq, self.allocated = f"a{seq}", seq, Resources(vcores=0)
+
+    r = random.Random(5)
+    apps = [App(i) for i in range(25)]
+    cap = Resources(vcores=100)
+    for f in (0.1, 0.25, 0.5, 0.9):
+        window = FairWindow(apps[:10], cap, f, track_moves=True)  # type: ignore[arg-type]
+        seen = window.members
+        for _ in range(300):
+            app = r.choice(apps)
+            app.allocated = Resources(vcores=r.choice((0, 1, 2, 5)))
+            window.charged(app, r.random() < 0.8)  # type: ignore[arg-type]
+            members = {i for _, i in window.order[: window.size]}
+            assert window.members == members
+            assert all(window.contains(a.app_id) == (a.app_id in members) for a in apps)
+            for app_id in window.take_moved():  # what moved, and only that, changed sides
+                seen.symmetric_difference_update({app_id})
+            assert seen == members
