@@ -10,9 +10,11 @@ share-based key moves), the helper rebuilds from ``pending_apps()`` instead.
 ``ByShape`` holds entries, tuples in a total order whose last field names their item (an
 application or a group), each filed under every shape its item asks for; ``first(shapes)``
 is the smallest entry filed under any of ``shapes`` (the ones that fit the node). Sorted
-Python lists with ``bisect``: for the hundreds to tens of thousands of items a list
-holds, inserting into a list is a memmove in C, faster than a balanced tree in Python
-(``sortedcontainers`` splits lists only above 1,000 items anyway), and no dependency.
+Python lists with ``bisect`` (the standard library's): a list holds one entry per pending
+application asking for that shape, hundreds to tens of thousands, where inserting is a
+memmove in C, cheaper than a tree's Python-level rebalancing (``sortedcontainers``, the
+well-kept option, is itself a list of lists of about a thousand items each), and it
+adds no dependency.
 """
 
 from __future__ import annotations
