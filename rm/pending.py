@@ -1,4 +1,5 @@
-"""The applications with outstanding asks, and a lower bound of what any of them asks.
+"""The applications with outstanding asks, a lower bound of what any of them asks, and
+the feed of changed applications that keeps the policies' ordered structures current.
 
 The RM calls its policy on a node's heartbeat only when some pending ask could fit the
 node: ``min_ask`` is a componentwise lower bound of every pending ask, narrowed as asks
@@ -6,12 +7,22 @@ arrive and never widened while any remain, so the test can say yes wrongly (the 
 then finds nothing) but never no wrongly. ``epoch`` grows whenever nodes that could place
 nothing before might place something now (asks appear on an idle cluster, or smaller
 asks arrive).
+
+``sorted_apps()`` is kept in submission order as applications start and stop asking (a
+binary search each), never re-sorted; a list handed out is never changed afterwards (the
+next change works on a copy), so a caller may iterate it while placing.
+
+``watch()`` hands out a dict that the RM fills, from then on, with every application
+(by id) whose asks or allocation change, including one that starts or stops asking or
+ends: ``touch`` records it. Whoever watches empties the dict as it reads it, and so
+updates only what changed since its last look.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from treadle.messages import Ask
 from treadle.resources import ZERO, Accumulator, Resources
@@ -34,37 +45,71 @@ Application = TypeVar("Application", bound=_Asking)
 
 
 class PendingIndex(Generic[Application]):
-    __slots__ = ("_sorted", "apps", "epoch", "min_ask")
+    __slots__ = ("_handed", "_seqs", "_sorted", "apps", "epoch", "min_ask", "watchers")
 
     def __init__(self) -> None:
         self.apps: dict[str, Application] = {}
-        self._sorted: list[Application] | None = None
+        self._sorted: list[Application] = []  # ``apps`` by seq
+        self._seqs: list[int] = []  # their seqs, for the binary search
+        self._handed = False  # ``_sorted`` was handed out: copy it before changing it
         #: A lower bound of every pending ask (None: recompute it from the asks).
         self.min_ask: Resources | None = None
         self.epoch = 0
+        #: The dicts handed out by ``watch`` (filled by ``touch``).
+        self.watchers: tuple[dict[str, Any], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.apps)
 
     def sorted_apps(self) -> list[Application]:
-        """Pending applications in submission order."""
-        if self._sorted is None:
-            self._sorted = sorted(self.apps.values(), key=_by_seq)
+        """Pending applications in submission order (do not change the list)."""
+        self._handed = True
         return self._sorted
+
+    def watch(self) -> dict[str, Any]:
+        """A new dict that ``touch`` fills with each changed application, by id."""
+        feed: dict[str, Any] = {}
+        self.watchers = (*self.watchers, feed)
+        return feed
+
+    def unwatch(self, feed: dict[str, Any]) -> None:
+        """Stop filling ``feed``."""
+        self.watchers = tuple(w for w in self.watchers if w is not feed)
+
+    def touch(self, app: Application) -> None:
+        """``app``'s asks or allocation changed (or it ended): tell the watchers."""
+        for w in self.watchers:
+            w[app.app_id] = app
 
     def update(self, app: Application, was_pending: bool) -> None:
         """``app``'s asks changed; it had some before when ``was_pending``."""
+        for w in self.watchers:
+            w[app.app_id] = app
         now_pending = app.pending > 0
         if now_pending and not was_pending:
             if not self.apps:
                 self.epoch += 1
             self.apps[app.app_id] = app
-            self._sorted = None
+            self._patch(app, True)
         elif was_pending and not now_pending:
-            self.apps.pop(app.app_id, None)
-            self._sorted = None
+            if self.apps.pop(app.app_id, None) is not None:
+                self._patch(app, False)
             if not self.apps:
                 self.min_ask = None  # recomputed (tight again) when asks come back
+
+    def _patch(self, app: Application, add: bool) -> None:
+        if self._handed:
+            self._sorted = list(self._sorted)
+            self._seqs = list(self._seqs)
+            self._handed = False
+        seq = app.seq
+        i = bisect_left(self._seqs, seq)
+        if add:
+            self._seqs.insert(i, seq)
+            self._sorted.insert(i, app)
+        elif i < len(self._seqs) and self._seqs[i] == seq:
+            del self._seqs[i]
+            del self._sorted[i]
 
     def narrow(self, resources: Resources) -> bool:
         """An ask of ``resources`` arrived: lower the bound to cover it. True (and the
@@ -93,7 +138,3 @@ class PendingIndex(Generic[Application]):
                 m = ask.resources if m is None else m.componentwise_min(ask.resources)
         self.min_ask = out = m if m is not None else ZERO
         return out
-
-
-def _by_seq(app: _Asking) -> int:
-    return app.seq

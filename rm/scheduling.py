@@ -158,6 +158,9 @@ class Scheduler:
         app._sorted_asks = None
         if app.pending <= 0:
             st.pending.update(app, True)
+        else:  # PendingIndex.touch, inlined
+            for w in st.pending.watchers:
+                w[app_id] = app
         add_to_all(app._all_books, res)
         st.version += 1
         log_ = self._log

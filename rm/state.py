@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 from rm.pending import PendingIndex
 from rm.stagebook import StageBook
@@ -306,6 +307,9 @@ class ClusterState:
     def pending_apps(self) -> list[Application]:
         return self.pending.sorted_apps()
 
+    def watch_apps(self) -> dict[str, Any]:
+        return self.pending.watch()
+
     # ------------------------------------------------------------------ nodes
     def nodes_changed(self) -> None:
         """A node came or went: cached totals are stale."""
@@ -361,4 +365,5 @@ class ClusterState:
         if app is not None and app.containers.pop(cid, None) is not None:
             sub_from_all(app._all_books, c.resources)  # allocated, and the books
             self.version += 1
+            self.pending.touch(app)
         return app

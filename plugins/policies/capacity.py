@@ -18,8 +18,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rm.policy import AppView, ClusterView, NodeView, QueueTreePolicy, QueueView
-from treadle.messages import Ask
+from rm.policy import ClusterView, NodeView, QueueTreePolicy, QueueView
 from treadle.resources import MEMORY_MB, Resources
 
 EPS = 1e-9
@@ -46,21 +45,32 @@ class CapacityPolicy(QueueTreePolicy[CapacityParams]):
         used = self.usage(q.used, cluster.capacity)
         return (used / q.abs_capacity if q.abs_capacity > 0 else math.inf, used, name)
 
-    def first_fit(
-        self, app: AppView, leaf: str, node: NodeView, cluster: ClusterView
-    ) -> Ask | None:
-        """The most important ask that fits the node and every max capacity on the path."""
-        for ask in app.sorted_asks():
-            if ask.resources.fits_in(node.free) and self._within_max(
-                cluster.queues[leaf], ask.resources, cluster.capacity
-            ):
-                return ask
-        return None
+    def fits(self, resources: Resources, leaf: str, node: NodeView, cluster: ClusterView) -> bool:
+        """Whether the ask fits the node and every max capacity on the leaf's path."""
+        return resources.fits_in(node.free) and self._within_max(
+            cluster.queues[leaf], resources, cluster.capacity
+        )
 
     def _within_max(self, leaf: QueueView, res: Resources, cap: Resources) -> bool:
         q: QueueView | None = leaf
+        memory = self.params.resource_calculator == "memory"
         while q is not None:
-            if self.usage(q.used + res, cap) > q.abs_max_capacity + EPS:
+            if _usage_with(q.used, res, cap, memory) > q.abs_max_capacity + EPS:
                 return False
             q = q.parent
         return True
+
+
+def _usage_with(used: Resources, extra: Resources, cap: Resources, memory: bool) -> float:
+    """``usage(used + extra, cap)`` without building the sum (the same floats: each
+    dimension is added, then divided, as there)."""
+    if memory:
+        mem = cap[MEMORY_MB]
+        return (used[MEMORY_MB] + extra[MEMORY_MB]) / mem if mem else 0.0
+    best = 0.0
+    for k, ck in cap.to_dict().items():
+        if ck:
+            s = (used.get(k, 0) + extra.get(k, 0)) / ck
+            if s > best:
+                best = s
+    return best

@@ -33,16 +33,22 @@ it compete in the leftover, where the job with the least remaining work wins.
 whose remaining work is at least the median among the jobs with indexed asks (the others
 keep ``guarantee``). Why, and what each trades: ``tests/benchmarks/bench_carbyne.py``.
 
-Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus the
-DEFAULT asks skipped in step 1 (a set lookup each once a job is known to be at its share);
-with ``guarantee_long``, one sort of the jobs' remaining work per heartbeat.
+Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``. Step 1 walks,
+per shape, only the DEFAULT asks of jobs within their share for that shape (kept between
+heartbeats, updated for the jobs that changed and rebuilt when the shares are); a job
+whose more important ask was at its share earlier in the heartbeat stays out of step 1
+for the rest of it (as if the walk had met it: see ``_was_at_share``), found by replaying
+the heartbeat's earlier placements for that job only. With ``guarantee_long``, every
+heartbeat sorts the jobs' remaining work and walks every DEFAULT ask (the guarantee of a
+job moves with the median).
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, insort
 from collections.abc import Iterator, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -92,10 +98,18 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         self._index = AskIndex()
         self._limit: dict[str, float] = {}  # entitled dominant share, per app
         self._limit_cap: Resources = ZERO  # the capacity the limits were computed against
+        #: Step 1's asks: per shape, the DEFAULT entries of the jobs within their share
+        #: for one more container of it, grouped by the shapes of the job's more
+        #: important DEFAULT asks (an entry is its job's candidate when none of those
+        #: fits); per job, where its entries are filed.
+        self._within: dict[Resources, dict[tuple[Resources, ...], list[Entry]]] = {}
+        self._filed: dict[str, list[tuple[Resources, tuple[Resources, ...], Entry]]] = {}
+        self._within_stale = True
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         super().on_app_removed(app, cluster)
         self._index.remove(app.app_id)
+        self._refile(app.app_id)
 
     # Shares -----------------------------------------------------------------------
     def shares_interval_s(self) -> float:
@@ -105,14 +119,68 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         out = drf_entitlements(cluster, lambda app: app.app_id, lambda _: 1.0)
         cap = self._limit_cap = cluster.capacity
         self._limit = {app_id: r.dominant_share(cap) for app_id, r in out.items()}
+        self._within_stale = True
         return out
+
+    def _refile(self, app_id: str) -> None:
+        """File ``app_id``'s DEFAULT entries under the shapes it is within its share for,
+        but not one whose shape covers that of a more important DEFAULT ask of the job
+        (when it fits, so does the other: it is never the job's candidate)."""
+        within = self._within
+        for shape, blockers, e in self._filed.pop(app_id, ()):
+            groups = within[shape]
+            lst = groups[blockers]
+            del lst[bisect_left(lst, e)]
+            if not lst:
+                del groups[blockers]
+        rec = self._index.apps.get(app_id)
+        if rec is None:
+            return
+        lim = self._limit.get(app_id)
+        if lim is None:
+            return
+        held, cap, g = rec.app.allocated, self._limit_cap, self.params.guarantee
+        held_share = held.dominant_share(cap)
+        filed = []
+        before: list[Resources] = []  # shapes of the job's more important DEFAULT asks
+        for shape, e in rec.entries:  # in priority order
+            if not e.default:
+                continue
+            if not any(_covers(shape, other) for other in before) and _within_share(
+                held, held_share, shape, cap, lim, g
+            ):
+                blockers = tuple(dict.fromkeys(before))
+                insort(within.setdefault(shape, {}).setdefault(blockers, []), e)
+                filed.append((shape, blockers, e))
+            before.append(shape)
+        if filed:
+            self._filed[app_id] = filed
+
+    def _sync_within(self, changed: Sequence[AppView] | None) -> None:
+        if changed is None or self._within_stale:
+            self._within.clear()
+            self._filed.clear()
+            self._within_stale = False
+            for app_id in self._index.apps:
+                self._refile(app_id)
+            return
+        for app in changed:
+            self._refile(app.app_id)
 
     # Placement --------------------------------------------------------------------
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         index = self._index
-        index.sync(cluster)
-        if not index.apps:
-            return
+        changed = index.sync(cluster)
+        if self.params.guarantee_long is None:
+            self._sync_within(changed)
+            if index.apps:
+                yield from self._place(node, cluster)
+        elif index.apps:
+            yield from self._place_walking(node, cluster)
+
+    def _place_walking(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        """The heartbeat's placements, step 1 walking every DEFAULT ask (``_due``)."""
+        index = self._index
         weight = self.params.remaining_work_weight
         long_from = self._long_from()
         at_share: set[str] = set()  # jobs whose DEFAULT candidate would exceed their share
@@ -135,6 +203,100 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 return
             yield Placement(best.app_id, best.priority)
             index.placed(best.app_id, cluster)
+
+    def _place(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        """The heartbeat's placements (no ``guarantee_long``): step 1 from the asks filed
+        within their share."""
+        index = self._index
+        weight = self.params.remaining_work_weight
+        steps: list[_Step] = []  # step 1's walks so far in this heartbeat
+        at_share: set[str] = set()
+        placed_at: dict[str, int] = {}  # per job placed, len(steps) after its placement
+        due = True
+        while True:
+            align = index.alignments(node.free, node.capacity)
+            if not align:
+                return
+            best = None
+            if due:
+                eps = index.tetris_weight(align, weight)
+                cands: list[tuple[float, Entry]] = []
+                heads: dict[Resources, Entry | None] = {}
+                for shape, a in align.items():
+                    heads[shape] = head = self._first_due(shape, align, steps, at_share, placed_at)
+                    if head is not None:
+                        cands.append((a, head))
+                steps.append((align, heads))
+                best = best_scored(cands, eps)
+                due = best is not None  # as in the walk below (``_due``)
+            if best is None:
+                best = self._leftover(align)
+            if best is None:
+                return
+            yield Placement(best.app_id, best.priority)
+            index.placed(best.app_id, cluster)
+            self._refile(best.app_id)
+            placed_at[best.app_id] = len(steps)
+
+    def _first_due(
+        self,
+        shape: Resources,
+        align: dict[Resources, float],
+        steps: list[_Step],
+        at_share: set[str],
+        placed_at: dict[str, int],
+    ) -> Entry | None:
+        """The first DEFAULT ask of ``shape`` that is its job's candidate (none of the
+        job's more important DEFAULT asks fits), within its share, of a job not found at
+        its share earlier in the heartbeat."""
+        apps = self._index.apps
+        best: Entry | None = None
+        for blockers, entries in self._within.get(shape, {}).items():
+            if any(b in align for b in blockers):
+                continue
+            for e in entries:
+                if best is not None and e >= best:
+                    break
+                app_id = e.app_id
+                if app_id in at_share:
+                    continue
+                # Met at its share before only with another candidate: a more important
+                # ask that fitted on some walk since the job's last placement (the first
+                # such walk had the most room).
+                since = placed_at.get(app_id, 0)
+                if (
+                    blockers
+                    and since < len(steps)
+                    and any(b in steps[since][0] for b in blockers)
+                    and self._was_at_share(apps[app_id], steps[since:])
+                ):
+                    at_share.add(app_id)
+                    continue
+                best = e
+                break
+        return best
+
+    def _was_at_share(self, rec: Any, steps: list[_Step]) -> bool:
+        """Whether the walk of ``_due`` would have met this job at its share in one of
+        ``steps`` (the heartbeat's step 1 walks since its last placement, over which its
+        holdings stayed): its candidate then (a more important DEFAULT ask, whose shape
+        no longer fits) was beyond its share and came before that shape's first due ask."""
+        lim = self._limit.get(rec.app.app_id)
+        held, cap, g = rec.app.allocated, self._limit_cap, self.params.guarantee
+        for align, heads in steps:
+            cand = next(
+                (a for a in rec.asks if a.kind is AskKind.DEFAULT and a.resources in align), None
+            )
+            if cand is None:
+                continue
+            shape = cand.resources
+            if lim is not None and _within(held, shape, cap, lim, g):
+                continue
+            head = heads[shape]
+            mine = next(e for s, e in rec.entries if e.priority == cand.priority)
+            if head is None or mine < head:
+                return True
+        return False
 
     def _long_from(self) -> float:
         """The remaining work from which a job is long (infinity: no job is treated so)."""
@@ -181,6 +343,27 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         return min(((-align[s], e.priority), e) for s, e in rec.entries if s in align)[1]
 
 
+#: One walk of step 1: the shapes that fitted, and the first due ask found per shape.
+_Step = tuple[dict[Resources, float], dict[Resources, Entry | None]]
+
+
+def _within_share(
+    held: Resources, held_share: float, shape: Resources, cap: Resources, limit: float, g: float
+) -> bool:
+    """``_within(held, shape, cap, limit, g)`` without building ``held + shape`` (the same
+    floats: each dimension is added, then divided, as there); ``held_share`` is
+    ``held.dominant_share(cap)``."""
+    after = 0.0
+    for k, ck in cap.to_dict().items():
+        if ck:
+            x = (held.get(k, 0) + shape.get(k, 0)) / ck
+            if x > after:
+                after = x
+    if after <= g * limit + EPS:
+        return True
+    return after <= limit + EPS and held_share < g * limit - EPS
+
+
 def _within(held: Resources, shape: Resources, cap: Resources, limit: float, g: float) -> bool:
     """Whether one more container of ``shape`` keeps the job within ``g`` x its entitled
     dominant share ``limit``; a job below that may also take one that stays within the
@@ -189,6 +372,12 @@ def _within(held: Resources, shape: Resources, cap: Resources, limit: float, g: 
     if after <= g * limit + EPS:
         return True
     return after <= limit + EPS and held.dominant_share(cap) < g * limit - EPS
+
+
+def _covers(big: Resources, small: Resources) -> bool:
+    """Whether ``small`` <= ``big`` in every dimension (exactly: whatever ``big`` fits
+    in, ``small`` fits in too)."""
+    return all(v <= big[k] for k, v in small.to_dict().items())
 
 
 def _is_candidate(asks: Sequence[Ask], priority: int, align: dict[Resources, float]) -> bool:

@@ -17,12 +17,15 @@ f = 0 considers every job (pure performance); f = 1 only the job furthest below 
 So that no node idles while a task fits, when none of the considered jobs has an ask that
 fits the node, every job is considered for that placement.
 
-Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``, plus O(window) when
-f > 0; re-indexing is incremental (only applications whose asks changed).
+Cost per placement: O(shapes + log jobs) with the shape index of ``rm.policy.packing`` and,
+when f > 0, a second one holding only the window's asks; the indexes and the window
+persist across heartbeats and move only the applications that changed (asks or
+allocation) and the at most two jobs each change moves in or out of the window.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -56,14 +59,34 @@ class TetrisPolicy(Policy[TetrisParams]):
     def __init__(self, params: TetrisParams | None = None) -> None:
         super().__init__(params)
         self._index = AskIndex()
+        self._window: FairWindow | None = None
+        #: The window's asks: per shape, the entries of the jobs in the window.
+        self._considered: dict[Resources, list[Entry]] = {}
+        self._filed: dict[str, list[tuple[Resources, Entry]]] = {}
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         index = self._index
-        index.sync(cluster)
+        changed = index.sync(cluster)
+        f, weight = self.params.f, self.params.remaining_work_weight
+        window = self._window
+        if f > 0:
+            if changed is None or window is None or window.capacity != cluster.capacity:
+                window = self._window = FairWindow(
+                    cluster.pending_apps(), cluster.capacity, f, track_moves=True
+                )
+                self._considered.clear()
+                self._filed.clear()
+                for app_id in window.members:
+                    self._refile(app_id)
+            else:  # only the jobs that changed move
+                running = cluster.apps
+                for app in changed:
+                    window.charged(app, app.pending > 0 and app.app_id in running)
+                    self._refile(app.app_id)
+                for app_id in window.take_moved():
+                    self._refile(app_id)
         if not index.apps:
             return
-        f, weight = self.params.f, self.params.remaining_work_weight
-        window = FairWindow(cluster.pending_apps(), cluster.capacity, f) if f > 0 else None
         while True:
             align = index.alignments(node.free, node.capacity)
             if not align:
@@ -71,38 +94,42 @@ class TetrisPolicy(Policy[TetrisParams]):
             eps = index.tetris_weight(align, weight)
             best = None
             if window is not None and window.size < len(index.apps):
-                best = best_scored(_in_window(index, window, align), eps)
+                best = best_scored(self._in_window(align), eps)
             if best is None:  # f = 0, or nothing of the considered jobs fits
                 best = best_scored(((a, e) for a, _, e in index.heads(align)), eps)
             if best is None:
                 return
             yield Placement(best.app_id, best.priority)
-            app = index.placed(best.app_id, cluster)
-            if app is None:
-                continue
+            placed = index.placed(best.app_id, cluster)
             if window is not None:
-                window.charged(app, app.pending > 0)
+                if placed is not None:
+                    window.charged(placed, placed.pending > 0)
+                self._refile(best.app_id)
+                for app_id in window.take_moved():
+                    self._refile(app_id)
+
+    def _refile(self, app_id: str) -> None:
+        """File ``app_id``'s entries among the window's asks if it is in the window."""
+        considered = self._considered
+        for shape, e in self._filed.pop(app_id, ()):
+            lst = considered[shape]
+            del lst[bisect_left(lst, e)]
+        rec = self._index.apps.get(app_id)
+        window = self._window
+        if rec is None or window is None or not window.contains(app_id):
+            return
+        for shape, e in rec.entries:
+            insort(considered.setdefault(shape, []), e)
+        self._filed[app_id] = rec.entries
+
+    def _in_window(self, align: dict[Resources, float]) -> Iterator[tuple[float, Entry]]:
+        """Candidates of the considered jobs: the first considered entry of each fitting
+        shape (Tetris' best within a shape: its score falls with remaining work)."""
+        considered = self._considered
+        for shape, a in align.items():
+            lst = considered.get(shape)
+            if lst:
+                yield a, lst[0]
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         self._index.remove(app.app_id)
-
-
-def _in_window(
-    index: AskIndex, window: FairWindow, align: dict[Resources, float]
-) -> Iterator[tuple[float, Entry]]:
-    """Candidates of the considered jobs: the first considered entry of each fitting shape
-    (Tetris' best within a shape), or, when few jobs are considered, all their asks that
-    fit (cheaper than walking past the others). Both give the same best."""
-    members = window.members
-    if window.size * 4 <= len(index.apps):
-        for app_id in members:  # any order: best_scored breaks ties totally
-            for shape, e in index.apps[app_id].entries:
-                a = align.get(shape)
-                if a is not None:
-                    yield a, e
-        return
-    for shape, a in align.items():
-        for e in index.by_shape[shape]:
-            if e.app_id in members:
-                yield a, e
-                break

@@ -8,6 +8,8 @@
 - ``packing``: Tetris' alignment, remaining work and the shape index of asks;
 - ``fairshare``: DRF progressive filling and entitlements, water-filling;
 - ``stageorder``: ``StageOrderingPolicy`` (an order over task sets: one stage's asks).
+- ``tracking``: the RM's feed of changed applications and entries filed by ask shape,
+  which keep the helpers' order between heartbeats.
 
 Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
 """
@@ -35,6 +37,7 @@ from rm.policy.stageorder import (
     task_sets,
     waiting_sets,
 )
+from rm.policy.tracking import ByShape, Changes, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
 #: The entry-point group of policy plugins (the registry's ``policies`` kind).
@@ -44,7 +47,9 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AppView",
     "AskIndex",
+    "ByShape",
     "CachedShares",
+    "Changes",
     "ClusterView",
     "Entry",
     "FairWindow",
@@ -69,6 +74,7 @@ __all__ = [
     "first_fit_ask",
     "progressive_fill",
     "remaining_work",
+    "shapes_of",
     "task_sets",
     "waiting_sets",
     "water_fill",

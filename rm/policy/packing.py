@@ -12,8 +12,10 @@ policies.
   is best, within one shape, for the ask of least remaining work: so a placement scores
   each shape once and looks at the head of its list, O(shapes), instead of scoring every
   ask. The index persists across heartbeats and is brought up to date incrementally:
-  an application is re-indexed only when its asks changed (``sync``), and after each of
-  the policy's own placements (``update``).
+  an application is re-indexed only when its asks changed (``sync`` reads the RM's feed
+  of changed applications, ``ClusterView.watch_apps``), and after each of the policy's
+  own placements (``placed``). The mean remaining work is kept as an exact sum (an
+  integer in units of 2**-1074), so it equals ``math.fsum`` over the jobs without a walk.
 
 Determinism: every choice is made on a total order (ties by remaining work, submission
 order, priority) and sums are exactly rounded (``math.fsum``), so results do not depend
@@ -28,6 +30,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rm.policy.tracking import Changes
 from rm.policy.views import AppView, ClusterView
 from treadle.messages import Ask, AskKind
 from treadle.resources import Resources
@@ -90,34 +93,62 @@ class _Indexed:
     entries: list[tuple[Resources, Entry]]
 
 
+#: Floats are integer multiples of 2**-1074: sums of them in that unit are exact.
+_UNIT_BITS = 1074
+
+
+def _exact(x: float) -> int:
+    """``x`` in units of 2**-1074, exactly (``x`` finite)."""
+    n, d = x.as_integer_ratio()  # d is a power of two, at most 2**1074
+    return n << (_UNIT_BITS + 1 - d.bit_length())
+
+
 class AskIndex:
     """Pending asks by demand shape; see the module docstring."""
 
     def __init__(self) -> None:
         self.by_shape: dict[Resources, list[Entry]] = {}
         self.apps: dict[str, _Indexed] = {}
-        self._mean_remaining: float | None = None
+        self._changes = Changes()
+        self._sum = 0  # of the indexed jobs' remaining work, exact (``_exact``)
+        self._inexact = 0  # indexed jobs whose remaining work is not finite
         #: The cluster's capacity, weighting remaining work (as of the last sync).
         self.capacity: Resources | None = None
 
-    def sync(self, cluster: ClusterView) -> None:
+    def sync(self, cluster: ClusterView) -> list[AppView] | None:
         """Re-index the applications whose asks changed since they were last seen; drop
-        the ones with nothing pending. O(pending apps) when little changed."""
-        pending = cluster.pending_apps()
+        the ones with nothing pending. Returns the applications that changed since the
+        last sync (asks or allocation, or ended), or None when every pending application
+        was looked at (the first sync, a cluster without the RM's feed, or a new
+        capacity). O(changed applications)."""
         self.capacity = cluster.capacity
+        changed = self._changes.take(cluster)
         apps = self.apps
-        for app in pending:
-            rec = apps.get(app.app_id)
-            # The RM rebuilds the list on every change and asks are immutable: the same
-            # list is the same asks (else update() compares what the entries depend on).
-            if rec is not None and rec.asks is app.sorted_asks():
-                rec.app = app
+        if changed is None:
+            pending = cluster.pending_apps()
+            for app in pending:
+                self._look(app)
+            if len(apps) > len(pending):
+                live = {a.app_id for a in pending}
+                for app_id in [i for i in apps if i not in live]:
+                    self.remove(app_id)
+            return None
+        running = cluster.apps
+        for app in changed:
+            if app.pending > 0 and app.app_id in running:
+                self._look(app)
             else:
-                self.update(app)
-        if len(apps) > len(pending):
-            live = {a.app_id for a in pending}
-            for app_id in [i for i in apps if i not in live]:
-                self.remove(app_id)
+                self.remove(app.app_id)
+        return changed
+
+    def _look(self, app: AppView) -> None:
+        rec = self.apps.get(app.app_id)
+        # The RM rebuilds the list on every change and asks are immutable: the same
+        # list is the same asks (else update() compares what the entries depend on).
+        if rec is not None and rec.asks is app.sorted_asks():
+            rec.app = app
+        else:
+            self.update(app)
 
     def update(self, app: AppView) -> None:
         """Re-index ``app`` from its current asks."""
@@ -133,6 +164,7 @@ class AskIndex:
             if rec.sig == sig:
                 return  # only counts changed: the entries stand
             self._drop(rec)
+            self._count(rec.remaining, -1)
         entries = []
         for a in asks:
             e = Entry(r, app.seq, a.priority, a.kind is AskKind.DEFAULT, app.app_id)
@@ -142,7 +174,7 @@ class AskIndex:
             insort(lst, e)
             entries.append((a.resources, e))
         self.apps[app.app_id] = _Indexed(app, asks, sig, r, entries)
-        self._mean_remaining = None
+        self._count(r, 1)
 
     def placed(self, app_id: str, cluster: ClusterView) -> AppView | None:
         """Re-index ``app_id`` after one of its asks got a container (the RM applied it
@@ -158,7 +190,13 @@ class AskIndex:
         rec = self.apps.pop(app_id, None)
         if rec is not None:
             self._drop(rec)
-            self._mean_remaining = None
+            self._count(rec.remaining, -1)
+
+    def _count(self, remaining: float, sign: int) -> None:
+        if math.isfinite(remaining):
+            self._sum += sign * _exact(remaining)
+        else:
+            self._inexact += sign
 
     def _drop(self, rec: _Indexed) -> None:
         for shape, e in rec.entries:
@@ -169,11 +207,13 @@ class AskIndex:
 
     def mean_remaining(self) -> float:
         """Mean remaining work of the indexed jobs (> 0 when any is indexed)."""
-        if self._mean_remaining is None:
-            n = len(self.apps)
-            total = math.fsum(r.remaining for r in self.apps.values())
-            self._mean_remaining = total / n if n else 1.0
-        return self._mean_remaining
+        n = len(self.apps)
+        if not n:
+            return 1.0
+        if self._inexact:
+            return math.fsum(r.remaining for r in self.apps.values()) / n
+        # Integer division is correctly rounded, as fsum is: the same float.
+        return (self._sum / (1 << _UNIT_BITS)) / n
 
     def alignments(self, free: Resources, capacity: Resources) -> dict[Resources, float]:
         """The alignment of every shape that fits in ``free`` (shapes that do not fit are
@@ -211,27 +251,74 @@ class FairWindow:
     pending asks that are furthest below their fair share. Every such job's fair share is
     the same 1/N of the cluster, so the deficit 1/N - dominant share of what the job holds
     orders them by dominant share (lowest first), ties by submission order. Kept sorted
-    while placing: a placement moves only the job that got it, O(log N + window)."""
+    while placing and across heartbeats: a change moves only the job that changed
+    (``charged``), O(log N), and at most two jobs in or out of the window; ``contains``
+    is O(1). With ``track_moves``, ``take_moved()`` names the jobs that came in or went
+    out since it was last called (for a caller that indexes the window's asks)."""
 
-    def __init__(self, apps: Sequence[AppView], capacity: Resources, f: float) -> None:
+    def __init__(
+        self, apps: Sequence[AppView], capacity: Resources, f: float, *, track_moves: bool = False
+    ) -> None:
         self.capacity = capacity
         self.f = f
         self.keys = {a.app_id: (a.allocated.dominant_share(capacity), a.seq) for a in apps}
         self.order = sorted((k, i) for i, k in self.keys.items())
-        self._refresh()
+        self.size = self._size(len(self.order))
+        self._in = {i for _, i in self.order[: self.size]}
+        self._moved: list[str] | None = [] if track_moves else None
 
-    def _refresh(self) -> None:
-        n = len(self.order)
+    def _size(self, n: int) -> int:
         # The epsilon keeps float dust from adding a job: (1 - 0.1) x 10 is 9.000000000000002.
-        self.size = max(1, math.ceil((1.0 - self.f) * n - 1e-9)) if n else 0
-        self.members = {i for _, i in self.order[: self.size]}
+        return max(1, math.ceil((1.0 - self.f) * n - 1e-9)) if n else 0
+
+    @property
+    def members(self) -> set[str]:
+        """The ids of the jobs considered."""
+        return set(self._in)
+
+    def contains(self, app_id: str) -> bool:
+        """Whether ``app_id`` is one of the jobs considered."""
+        return app_id in self._in
+
+    def take_moved(self) -> list[str]:
+        """The jobs that came into the window or left it since the last call."""
+        moved = self._moved
+        if moved is None:
+            raise ValueError("FairWindow(track_moves=True) tracks moves")
+        self._moved = []
+        return moved
+
+    def _move(self, app_id: str, inside: bool) -> None:
+        if inside:
+            self._in.add(app_id)
+        else:
+            self._in.discard(app_id)
+        if self._moved is not None:
+            self._moved.append(app_id)
 
     def charged(self, app: AppView, pending: bool) -> None:
-        """``app`` got a container (``pending``: it still asks for more)."""
-        old = self.keys.pop(app.app_id, None)
+        """``app`` got a container or changed (``pending``: it asks for more)."""
+        order, app_id = self.order, app.app_id
+        old = self.keys.pop(app_id, None)
         if old is not None:
-            del self.order[bisect_left(self.order, (old, app.app_id))]
+            i = bisect_left(order, (old, app_id))
+            del order[i]
+            if i < self.size:  # it leaves; the first one behind the window comes in
+                self._move(app_id, False)
+                if self.size <= len(order):
+                    self._move(order[self.size - 1][1], True)
         if pending:
-            key = self.keys[app.app_id] = (app.allocated.dominant_share(self.capacity), app.seq)
-            insort(self.order, (key, app.app_id))
-        self._refresh()
+            key = self.keys[app_id] = (app.allocated.dominant_share(self.capacity), app.seq)
+            j = bisect_left(order, (key, app_id))
+            order.insert(j, (key, app_id))
+            if j < self.size:  # it comes in; the last one of the window goes out
+                self._move(app_id, True)
+                if self.size < len(order):
+                    self._move(order[self.size][1], False)
+        size = self._size(len(order))
+        for k in range(size, self.size):  # the window shrank
+            if k < len(order):
+                self._move(order[k][1], False)
+        for k in range(self.size, size):  # it grew
+            self._move(order[k][1], True)
+        self.size = size

@@ -169,6 +169,15 @@ class ClusterView(Protocol):
         """Applications with outstanding asks, in submission order."""
         ...
 
+    def watch_apps(self) -> dict[str, AppView]:
+        """A new dict that the RM fills, from now on, with every application (by id)
+        whose asks or allocation change, that starts or stops asking, or that ends (it is
+        then no longer in ``apps``). The caller empties it as it reads it, so it updates
+        only what changed since its last look. Optional: the helpers of ``rm.policy``
+        look at every pending application on each heartbeat when a cluster lacks it (a
+        test double)."""
+        ...
+
     @property
     def queues(self) -> Mapping[str, QueueView]:
         """Every queue by name, the root included."""

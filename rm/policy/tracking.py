@@ -1,0 +1,157 @@
+"""What the helpers keep between heartbeats: the RM's feed of changed applications, and
+ordered entries indexed by the resource shapes their applications ask for.
+
+A helper updates its ordered structures only for the applications that changed (their
+asks or allocation; ``ClusterView.watch_apps``), so a placement costs O(shapes + log n),
+not a walk over every pending application. On a cluster without the feed (a test
+double), on another cluster than before, and when the cluster's capacity changed (every
+share-based key moves), the helper rebuilds from ``pending_apps()`` instead.
+
+``ByShape`` holds entries, tuples in a total order whose last field names their item (an
+application or a group), each filed under every shape its item asks for; ``first(shapes)``
+is the smallest entry filed under any of ``shapes`` (the ones that fit the node). Sorted
+Python lists with ``bisect`` (the standard library's): a list holds one entry per pending
+application asking for that shape, hundreds to tens of thousands, where inserting is a
+memmove in C, cheaper than a tree's Python-level rebalancing (``sortedcontainers``, the
+well-kept option, is itself a list of lists of about a thousand items each), and it
+adds no dependency.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable
+from typing import Any
+
+from rm.policy.views import AppView, ClusterView
+from treadle.resources import Resources
+
+#: An entry: a totally ordered tuple whose last field is its item's name.
+Entry = tuple[Any, ...]
+
+
+class Changes:
+    """The applications a helper must look at again, from the RM's change feed."""
+
+    __slots__ = ("_cluster", "_feed", "capacity")
+
+    def __init__(self) -> None:
+        self._cluster: object = None
+        self._feed: dict[str, AppView] | None = None
+        #: The cluster's capacity when the helper last rebuilt.
+        self.capacity: Resources | None = None
+
+    def take(self, cluster: ClusterView) -> list[AppView] | None:
+        """The applications changed since the last call (and the ones that ended), or
+        None when the caller must rebuild from ``cluster.pending_apps()``."""
+        cap = cluster.capacity
+        feed = self._feed
+        if cluster is not self._cluster:
+            self._cluster = cluster
+            watch = getattr(cluster, "watch_apps", None)
+            self._feed = watch() if watch is not None else None
+            self.capacity = cap
+            return None
+        if feed is None:
+            return None
+        if cap is not self.capacity and cap != self.capacity:
+            self.capacity = cap
+            feed.clear()
+            return None
+        if not feed:
+            return []
+        out = list(feed.values())
+        feed.clear()
+        return out
+
+
+def shapes_of(app: AppView) -> tuple[Resources, ...]:
+    """The distinct shapes ``app`` asks for, in priority order."""
+    asks = app.sorted_asks()
+    if len(asks) == 1:
+        return (asks[0].resources,)
+    return tuple(dict.fromkeys([a.resources for a in asks]))
+
+
+class ByShape:
+    """Entries filed by shape; see the module docstring."""
+
+    __slots__ = ("items", "lists")
+
+    def __init__(self) -> None:
+        self.lists: dict[Resources, list[Entry]] = {}
+        #: Per item: its entry and its shapes.
+        self.items: dict[str, tuple[Entry, tuple[Resources, ...]]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def clear(self) -> None:
+        self.lists.clear()
+        self.items.clear()
+
+    def put(self, name: str, entry: Entry, shapes: tuple[Resources, ...]) -> None:
+        """File ``name`` as ``entry`` under ``shapes`` (replacing what it was)."""
+        old = self.items.get(name)
+        lists = self.lists
+        if old is not None:
+            old_entry, old_shapes = old
+            if old_entry == entry:
+                if old_shapes == shapes:
+                    return
+                for s in old_shapes:
+                    if s not in shapes:
+                        self._unfile(s, entry)
+                for s in shapes:
+                    if s not in old_shapes:
+                        self._file(s, entry)
+                self.items[name] = (entry, shapes)
+                return
+            for s in old_shapes:
+                self._unfile(s, old_entry)
+        for s in shapes:
+            lst = lists.get(s)
+            if lst is None:
+                lists[s] = [entry]
+            else:
+                insort(lst, entry)
+        self.items[name] = (entry, shapes)
+
+    def remove(self, name: str) -> None:
+        old = self.items.pop(name, None)
+        if old is not None:
+            for s in old[1]:
+                self._unfile(s, old[0])
+
+    def _file(self, shape: Resources, entry: Entry) -> None:
+        lst = self.lists.get(shape)
+        if lst is None:
+            self.lists[shape] = [entry]
+        else:
+            insort(lst, entry)
+
+    def _unfile(self, shape: Resources, entry: Entry) -> None:
+        lst = self.lists[shape]
+        if len(lst) == 1:
+            del self.lists[shape]
+        else:
+            del lst[bisect_left(lst, entry)]
+
+    def fitting(self, free: Resources) -> list[Resources]:
+        """The shapes filed that fit in ``free``."""
+        return [s for s in self.lists if s.fits_in(free)]
+
+    def first(self, shapes: Iterable[Resources]) -> Entry | None:
+        """The smallest entry filed under any of ``shapes``."""
+        best: Entry | None = None
+        lists = self.lists
+        for s in shapes:
+            lst = lists.get(s)
+            if lst is not None:
+                head = lst[0]
+                if best is None or head < best:
+                    best = head
+        return best

@@ -1,0 +1,314 @@
+"""The incremental decision structures decide exactly as the rescans they replaced.
+
+Two RM cores get the same random history (jobs arriving, asking, re-asking, releasing
+containers, nodes heartbeating; several users, queues, shapes and ask kinds): one runs a
+built-in policy as shipped, kept between heartbeats and updated from the RM's feed of
+changed applications; the other a reference that looks at everything on every heartbeat
+(the previous implementations: the ordering helper's sort-and-fill, the queue-tree walk
+over every pending application, carbyne's walk of every DEFAULT ask, tetris' window and
+index rebuilt from ``pending_apps()``). Every container must go to the same job, node and
+priority, in the same order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from plugins.policies.capacity import CapacityPolicy
+from plugins.policies.carbyne import CarbynePolicy
+from plugins.policies.drf import DrfPolicy
+from plugins.policies.fair import FairPolicy
+from plugins.policies.fifo import FifoPolicy
+from plugins.policies.sjf import SjfPolicy
+from plugins.policies.tetris import TetrisPolicy
+from rm.core import ResourceManager
+from rm.pending import PendingIndex
+from rm.policy import (
+    AppView,
+    ClusterView,
+    Entry,
+    FairWindow,
+    NodeView,
+    OrderingPolicy,
+    Placement,
+    Policy,
+    QueueTreePolicy,
+    fill_node,
+    first_fit_ask,
+)
+from rm.policy.base import _placement
+from treadle.messages import (
+    AllocateRequest,
+    AppSubmission,
+    Ask,
+    AskKind,
+    NodeHeartbeat,
+    NodeRegistration,
+)
+from treadle.model import QueueSpec, UserSpec
+from treadle.resources import Resources
+
+GB = 1024
+SHAPES = [
+    Resources(vcores=v, memory_mb=m * GB) for v, m in ((1, 1), (1, 4), (2, 2), (4, 8), (2, 8))
+]
+QUEUES = QueueSpec(
+    "root",
+    children=(
+        QueueSpec("a", weight=2, capacity=50, max_capacity=70),
+        QueueSpec(
+            "b",
+            capacity=50,
+            children=(QueueSpec("b1", capacity=30), QueueSpec("b2", max_capacity=60)),
+        ),
+    ),
+)
+LEAVES = ("a", "b1", "b2")
+USERS = {"u0": UserSpec("u0", weight=2.0), "u1": UserSpec("u1"), "u2": UserSpec("u2")}
+
+
+class _NoFeed:
+    """The cluster without the RM's change feed: the helpers look at everything."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "watch_apps":
+            raise AttributeError(name)
+        return getattr(self._cluster, name)
+
+
+def _old_ordering(
+    policy: OrderingPolicy[Any], node: NodeView, cluster: ClusterView
+) -> Iterator[Placement]:
+    """OrderingPolicy.on_node_heartbeat before it kept its order between heartbeats."""
+    apps = list(cluster.pending_apps())
+    if not policy.resort:
+        apps.sort(key=lambda a: policy.sort_key(a, cluster))
+        for app in apps:
+            yield from fill_node(app, node)
+        return
+    heap = [(policy.sort_key(a, cluster), a.seq, a) for a in apps]
+    heapq.heapify(heap)
+    while heap:
+        _, seq, app = heapq.heappop(heap)
+        ask = first_fit_ask(app, node.free)
+        if ask is None:
+            continue
+        yield _placement(app.app_id, ask.priority)
+        if app.pending:
+            heapq.heappush(heap, (policy.sort_key(app, cluster), seq, app))
+
+
+class OldFifo(FifoPolicy):
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        return _old_ordering(self, node, cluster)
+
+
+class OldSjf(SjfPolicy):
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        return _old_ordering(self, node, cluster)
+
+
+def _tree_reference(cls: type[QueueTreePolicy[Any]]) -> type[QueueTreePolicy[Any]]:
+    """``cls`` with a ``first_fit`` of its own: the walk over every pending application."""
+
+    class Old(cls):  # type: ignore[valid-type,misc]
+        def first_fit(
+            self, app: AppView, leaf: str, node: NodeView, cluster: ClusterView
+        ) -> Ask | None:
+            for ask in app.sorted_asks():
+                if self.fits(ask.resources, leaf, node, cluster):
+                    return ask
+            return None
+
+    return Old
+
+
+class OldTetris(TetrisPolicy):
+    """Index and window rebuilt from ``pending_apps()``, the window's candidates found by
+    walking each shape's asks past the jobs outside it."""
+
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        return super().on_node_heartbeat(node, _NoFeed(cluster))  # type: ignore[arg-type]
+
+    def _in_window(self, align: dict[Resources, float]) -> Iterator[tuple[float, Entry]]:
+        index, window = self._index, self._window
+        assert window is not None
+        if window.size * 4 <= len(index.apps):
+            for _, app_id in window.order[: window.size]:
+                for shape, e in index.apps[app_id].entries:
+                    a = align.get(shape)
+                    if a is not None:
+                        yield a, e
+            return
+        for shape, a in align.items():
+            for e in index.by_shape[shape]:
+                if e.app_id in window.members:
+                    yield a, e
+                    break
+
+
+class OldCarbyne(CarbynePolicy):
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        index = self._index
+        index.sync(cluster)
+        if index.apps:
+            yield from self._place_walking(node, cluster)
+
+
+CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = {
+    "fifo": (FifoPolicy, OldFifo, {}),
+    "sjf": (SjfPolicy, OldSjf, {}),
+    "capacity": (CapacityPolicy, _tree_reference(CapacityPolicy), {}),
+    "fair": (FairPolicy, _tree_reference(FairPolicy), {}),
+    "fair-drf-min": (
+        FairPolicy,
+        _tree_reference(FairPolicy),
+        {"inner": "drf", "min_share": "capacity"},
+    ),
+    "drf-users": (DrfPolicy, _tree_reference(DrfPolicy), {}),
+    "drf-jobs": (DrfPolicy, _tree_reference(DrfPolicy), {"across": "jobs"}),
+    "tetris": (TetrisPolicy, OldTetris, {}),
+    "tetris-f0.8": (TetrisPolicy, OldTetris, {"f": 0.8}),
+    "carbyne": (CarbynePolicy, OldCarbyne, {}),
+    "carbyne-g0.6": (CarbynePolicy, OldCarbyne, {"guarantee": 0.6}),
+}
+
+
+class Twin:
+    """One RM core driven by the shared random history."""
+
+    def __init__(self, policy: Policy[Any], nodes: list[Resources]) -> None:
+        self.rm = ResourceManager(policy, queues=QUEUES, users=USERS)
+        self.seq: dict[str, int] = {}
+        for i, r in enumerate(nodes):
+            self.rm.register_node(NodeRegistration(f"n{i}", r), 0.0)
+            self.seq[f"n{i}"] = 0
+
+    def placed_since(self, start: int) -> list[tuple[str, str, int]]:
+        return [
+            (r["job"], r["node"], r["priority"])
+            for r in self.rm.log.records[start:]
+            if r["event"] == "container_allocated"
+        ]
+
+
+def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
+    r = random.Random(f"{seed}:{policy}")
+    nodes = [Resources(vcores=r.choice((4, 8, 16)), memory_mb=r.choice((8, 16, 32)) * GB)]
+    nodes += [Resources(vcores=8, memory_mb=16 * GB) for _ in range(r.randint(1, 4))]
+    out: list[tuple[Any, ...]] = [("nodes", nodes)]
+    jobs = 0
+    for step in range(steps):
+        t = step * 0.05
+        x = r.random()
+        if x < 0.12 or jobs == 0:
+            out.append(("job", t, f"u{r.randrange(3)}", r.choice(LEAVES)))
+            jobs += 1
+        if x < 0.45:
+            job = r.randrange(jobs)
+            asks = []
+            for prio in r.sample(range(5), r.randint(0, 3)):
+                kind = AskKind.DEFAULT if r.random() < 0.6 else AskKind.ALTRUISTIC
+                work = r.choice((0.0, r.uniform(10, 1000)))
+                asks.append(Ask(prio, r.choice(SHAPES), r.randint(0, 6), kind, 10.0, work))
+            out.append(("ask", t, job, asks))
+        elif x < 0.65:
+            out.append(("release", t, r.random(), r.random()))
+        else:
+            out.append(("beat", t, r.randrange(len(nodes))))
+    return out
+
+
+def _play(twin: Twin, history: list[tuple[Any, ...]]) -> list[list[tuple[str, str, int]]]:
+    rm, apps, out = twin.rm, [], []
+    for event in history[1:]:
+        kind, t = event[0], event[1]
+        start = len(rm.log.records)
+        if kind == "job":
+            app_id = rm.submit_application(AppSubmission("j", event[2], event[3], 10), t)
+            rm.register_application_master(app_id, t)
+            apps.append(app_id)
+        elif kind == "ask":
+            app_id = apps[event[2]]
+            if app_id in rm.state.apps:
+                rm.on_allocate(AllocateRequest(app_id, asks=list(event[3])), t)
+        elif kind == "release":
+            running = [a for a in apps if a in rm.state.apps and rm.state.apps[a].containers]
+            if running:
+                app = rm.state.apps[running[int(event[2] * len(running))]]
+                cids = sorted(app.containers)
+                cid = cids[int(event[3] * len(cids))]
+                rm.on_allocate(AllocateRequest(app.app_id, releases=[cid]), t)
+        else:
+            node_id = f"n{event[2]}"
+            twin.seq[node_id] += 1
+            rm.on_node_heartbeat(NodeHeartbeat(node_id, twin.seq[node_id]), t)
+        out.append(twin.placed_since(start))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_kept_structures_decide_as_the_rescans(case: str, seed: int) -> None:
+    new, old, params = CASES[case]
+    history = _history(seed, case, 400)
+    nodes = history[0][1]
+    got = _play(Twin(new(new.Params(**params)), nodes), history)
+    want = _play(Twin(old(old.Params(**params)), nodes), history)
+    assert sum(map(len, want)) > 20  # the history places something
+    assert got == want
+
+
+def test_pending_apps_stay_sorted_and_a_handed_out_list_never_changes() -> None:
+    class App:
+        def __init__(self, seq: int, pending: int) -> None:
+            self.app_id, self.seq, self.pending, self.asks = f"a{seq}", seq, pending, {}
+
+    index: PendingIndex[Any] = PendingIndex()
+    r = random.Random(3)
+    apps = [App(i, 0) for i in range(30)]
+    feed = index.watch()
+    for _ in range(300):
+        app = r.choice(apps)
+        was = app.pending > 0
+        handed = index.sorted_apps()
+        before = list(handed)
+        app.pending = r.choice((0, 0, 1, 5))
+        index.update(app, was)
+        assert handed == before  # a list handed out is not changed under its holder
+        assert [a.seq for a in index.sorted_apps()] == sorted(a.seq for a in apps if a.pending > 0)
+        assert feed.pop(app.app_id) is app  # the watcher hears of it
+    index.unwatch(feed)
+    index.update(apps[0], apps[0].pending > 0)
+    assert not feed
+
+
+def test_fair_window_members_and_moves_follow_its_order() -> None:
+    class App:
+        def __init__(self, seq: int) -> None:
+            self.app_id, self.seq, self.allocated = f"a{seq}", seq, Resources(vcores=0)
+
+    r = random.Random(5)
+    apps = [App(i) for i in range(25)]
+    cap = Resources(vcores=100)
+    for f in (0.1, 0.25, 0.5, 0.9):
+        window = FairWindow(apps[:10], cap, f, track_moves=True)  # type: ignore[arg-type]
+        seen = window.members
+        for _ in range(300):
+            app = r.choice(apps)
+            app.allocated = Resources(vcores=r.choice((0, 1, 2, 5)))
+            window.charged(app, r.random() < 0.8)  # type: ignore[arg-type]
+            members = {i for _, i in window.order[: window.size]}
+            assert window.members == members
+            assert all(window.contains(a.app_id) == (a.app_id in members) for a in apps)
+            for app_id in window.take_moved():  # what moved, and only that, changed sides
+                seen.symmetric_difference_update({app_id})
+            assert seen == members
