@@ -23,47 +23,89 @@ references when slowdown is on) plus the report (~0.4 s, written in the parent e
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import multiprocessing as mp
+import resource
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.benchmarks.bench_sim import make_workload
+from treadle.study.compare import SimBackend, compare
+from treadle.study.runner import PolicyChoice, RunOptions
 
 POLICIES = ("fifo", "drf", "fair", "sjf")
 TARGET = 1.8
 
 
+class CpuTimedBackend(SimBackend):
+    """The simulator backend, noting each run's CPU seconds in its result's stats."""
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        start = time.process_time()
+        result, run = super().run(*args, **kwargs)
+        cpu_ms = round(1000 * (time.process_time() - start))
+        return dataclasses.replace(result, stats={**result.stats, "cpu_ms": cpu_ms}), run
+
+
 def _timed_compare(
     q: Any, nodes: int, span_s: float, workers: int, out: str, slowdown: bool
 ) -> None:
-    from treadle.study.compare import SimBackend, compare
-    from treadle.study.runner import PolicyChoice, RunOptions
-
     wl = make_workload(nodes, span_s)
     choices = [PolicyChoice(p, {}) for p in POLICIES]
-    start = time.perf_counter()
-    compare(
-        wl, choices, Path(out), SimBackend(), options=RunOptions(slowdown=slowdown), workers=workers
+    start, cpu = time.perf_counter(), time.process_time()
+    done = compare(
+        wl,
+        choices,
+        Path(out),
+        CpuTimedBackend(),
+        options=RunOptions(slowdown=slowdown),
+        workers=workers,
     )
-    q.put((time.perf_counter() - start, len(wl.jobs), wl.tasks))
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    runs_cpu = [done.results[p].stats["cpu_ms"] / 1000 for p in POLICIES]
+    # Peak RSS (kB on Linux) of this process and of its largest (forked) worker process.
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    q.put((wall, len(wl.jobs), wl.tasks, me / 1024, children / 1024, cpu, runs_cpu))
 
 
-def run_once(nodes: int, span_s: float, workers: int, out: Path, slowdown: bool) -> float:
+@dataclass
+class Timed:
+    wall_s: float
+    jobs: int
+    tasks: int
+    rss_mb: float  # the compare's process
+    worker_rss_mb: float  # its largest worker process (0: none)
+    cpu_s: float  # CPU seconds of the compare's process (with the runs when in-process)
+    runs_cpu_s: list[float]  # CPU seconds of each run, in POLICIES' order
+
+    def idle_wall_s(self, workers: int) -> float:
+        """The wall time on ``workers`` idle cores, from CPU times: the runs started in
+        order as a worker frees up, plus every CPU second of the parent process counted as
+        if none of it overlapped the runs (an upper bound)."""
+        if workers == 1:
+            return self.cpu_s
+        lanes = [0.0] * workers
+        for cpu in self.runs_cpu_s:
+            lanes[lanes.index(min(lanes))] += cpu
+        return max(lanes) + self.cpu_s
+
+
+def run_once(nodes: int, span_s: float, workers: int, out: Path, slowdown: bool) -> Timed:
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     p = ctx.Process(target=_timed_compare, args=(q, nodes, span_s, workers, str(out), slowdown))
     p.start()
-    wall, jobs, tasks = q.get()
+    timed = Timed(*q.get())
     p.join()
     if p.exitcode != 0:
         raise RuntimeError(f"the compare with --workers {workers} exited {p.exitcode}")
-    run_once.shape = (jobs, tasks)  # type: ignore[attr-defined]
-    wall_s: float = wall
-    return wall_s
+    return timed
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -82,24 +124,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="the parallel side's workers")
     parser.add_argument("--slowdown", action="store_true", help="include alone references")
     args = parser.parse_args(argv)
-    walls: dict[int, list[float]] = {1: [], args.workers: []}
+    timed: dict[int, list[Timed]] = {1: [], args.workers: []}
     with tempfile.TemporaryDirectory(prefix="bench-compare-") as tmp:
         for r in range(args.repeat):
-            for w in walls:
+            for w in timed:
                 out = Path(tmp) / f"r{r}-w{w}"
-                walls[w].append(run_once(args.nodes, args.span_s, w, out, args.slowdown))
-                print(f"run {r + 1}: --workers {w}: {walls[w][-1]:.2f} s", flush=True)
-        first = {w: _files(Path(tmp) / f"r0-w{w}") for w in walls}
+                t = run_once(args.nodes, args.span_s, w, out, args.slowdown)
+                timed[w].append(t)
+                print(
+                    f"run {r + 1}: --workers {w}: {t.wall_s:.2f} s, peak RSS {t.rss_mb:.0f} MB "
+                    f"(largest worker {t.worker_rss_mb:.0f} MB)",
+                    flush=True,
+                )
+        first = {w: _files(Path(tmp) / f"r0-w{w}") for w in timed}
         same = first[1] == first[args.workers]
-    jobs, tasks = run_once.shape  # type: ignore[attr-defined]
+    one = timed[1][0]
+    walls = {w: [t.wall_s for t in ts] for w, ts in timed.items()}
     seq = statistics.median(walls[1])
     par = statistics.median(walls[args.workers])
+    ratios = [a / b for a, b in zip(walls[1], walls[args.workers], strict=True)]
     print(
         f"compare of {len(POLICIES)} policies ({', '.join(POLICIES)}) on {args.nodes} nodes, "
-        f"{jobs} jobs, {tasks} tasks, slowdown {'on' if args.slowdown else 'off'}"
+        f"{one.jobs} jobs, {one.tasks} tasks, slowdown {'on' if args.slowdown else 'off'}"
     )
     print(f"--workers 1: {seq:.2f} s   --workers {args.workers}: {par:.2f} s (medians)")
-    print(f"speedup {seq / par:.2f}x (target >= {TARGET}x on 2 cores)")
+    spread = f" (per pair: {min(ratios):.2f}x-{max(ratios):.2f}x)" if len(ratios) > 1 else ""
+    print(f"speedup {seq / par:.2f}x{spread} (target >= {TARGET}x on 2 cores)")
+    ideal = {w: statistics.median(t.idle_wall_s(w) for t in ts) for w, ts in timed.items()}
+    print(
+        f"from CPU times (on {args.workers} idle cores, parent's CPU counted as serial): "
+        f"{ideal[1]:.2f} s and {ideal[args.workers]:.2f} s, "
+        f"{ideal[1] / ideal[args.workers]:.2f}x; runs' CPU s (median): "
+        + ", ".join(
+            f"{p} {statistics.median(t.runs_cpu_s[i] for t in timed[1]):.2f}"
+            for i, p in enumerate(POLICIES)
+        )
+    )
+    for w, ts in timed.items():
+        rss = statistics.median(t.rss_mb for t in ts)
+        worker = statistics.median(t.worker_rss_mb for t in ts)
+        print(f"peak RSS, --workers {w}: compare {rss:.0f} MB, largest worker {worker:.0f} MB")
     print(f"outputs identical (plots aside): {'yes' if same else 'NO'}")
     return 0 if same else 1
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from treadle.metrics import RunMetrics, analyze
-from treadle.report.markdown import _resample, write_comparison
+from treadle.report.markdown import write_comparison
+from treadle.report.series import resample
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -168,6 +169,6 @@ def test_write_comparison_needs_runs(tmp_path: Path) -> None:
 def test_resample_preserves_time_averages(
     series: list[tuple[float, float]], bins: int, expected: tuple[list[float], list[float]]
 ) -> None:
-    xs, ys = _resample(series, bins)
+    xs, ys = resample(series, bins)
     assert xs == pytest.approx(expected[0])
     assert ys == pytest.approx(expected[1])

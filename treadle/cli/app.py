@@ -110,6 +110,15 @@ WorkersOpt = Annotated[
         show_default=False,
     ),
 ]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Simulator: send the runs to the Dask scheduler at tcp://HOST:PORT (its workers "
+        "need this treadle installed; the files come back here). Needs treadle[dask].",
+        show_default=False,
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
@@ -251,6 +260,7 @@ def compare(
     timeout_s: TimeoutOpt = LIVE_TIMEOUT_S,
     phase_seed: PhaseSeedOpt = 0,
     workers: WorkersOpt = None,
+    cluster: ClusterOpt = None,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
@@ -264,6 +274,8 @@ def compare(
             fail(f"--workers must be >= 1, got {workers}", 2)
         if phase_seed and mode != "sim":
             fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
+        if cluster is not None and mode != "sim":
+            fail("--cluster applies to --mode sim (a live cluster runs on its own machines)", 2)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
@@ -302,6 +314,7 @@ def compare(
                 on_policy=progress.tracker,
                 on_finished=lambda n, _, run: progress.finished(n, run.summary),
                 workers=workers,
+                cluster=cluster,
             )
     table = Table(show_edge=False)
     for col in ("policy", "finished", "makespan s", "mean JCT s", "p95 JCT s", "slowdown"):
