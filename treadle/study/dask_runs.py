@@ -4,12 +4,15 @@ tcp://HOST:PORT``).
 Dask does the scheduling: each run is one task (``distributed.Client.submit``), in the
 order given; a worker that dies mid-run has its run started again on another worker by
 the scheduler, and a run whose workers died ``distributed.scheduler.allowed-failures``
-times (default 3) more is one error naming its policy. The workers need not share this
-machine's filesystem: a task writes the run's files in a temporary directory of its worker
-and returns them (name -> bytes) with what the report needs; this process writes them
-under ``out_dir/NAME``, one run at a time as the runs end, so the same files as a local
-run, whatever their format. The workload and the alone references (computed here, with the
-local cache) go to the cluster once (``Client.scatter``).
+times (default 3) more is one error naming its policy; a run whose result was lost with
+its worker before it was fetched is submitted again (``FETCH_RETRIES``).
+
+The workers need not share this machine's filesystem: a task writes the run's files in a
+temporary directory of its worker and returns them (name -> bytes) with what the report
+needs; this process writes them under ``out_dir/NAME``, one run at a time as the runs
+end, so the same files as a local run, whatever their format. The workload and the alone
+references (computed here, with the local cache) travel in each task, not scattered once:
+scattered data dies with the worker holding it, and the runs that need it with it.
 
 Every worker must run the same treadle (and the scheduler and workers the same dask,
 distributed, cloudpickle, msgpack and Python as this process): ``connect`` checks the
@@ -24,6 +27,7 @@ import logging
 import socket
 import tempfile
 import uuid
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +46,9 @@ log = logging.getLogger(__name__)
 CONNECT_TIMEOUT_S = 10.0
 #: Packages whose versions must be equal on this process, the scheduler and the workers.
 SAME_VERSIONS = ("dask", "distributed", "cloudpickle", "msgpack")
-PROGRESS_INTERVAL_S = 0.5
+#: Times a finished run whose result was lost with its worker (before this process
+#: fetched it) is submitted again.
+FETCH_RETRIES = 2
 
 
 @dataclass
@@ -166,6 +172,15 @@ def _remote_run(
     return result, run, files
 
 
+def _error_of(future: Any) -> BaseException:
+    """What a future that did not finish raises: its error, or its cancellation."""
+    try:
+        future.result()
+    except BaseException as e:
+        return e
+    return RuntimeError(f"its task ended {future.status}")
+
+
 def _failure(name: str, error: BaseException, address: str) -> TreadleError:
     kind = type(error).__name__
     if kind == "KilledWorker":
@@ -217,26 +232,39 @@ def run_on_cluster(
             fn(done, total, t)
 
     client.subscribe_topic(topic, on_event)
-    shared_workload, shared_alone = client.scatter([workload, alone], hash=False)
     code = source_digest()
-    names = {}
-    for i, c in enumerate(choices):
-        future = client.submit(
-            _remote_run, runner, shared_workload, c, options, shared_alone, code, topic, i,
-            key=f"treadle-{c.name}-{token}", pure=False, priority=len(choices) - i,
-        )  # fmt: skip
-        names[future] = c.name
+    names: dict[Any, int] = {}  # future -> index in choices
+    attempts = dict.fromkeys(range(len(choices)), 0)
+
+    def submit(i: int) -> Any:
+        c = choices[i]
+        attempts[i] += 1
+        with warnings.catch_warnings():  # a large workload: it is meant to be in the task
+            warnings.filterwarnings("ignore", "Large object", UserWarning)
+            future = client.submit(
+                _remote_run, runner, workload, c, options, alone, code, topic, i,
+                key=f"treadle-{c.name}-{token}-{attempts[i]}", pure=False,
+                priority=len(choices) - i,
+            )  # fmt: skip
+        names[future] = i
+        return future
+
+    pending = as_completed([submit(i) for i in range(len(choices))], loop=client.loop)
     done: dict[str, Outcome] = {}
     try:
-        for future in as_completed(list(names), loop=client.loop):
-            name = names[future]
+        for future in pending:
+            i = names[future]
+            name = choices[i].name
             if future.status != "finished":
-                try:
-                    error = future.exception()
-                except BaseException as e:  # a cancelled future raises its cancellation
-                    error = e
-                raise _failure(name, error, connection.address)
-            result, run, files = future.result()
+                raise _failure(name, _error_of(future), connection.address)
+            try:
+                result, run, files = future.result()
+            except Exception as e:  # the worker that held it died before it came here
+                if attempts[i] > FETCH_RETRIES:
+                    raise _failure(name, e, connection.address) from None
+                log.warning("policy %s: its result was lost with its worker; run again", name)
+                pending.add(submit(i))
+                continue
             future.release()  # the worker may forget the files now
             run_dir = out_dir / name
             _write_files(files, run_dir)
@@ -247,8 +275,8 @@ def run_on_cluster(
             if on_finished is not None:
                 on_finished(name, result, run)
     finally:
-        pending = [f for f in names if not f.done()]
-        if pending:
-            client.cancel(pending)
+        unfinished = [f for f in names if not f.done()]
+        if unfinished:
+            client.cancel(unfinished)
         client.unsubscribe_topic(topic)
     return done
