@@ -46,10 +46,11 @@ class CpuTimedBackend(SimBackend):
     """The simulator backend, noting each run's CPU seconds in its result's stats."""
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        start = time.process_time()
+        started, start = time.time(), time.process_time()
         result, run = super().run(*args, **kwargs)
         cpu_ms = round(1000 * (time.process_time() - start))
-        return dataclasses.replace(result, stats={**result.stats, "cpu_ms": cpu_ms}), run
+        stats = {**result.stats, "cpu_ms": cpu_ms, "started_ms": round(1000 * started)}
+        return dataclasses.replace(result, stats=stats), run
 
 
 def _timed_compare(
@@ -57,7 +58,12 @@ def _timed_compare(
 ) -> None:
     wl = make_workload(nodes, span_s)
     choices = [PolicyChoice(p, {}) for p in POLICIES]
-    start, cpu = time.perf_counter(), time.process_time()
+    start, cpu, epoch = time.perf_counter(), time.process_time(), time.time()
+    last_end = [cpu, epoch]
+
+    def ended(*_: Any) -> None:
+        last_end[:] = [time.process_time(), time.time()]
+
     done = compare(
         wl,
         choices,
@@ -65,13 +71,17 @@ def _timed_compare(
         CpuTimedBackend(),
         options=RunOptions(slowdown=slowdown),
         workers=workers,
+        on_finished=ended,
     )
+    after = time.process_time() - last_end[0]  # the report, once every run has ended
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     runs_cpu = [done.results[p].stats["cpu_ms"] / 1000 for p in POLICIES]
+    first = min(done.results[p].stats["started_ms"] for p in POLICIES) / 1000 - epoch
+    serial = (first, time.time() - last_end[1])  # until the first run starts; after the last
     # Peak RSS (kB on Linux) of this process and of its largest (forked) worker process.
     me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    q.put((wall, len(wl.jobs), wl.tasks, me / 1024, children / 1024, cpu, runs_cpu))
+    q.put((wall, len(wl.jobs), wl.tasks, me / 1024, children / 1024, cpu, after, runs_cpu, serial))
 
 
 @dataclass
@@ -82,18 +92,21 @@ class Timed:
     rss_mb: float  # the compare's process
     worker_rss_mb: float  # its largest worker process (0: none)
     cpu_s: float  # CPU seconds of the compare's process (with the runs when in-process)
+    after_cpu_s: float  # of which after the last run ended (the report)
     runs_cpu_s: list[float]  # CPU seconds of each run, in POLICIES' order
+    serial_s: tuple[float, float]  # wall s before the first run started, after the last ended
 
     def idle_wall_s(self, workers: int) -> float:
         """The wall time on ``workers`` idle cores, from CPU times: the runs started in
-        order as a worker frees up, plus every CPU second of the parent process counted as
-        if none of it overlapped the runs (an upper bound)."""
+        order as a worker frees up; the parent's CPU while they run shared with them (spread
+        over the cores), and after the last one (the report) alone."""
         if workers == 1:
             return self.cpu_s
         lanes = [0.0] * workers
         for cpu in self.runs_cpu_s:
             lanes[lanes.index(min(lanes))] += cpu
-        return max(lanes) + self.cpu_s
+        during = self.cpu_s - self.after_cpu_s
+        return max(lanes) + during / workers + self.after_cpu_s
 
 
 def run_once(nodes: int, span_s: float, workers: int, out: Path, slowdown: bool) -> Timed:
@@ -152,14 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     print(f"speedup {seq / par:.2f}x{spread} (target >= {TARGET}x on 2 cores)")
     ideal = {w: statistics.median(t.idle_wall_s(w) for t in ts) for w, ts in timed.items()}
     print(
-        f"from CPU times (on {args.workers} idle cores, parent's CPU counted as serial): "
-        f"{ideal[1]:.2f} s and {ideal[args.workers]:.2f} s, "
-        f"{ideal[1] / ideal[args.workers]:.2f}x; runs' CPU s (median): "
-        + ", ".join(
-            f"{p} {statistics.median(t.runs_cpu_s[i] for t in timed[1]):.2f}"
+        f"from CPU times (on {args.workers} idle cores): {ideal[1]:.2f} s and "
+        f"{ideal[args.workers]:.2f} s, {ideal[1] / ideal[args.workers]:.2f}x"
+    )
+    for w, ts in timed.items():
+        runs = ", ".join(
+            f"{p} {statistics.median(t.runs_cpu_s[i] for t in ts):.2f}"
             for i, p in enumerate(POLICIES)
         )
-    )
+        print(f"--workers {w}: each run's CPU s (medians): {runs}")
+    for w, ts in timed.items():
+        before = statistics.median(t.serial_s[0] for t in ts)
+        after = statistics.median(t.serial_s[1] for t in ts)
+        print(f"--workers {w}: {before:.2f} s until the first run starts, {after:.2f} s after")
     for w, ts in timed.items():
         rss = statistics.median(t.rss_mb for t in ts)
         worker = statistics.median(t.worker_rss_mb for t in ts)

@@ -363,5 +363,5 @@ def compare(
 
 
 def _load_report() -> None:
-    """Import the report's plotting (about 0.4 s) while the last runs go on."""
+    """Import the report's plotting (matplotlib) while the last runs go on."""
     import treadle.report.markdown  # noqa: F401
