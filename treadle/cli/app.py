@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Annotated
 
@@ -269,7 +268,9 @@ def compare(
         if mode not in ("sim", "local", "docker"):
             fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
         if workers is None:
-            workers = os.cpu_count() or 1
+            from treadle.study.parallel import usable_cores
+
+            workers = usable_cores()
         elif workers < 1:
             fail(f"--workers must be >= 1, got {workers}", 2)
         if phase_seed and mode != "sim":

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import queue as queue_mod
 import signal
 import sys
@@ -59,6 +60,13 @@ class Runner(Protocol):
         progress: ProgressFn | None,
         run_dir: Path,
     ) -> Outcome: ...
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the platform says)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def mp_context() -> Any:
