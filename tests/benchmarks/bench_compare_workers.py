@@ -6,18 +6,40 @@ speedup. The issue's target: >= 1.8x on 2 cores.
 The workload is ``bench_sim``'s (N nodes of 16 vcores, jobs of 100 two-vcore tasks of
 ~30 s at 80% load, arrivals for S simulated seconds), without slowdown by default (the
 alone references are computed in the parent either way; ``--slowdown`` includes them).
-Each timed compare runs in a fresh process (spawned), so the parallel one pays the
-forkserver's start as a ``treadle compare`` does; the workload is built before the clock
-starts; the timing ends when the report is written. Both runs' files are compared byte for
-byte (the plots aside) and the benchmark fails if they differ.
+Each timed compare runs in a fresh process (spawned), as a ``treadle compare`` does: the
+parallel side forks its workers when that process runs one thread (a terminal's progress
+bar makes it start a forkserver instead, overlapped with the alone references when
+slowdown is on); the workload is built before the clock starts; the timing ends when the
+report is written. Both runs' files are compared byte for byte (the plots aside) and the
+benchmark fails if they differ. Peak RSS: the compare's process and its largest worker.
 
-Measured on 2026-11-26, 2 cores shared with three other sessions running tests and
-benchmarks (load average 2.4-2.7 throughout, so about one core free): 400 nodes, 273 jobs,
-27,300 tasks, 2 runs per side: medians 12.80 s (--workers 1) and 12.13 s (--workers 2),
-1.06x; outputs identical. That says nothing about the 1.8x target yet: measure it on an
-idle machine. In-process timings of the same compare (200 nodes) put the fixed costs of
-the parallel side at ~0.45 s (the forkserver importing treadle, overlapped with the alone
-references when slowdown is on) plus the report (~0.4 s, written in the parent either way).
+The wall-time speedup needs two idle cores. This machine schedules CPU by session
+(``/proc/sys/kernel/sched_autogroup_enabled`` = 1): while other sessions keep the cores
+busy, this session gets its share whatever the number of its processes, and
+``--workers 2`` cannot beat ``--workers 1`` on the wall clock. So the benchmark also
+prints the wall time the same run would take on idle cores, from CPU times: each run's
+CPU seconds laid on the workers in the order they start, the parent's CPU while runs go
+on spread over the cores, its CPU after the last run (the report) added whole; and the
+wall seconds before the first run starts and after the last one ends.
+
+Measured 2026-11-25, 400 nodes, 273 jobs, 27,300 tasks, 3 runs per side, load average
+5-8 from other sessions throughout (so the wall ratios say nothing): this code, two
+benchmark runs: from CPU times 1.88x and 1.80x (runs 2.0-3.4 CPU s each; the lanes
+2 x ~6 s, the parent ~0.3 s after the last run); wall medians 1.06x and 0.73x (pairs
+0.73x-1.18x). Before (1dfd7ac: a forkserver per compare, the report imported after the
+runs, every run's full utilization series sent back): 1.79x from CPU times, which leave
+out the forkserver's start; the wall seconds before the first run started 1.26 (now 0.05)
+and after the last ended 2.05 (now 0.49), both under that load; wall 0.77x. Peak RSS: 188
+MB in-process (199 before), 131 MB for the parent of --workers 2 (156) and 137 MB per
+worker. The 1.8x wall target needs a check on an idle machine; nothing serial is left but
+the report's plots (~0.3 s of CPU) and the imbalance of 4 unequal runs on 2 workers.
+
+Memory on the issue's 1,000-node workload (2,594 jobs, 258k tasks), 5 policies, no
+slowdown, sampled every 0.2 s (same day, same load): ``--workers 1`` peaks at 904 MB (the
+issue measured 1.66 GB before: every run's full results were held until the report);
+``--workers 2``: 233 MB in the parent, 881 MB in the largest worker (one run's event log
+and metrics), 1.68 GB for the whole process tree (two runs at once; fork's shared pages
+counted twice). Memory now grows with the workers, not with the policies.
 """
 
 from __future__ import annotations
