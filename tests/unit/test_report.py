@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,7 +11,8 @@ from typing import Any
 import pytest
 
 from treadle.metrics import RunMetrics, analyze
-from treadle.report.markdown import _resample, write_comparison
+from treadle.report.markdown import write_comparison
+from treadle.report.series import plot_points, resample, thinned
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -145,6 +147,14 @@ def test_wide_jct_range_and_long_series_plot(tmp_path: Path) -> None:
     assert len(m.utilization["vcores"]) > 2000
     write_comparison({"fifo": m}, tmp_path)
     assert (tmp_path / "utilization.png").read_bytes()[:8] == PNG_MAGIC
+    # What a comparison keeps of a run: the series as the plot draws them, the same plot.
+    light = dataclasses.replace(m, utilization=thinned(m.utilization))
+    assert len(light.utilization["vcores"]) <= 2000
+    for res, series in m.utilization.items():
+        assert plot_points(light.utilization[res]) == plot_points(series)
+    write_comparison({"fifo": light}, tmp_path / "light")
+    for png in ("utilization.png", "jct_cdf.png"):
+        assert (tmp_path / "light" / png).read_bytes() == (tmp_path / png).read_bytes()
 
 
 def test_write_comparison_needs_runs(tmp_path: Path) -> None:
@@ -168,6 +178,6 @@ def test_write_comparison_needs_runs(tmp_path: Path) -> None:
 def test_resample_preserves_time_averages(
     series: list[tuple[float, float]], bins: int, expected: tuple[list[float], list[float]]
 ) -> None:
-    xs, ys = _resample(series, bins)
+    xs, ys = resample(series, bins)
     assert xs == pytest.approx(expected[0])
     assert ys == pytest.approx(expected[1])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from contextlib import nullcontext
 from typing import Annotated, Any
@@ -167,6 +166,15 @@ TimingsOpt = Annotated[
         "metrics, write) and the peak RSS, as one line of JSON.",
     ),
 ]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="Simulator: send the runs to the Dask scheduler at tcp://HOST:PORT (its workers "
+        "need this treadle installed; the files come back here). Needs treadle[dask].",
+        show_default=False,
+    ),
+]
 TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
@@ -323,6 +331,7 @@ def compare(
     workers: WorkersOpt = None,
     partition: PartitionOpt = None,
     events: EventsOpt = "parquet",
+    cluster: ClusterOpt = None,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
@@ -332,11 +341,15 @@ def compare(
         if mode not in ("sim", "local", "docker"):
             fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
         if workers is None:
-            workers = os.cpu_count() or 1
+            from treadle.study.parallel import usable_cores
+
+            workers = usable_cores()
         elif workers < 1:
             fail(f"--workers must be >= 1, got {workers}", 2)
         if phase_seed and mode != "sim":
             fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
+        if cluster is not None and mode != "sim":
+            fail("--cluster applies to --mode sim (a live cluster runs on its own machines)", 2)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
@@ -377,6 +390,7 @@ def compare(
                 on_policy=progress.tracker,
                 on_finished=lambda n, _, run: progress.finished(n, run.summary),
                 workers=workers,
+                cluster=cluster,
             )
     table = Table(show_edge=False)
     for col in ("policy", "finished", "makespan s", "mean JCT s", "p95 JCT s", "slowdown"):

@@ -15,7 +15,6 @@ Plots use ``matplotlib.figure.Figure`` directly (no pyplot, no global backend st
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from treadle.metrics import RunMetrics, factor_of_improvement, rounded, write_json
+from treadle.report.series import plot_points
 
 COMPARISON_JSON = "comparison.json"
 REPORT_MD = "report.md"
@@ -32,7 +32,6 @@ UTILIZATION_PNG = "utilization.png"
 
 _FIGSIZE = (8.0, 4.5)
 _DPI = 100
-_MAX_PLOT_POINTS = 2000  # longer utilization series are averaged into this many bins
 
 _PARAMS: tuple[tuple[str, str], ...] = (
     ("workload", "workload"),
@@ -230,29 +229,6 @@ def _markdown(
 # Plots
 
 
-def _resample(series: Sequence[tuple[float, float]], bins: int) -> tuple[list[float], list[float]]:
-    """Time-weighted means of a step series over ``bins`` equal bins (plus the last point)."""
-    t0, t1 = series[0][0], series[-1][0]
-    width = (t1 - t0) / bins
-    if width <= 0:
-        return [p[0] for p in series], [p[1] for p in series]
-    area = [0.0] * bins
-    for (a, v), (b, _) in itertools.pairwise(series):
-        if v == 0 or b <= a:
-            continue
-        i = min(bins - 1, int((a - t0) / width))
-        while a < b and i < bins:
-            edge = t0 + (i + 1) * width if i < bins - 1 else t1
-            seg = min(b, edge) - a
-            if seg > 0:
-                area[i] += v * seg
-            a = min(b, edge)
-            i += 1
-    xs = [t0 + i * width for i in range(bins)] + [t1]
-    ys = [x / width for x in area] + [series[-1][1]]
-    return xs, ys
-
-
 def _time_unit(span: float) -> tuple[str, float]:
     if span > 3 * 3600:
         return "h", 3600.0
@@ -313,10 +289,7 @@ def _plot_utilization(runs: Mapping[str, RunMetrics], path: Path) -> None:
                 series = run.utilization.get(res)
                 if not series:
                     continue
-                if len(series) > _MAX_PLOT_POINTS:
-                    xs, ys = _resample(series, _MAX_PLOT_POINTS // 2)
-                else:
-                    xs, ys = [p[0] for p in series], [p[1] for p in series]
+                xs, ys = plot_points(series)
                 t0 = series[0][0]
                 ax.step([(x - t0) / scale for x in xs], ys, where="post", label=name)
             ax.set_ylabel(res)

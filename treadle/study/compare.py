@@ -3,7 +3,8 @@
 ``compare`` runs every policy on a ``Backend`` and writes the per-policy files
 (``summary.json``, ``jobs.csv``, ``events.jsonl``...) and the comparison report, the same
 files whatever the backend. ``SimBackend`` simulates each policy, several at once in worker
-processes with ``workers > 1`` (see ``_run_parallel``); ``ClusterBackend`` builds
+processes with ``workers > 1`` (``treadle.study.parallel``) or on a Dask cluster
+(``treadle.study.dask_runs``); ``ClusterBackend`` builds
 a cluster per policy from a factory (``LocalCluster.per_policy(...)``,
 ``DockerCluster.per_policy(...)``), starts it, replays the workload on it
 (treadle.cluster.driver), stops it, and adds ``timers.json`` (each role's lag and the
@@ -11,7 +12,8 @@ run's fidelity verdict, treadle.cluster.fidelity; also a section of the report) 
 cluster's logs under POLICY/cluster/, one policy at a time. ``make_backend`` gives the
 backend of ``treadle compare --mode MODE``.
 
-A comparison keeps of each run only what the report needs (``RunMetrics``) and a
+A comparison keeps of each run only what the report needs (``RunMetrics``, its
+utilization series thinned to the points the plot draws: ``report.series.thinned``) and a
 ``RunResult`` (counts, end time, stall, stats); the full event log is on disk
 (``RunResult.records()`` reads it back), never held for every policy at once.
 """
@@ -20,15 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import multiprocessing as mp
-import queue as queue_mod
-import signal
-import time
-import traceback
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -38,7 +33,9 @@ from treadle.errors import TreadleError
 from treadle.event_columns import read_events
 from treadle.model import Workload
 from treadle.registry import build
+from treadle.report.series import thinned
 from treadle.sim import ProgressFn, SimResult
+from treadle.study.parallel import mp_context, run_in_processes, start_forkserver
 from treadle.study.runner import (
     PolicyChoice,
     RunOptions,
@@ -108,6 +105,12 @@ class Comparison:
 OnFinished = Callable[[str, RunResult, metrics.RunMetrics], None]
 
 
+def _for_report(run: metrics.RunMetrics) -> metrics.RunMetrics:
+    """What the report needs of a run: its utilization series as the plot draws them (at
+    most a few thousand points, where a long run has millions)."""
+    return dataclasses.replace(run, utilization=thinned(run.utilization))
+
+
 class Backend(Protocol):
     """Where a comparison runs each policy: the simulator, or a fresh cluster per policy."""
 
@@ -166,7 +169,7 @@ class SimBackend:
         result, run = run_sim(
             workload, choice, run_dir, options=options, progress=progress, alone=alone
         )
-        return RunResult.of(choice.name, result, run_dir), run
+        return RunResult.of(choice.name, result, run_dir), _for_report(run)
 
     def title(self, workload: Workload, policies: int) -> str:
         return f"treadle: {workload.name} under {policies} policies"
@@ -257,7 +260,7 @@ class ClusterBackend:
             run_dir,
             unfaithful=None if fidelity.faithful else fidelity.message(),
         )
-        return result, run
+        return result, _for_report(run)
 
     def report_notes(self) -> str:
         """The report's section on each run's lag and fidelity."""
@@ -320,37 +323,59 @@ def compare(
     on_policy: Callable[[str], ProgressFn | None] | None = None,
     on_finished: OnFinished | None = None,
     workers: int = 1,
+    cluster: str | None = None,
 ) -> Comparison:
     """Run every policy on ``backend`` and write ``out_dir``'s per-policy files and the
-    comparison report (the same files whatever the backend, and whatever ``workers``).
+    comparison report (the same files whatever the backend, ``workers`` and ``cluster``).
 
     ``workers > 1`` runs up to that many policies at once, each in its own process, when
-    the backend allows it (the simulator; clusters run one at a time). ``on_policy(NAME)``
-    is called for every policy before any run starts, in the order given, and returns its
-    progress callback; ``on_finished`` is called as each run ends."""
+    the backend allows it (the simulator; clusters run one at a time). ``cluster``
+    (``tcp://HOST:PORT``) sends the runs to that Dask scheduler instead
+    (``treadle.study.dask_runs``; the simulator only). ``on_policy(NAME)`` is called for
+    every policy before any run starts, in the order given, and returns its progress
+    callback; ``on_finished`` is called as each run ends. The alone references are
+    computed here either way, once for every policy."""
     if workers < 1:
         raise TreadleError(f"--workers must be >= 1, got {workers}")
+    if cluster is not None and not backend.parallel:
+        raise TreadleError("--cluster runs simulations (--mode sim) only")
     options = options or RunOptions()
     choices = list(policies)
     backend.prepare(workload, choices, options, out_dir)  # bad settings fail before any run
     workers = min(workers, len(choices))
-    parallel = workers > 1 and backend.parallel
-    if parallel:
-        _start_forkserver()  # it imports treadle while the references are computed
-    alone = alone_jcts(workload, options) if options.slowdown else {}
-    progress = {c.name: on_policy(c.name) if on_policy else None for c in choices}
-    if parallel:
-        done = _run_parallel(
-            backend, workload, choices, options, alone, out_dir, workers, progress, on_finished
-        )
-    else:
-        done = {}
-        for c in choices:
-            done[c.name] = backend.run(
-                workload, c, options, alone, progress[c.name], out_dir / c.name
-            )
-            if on_finished is not None:
-                on_finished(c.name, *done[c.name])
+    local_parallel = cluster is None and workers > 1 and backend.parallel
+    connection = None
+    if cluster is not None:  # an unreachable scheduler fails before the references
+        from treadle.study import dask_runs
+
+        connection = dask_runs.connect(cluster)
+    ctx = mp_context() if local_parallel else None
+    if ctx is not None:
+        start_forkserver(ctx)  # if it is one: it imports treadle while the references run
+    try:
+        alone = alone_jcts(workload, options) if options.slowdown else {}
+        progress = {c.name: on_policy(c.name) if on_policy else None for c in choices}
+        if connection is not None:
+            done = dask_runs.run_on_cluster(
+                connection, backend, workload, choices, options, alone, out_dir, progress,
+                on_finished,
+            )  # fmt: skip
+        elif ctx is not None:
+            done = run_in_processes(
+                backend, workload, choices, options, alone, out_dir, workers, progress,
+                on_finished, ctx=ctx, all_started=_load_report,
+            )  # fmt: skip
+        else:
+            done = {}
+            for c in choices:
+                done[c.name] = backend.run(
+                    workload, c, options, alone, progress[c.name], out_dir / c.name
+                )
+                if on_finished is not None:
+                    on_finished(c.name, *done[c.name])
+    finally:
+        if connection is not None:
+            connection.close()
     results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
     runs = {c.name: done[c.name][1] for c in choices}
     from treadle import report
@@ -364,133 +389,6 @@ def compare(
     return Comparison(runs, results, path)
 
 
-# Parallel runs. Each policy runs in a process of its own (at most ``workers`` at once),
-# started from a forkserver where the platform has one (else spawn): the parent holds
-# threads (rich's refresh thread, the queue's feeder), which a plain fork copies in
-# whatever state they are, locks included; the forkserver is a fresh interpreter that
-# imports treadle once and forks each worker from that clean state, nearly as cheaply.
-# A process per run, rather than a pool, names the policy whose process died (its exit
-# code) instead of breaking every pending run at once. Workers send their progress, their
-# result (RunResult and RunMetrics: what the report needs, not the event log) or their
-# error through one queue.
-
-PROGRESS_INTERVAL_S = 0.1  # a worker reports progress at most this often (and at the end)
-_PRELOAD = ["treadle.study.compare"]
-
-
-def _mp_context() -> Any:
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(_PRELOAD)
-        return ctx
-    return mp.get_context("spawn")
-
-
-def _start_forkserver() -> None:
-    if _mp_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
-        forkserver.ensure_running()
-
-
-def _worker(
-    index: int,
-    backend: Backend,
-    workload: Workload,
-    choice: PolicyChoice,
-    options: RunOptions,
-    alone: dict[str, float],
-    run_dir: Path,
-    messages: Any,
-) -> None:
-    last = 0.0
-
-    def progress(done: int, total: int, t: float) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if done >= total or now - last >= PROGRESS_INTERVAL_S:
-            last = now
-            messages.put(("progress", index, (done, total, t)))
-
-    try:
-        outcome = backend.run(workload, choice, options, alone, progress, run_dir)
-    except Exception as e:  # sent to the parent, which names the policy
-        text = str(e) if isinstance(e, TreadleError) else f"{type(e).__name__}: {e}"
-        messages.put(("error", index, (text, traceback.format_exc())))
-    else:
-        messages.put(("done", index, outcome))
-
-
-def _died(process: BaseProcess) -> str:
-    code = process.exitcode
-    if code is not None and code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            pass
-    return f"exit status {code}"
-
-
-def _run_parallel(
-    backend: Backend,
-    workload: Workload,
-    choices: Sequence[PolicyChoice],
-    options: RunOptions,
-    alone: dict[str, float],
-    out_dir: Path,
-    workers: int,
-    progress: dict[str, ProgressFn | None],
-    on_finished: OnFinished | None,
-) -> dict[str, tuple[RunResult, metrics.RunMetrics]]:
-    ctx = _mp_context()
-    messages = ctx.Queue()
-    waiting = deque(enumerate(choices))
-    running: dict[int, BaseProcess] = {}
-    done: dict[str, tuple[RunResult, metrics.RunMetrics]] = {}
-    try:
-        while waiting or running:
-            while waiting and len(running) < workers:
-                i, c = waiting.popleft()
-                process = ctx.Process(
-                    target=_worker,
-                    args=(i, backend, workload, c, options, alone, out_dir / c.name, messages),
-                    name=f"treadle-compare-{c.name}",
-                    daemon=True,
-                )
-                process.start()
-                running[i] = process
-            # A process flushes its queue before it exits: one that had exited before this
-            # wait, when the wait finds nothing, has sent everything it ever will; if its
-            # outcome is not among that, it died.
-            exited = [i for i, process in running.items() if process.exitcode is not None]
-            try:
-                kind, i, payload = messages.get(timeout=PROGRESS_INTERVAL_S)
-            except queue_mod.Empty:
-                if exited:
-                    raise TreadleError(
-                        f"policy {choices[exited[0]].name}: its worker process died "
-                        f"({_died(running[exited[0]])}) before the run ended"
-                    ) from None
-                continue
-            name = choices[i].name
-            if kind == "progress":
-                fn = progress[name]
-                if fn is not None:
-                    fn(*payload)
-            elif kind == "error":
-                text, trace = payload
-                log.debug("policy %s failed in its worker:\n%s", name, trace)
-                raise TreadleError(f"policy {name}: {text}")
-            else:
-                done[name] = payload
-                running.pop(i).join()
-                if on_finished is not None:
-                    on_finished(name, *payload)
-    finally:
-        for process in running.values():  # an error, or an interrupt: stop the others
-            process.terminate()
-        for process in running.values():
-            process.join()
-        messages.close()
-        messages.cancel_join_thread()
-    return done
+def _load_report() -> None:
+    """Import the report's plotting (matplotlib) while the last runs go on."""
+    import treadle.report.markdown  # noqa: F401
