@@ -221,19 +221,17 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
         self, request: cm_pb.StartContainersRequest, context: Any
     ) -> cm_pb.StartContainersResponse:
         host = self.host
+        # All or nothing: a launch the RM did not sign refuses the call before any starts.
+        for m in request.launches:
+            host.verifier.check(
+                m.container_id, m.app_id, m.node_id, dict(m.resources.amounts), m.container_token
+            )
         now = host.clock.now()
         resp = cm_pb.StartContainersResponse()
         for m in request.launches:
             try:
                 launch = wire.launch_from_pb(m)
                 nm = host.nm(launch.node_id)
-                host.verifier.check(
-                    m.container_id,
-                    m.app_id,
-                    m.node_id,
-                    dict(m.resources.amounts),
-                    m.container_token,
-                )
                 if m.command:
                     launch = type(launch)(
                         launch.container_id,
@@ -250,8 +248,6 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
                     )
                 resp.started.append(launch.container_id)
             except Exception as e:  # one bad launch must not fail the others
-                if isinstance(e, auth.UnauthenticatedError):
-                    log.warning("container_refused", container=m.container_id, reason=str(e))
                 resp.failed[m.container_id] = str(e)
         return resp
 
