@@ -163,6 +163,21 @@ def cluster_up(
     )
 
 
+@cluster_app.command("secrets")
+def cluster_secrets(
+    directory: Annotated[Path, typer.Argument(help="Where to write acl, node-secret and keys.")],
+) -> None:
+    """Write a deployment's secrets unless DIR holds them already: the ACL (admins
+    `treadle` and `am-host`), the node secret and the two keys. Each comes from
+    $TREADLE_NODE_SECRET, $TREADLE_ADMIN_KEY, $TREADLE_AM_HOST_KEY (or the file named by
+    the same variable with _FILE, e.g. a Docker secret) or is made fresh."""
+    with errors():
+        from treadle.cluster.secrets import write_if_missing
+
+        wrote = write_if_missing(directory, os.environ)
+    say(f"{'wrote' if wrote else 'kept'} the cluster secrets in {directory}")
+
+
 @cluster_app.command("status")
 def cluster_status(
     cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,

@@ -109,3 +109,45 @@ def client_peer(
             if found is not None:
                 return Peer(found.creds, tls or found.tls)
     return Peer(None, tls)
+
+
+#: Environment variables a deployment may set a secret with (value, or ``*_FILE``: a
+#: file holding it, such as a Docker secret under /run/secrets); unset: made fresh.
+SECRET_ENV = {
+    "node_secret": "TREADLE_NODE_SECRET",
+    "driver_key": "TREADLE_ADMIN_KEY",
+    "am_host_key": "TREADLE_AM_HOST_KEY",
+}
+
+
+def secrets_from_env(env: Mapping[str, str]) -> ClusterSecrets:
+    """The cluster's secrets from ``SECRET_ENV`` (values or ``*_FILE`` paths), each one
+    not given made fresh; a given one shorter than 16 characters is an error."""
+    values: dict[str, str] = {}
+    for field_, var in SECRET_ENV.items():
+        if env.get(var):
+            value = env[var].strip()
+            if len(value) < 16:
+                raise InputError(var, None, "a secret needs at least 16 characters")
+        elif env.get(var + "_FILE"):
+            value = auth.read_secret(env[var + "_FILE"], var).decode()
+        else:
+            value = auth.new_secret()
+        values[field_] = value
+    return ClusterSecrets(**values)
+
+
+def write_if_missing(directory: Path, env: Mapping[str, str]) -> bool:
+    """Write a deployment's secrets into ``directory`` unless they are there already
+    (a restarted RM keeps them); each file appears whole (written aside, then renamed).
+    True if they were written."""
+    if all((directory / name).exists() for name in ClusterSecrets.generate().files()):
+        return False
+    secrets = secrets_from_env(env)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / ".new"
+    secrets.write(tmp)
+    for name in secrets.files():
+        os.replace(tmp / name, directory / name)
+    tmp.rmdir()
+    return True
