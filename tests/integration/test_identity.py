@@ -168,7 +168,9 @@ async def test_no_credentials_cannot_kill_a_job(tmp_path: Path) -> None:
 
 
 @aio
-async def test_a_user_cannot_kill_another_users_job(tmp_path: Path) -> None:
+async def test_a_user_cannot_kill_another_users_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     async with cluster(tmp_path) as c:
         app, _ = await c.submit("alice")
         why = await refused(
@@ -176,6 +178,12 @@ async def test_a_user_cannot_kill_another_users_job(tmp_path: Path) -> None:
         )
         assert "'bob' may not kill" in why
         assert c.state(app) == "RUNNING"
+    # The refusal is logged with the caller's identity and address.
+    logged = [line for line in capsys.readouterr().out.splitlines() if "rpc_refused" in line]
+    assert len(logged) == 1
+    assert "user=bob" in logged[0]
+    assert "PERMISSION_DENIED" in logged[0]
+    assert "peer=ipv4:127.0.0.1" in logged[0]
 
 
 @aio

@@ -181,6 +181,11 @@ class DockerCluster(ClusterBase):
         return bool(self._containers)
 
     async def _prepare(self) -> None:
+        if self.tls is not None:
+            raise TreadleError(
+                "docker cluster: TLS files are not copied into containers; use a local "
+                "cluster, or the deploy files with --tls-* flags added"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(check_image, self.image)
 
