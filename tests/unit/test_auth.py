@@ -36,9 +36,11 @@ def test_the_replay_window_accepts_each_timestamp_once() -> None:
     assert w.check("alice", 1450) is not None
     assert "older than the replay window" in (w.check("alice", 1400) or "")
     assert w.check("bob", 1400) is None  # per user
-    for t in range(2000, 2200):  # the seen set stays bounded
+    for t in range(2000, 2200):  # only the window's timestamps are kept
         assert w.check("alice", t) is None
-    assert len(w._seen["alice"]) <= 200
+    assert len(w._seen["alice"]) == 100
+    assert w.check("alice", 2099) is not None  # left the window (and forgotten): refused
+    assert w.check("alice", 2100) is not None  # inside it: remembered, refused
 
 
 def test_stamps_strictly_increase() -> None:

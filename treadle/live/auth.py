@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import heapq
 import hmac
 import os
 import secrets
@@ -114,24 +115,27 @@ class ReplayWindow:
         self.window_ns = window_ns
         self.floor_ns = floor_ns
         self._newest: dict[str, int] = {}
+        # Per user, the timestamps accepted inside the window: a set to look up, a heap to
+        # drop the ones the window has left behind (oldest first).
         self._seen: dict[str, set[int]] = {}
+        self._order: dict[str, list[int]] = {}
 
     def check(self, user: str, ts: int) -> str | None:
         """None if ``ts`` is fresh for ``user`` (and record it), else why not."""
         newest = self._newest.get(user, self.floor_ns)
         seen = self._seen.setdefault(user, set())
+        order = self._order.setdefault(user, [])
         if ts > newest:
             self._newest[user] = ts
             low = ts - self.window_ns
-            if len(seen) > 64:
-                seen.difference_update([t for t in seen if t <= low])
-            seen.add(ts)
-            return None
-        if ts <= newest - self.window_ns or ts <= self.floor_ns:
+            while order and order[0] <= low:
+                seen.discard(heapq.heappop(order))
+        elif ts <= newest - self.window_ns or ts <= self.floor_ns:
             return f"timestamp {ts} is older than the replay window (newest {newest})"
-        if ts in seen:
+        elif ts in seen:
             return f"timestamp {ts} was already used (replayed request)"
         seen.add(ts)
+        heapq.heappush(order, ts)
         return None
 
 
