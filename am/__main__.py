@@ -20,8 +20,17 @@ import structlog
 
 from treadle.errors import TreadleError
 from treadle.live import lag
-from treadle.live.proc import ArgumentParser, add_common, fail, setup_logging, write_port_file
-from treadle.live.rpcutil import install_stop_signals, wait_ready
+from treadle.live.auth import ENV_AM_TOKEN
+from treadle.live.proc import (
+    ArgumentParser,
+    add_common,
+    add_security,
+    fail,
+    security_from,
+    setup_logging,
+    write_port_file,
+)
+from treadle.live.rpcutil import configure, install_stop_signals, wait_ready
 
 PROG = "python -m am"
 log = structlog.get_logger("am")
@@ -36,6 +45,7 @@ def parser() -> ArgumentParser:
     p.add_argument("--poll-s", type=float, default=0.2, help="host: wall seconds between RM polls")
     p.add_argument("--max-concurrent", type=int, default=10_000, help="host: most AMs run at once")
     p.add_argument("--rm-wait-s", type=float, default=60.0, help="how long to wait for the RM")
+    add_security(p, identity=True)
     add_common(p)
     return p
 
@@ -82,6 +92,7 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, f"--rm-wait-s must be >= 0, got {args.rm_wait_s}")
     if args.max_concurrent < 1:
         fail(PROG, f"--max-concurrent must be >= 1, got {args.max_concurrent}")
+    configure(security_from(PROG, args))
     stop = asyncio.Event()
     install_stop_signals(stop)
     try:
@@ -104,7 +115,8 @@ async def main_async(argv: list[str]) -> int:
         log.info("am_host_stopped", lag=lag.PROCESS.summary())
         return 0
     try:
-        status = await run_application_master(args.rm, args.app_id, stop=stop)
+        token = os.environ.get(ENV_AM_TOKEN, "")
+        status = await run_application_master(args.rm, args.app_id, am_token=token, stop=stop)
     except TreadleError as e:
         fail(PROG, str(e), 1)
     except grpc.aio.AioRpcError as e:

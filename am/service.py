@@ -47,7 +47,12 @@ from treadle.rpc.v1 import (
 log = structlog.get_logger("am")
 
 #: The application ended, was killed, or this attempt is no longer the current one.
-GONE = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
+GONE = (
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.UNAUTHENTICATED,  # not (or no longer) this application's AM
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 
 
 class AmError(TreadleError):
@@ -58,6 +63,7 @@ async def run_application_master(
     rm_address: str,
     app_id: str,
     *,
+    am_token: str = "",
     stop: asyncio.Event | None = None,
     rpc_timeout_s: float = 10.0,
     rm_lost_s: float = 60.0,
@@ -68,11 +74,13 @@ async def run_application_master(
     attempt and start another) or when the RM says the application or attempt is gone
     (KILLED if the application was killed, FAILED otherwise). Raises :class:`AmError` when
     the RM refuses the registration or cannot be reached for ``rm_lost_s`` wall seconds.
+    ``am_token`` is the application's AM token (issued at submission), sent with every
+    Register, Allocate and Finish.
     """
     stop = stop if stop is not None else asyncio.Event()
     with structlog.contextvars.bound_contextvars(app=app_id):
         async with channel(rm_address) as ch, _NodeChannels() as nodes:
-            session = _Session(ch, app_id, nodes, rpc_timeout_s, rm_lost_s)
+            session = _Session(ch, app_id, nodes, rpc_timeout_s, rm_lost_s, am_token)
             return await session.run(stop)
 
 
@@ -109,8 +117,11 @@ class _Session:
         nodes: _NodeChannels,
         rpc_timeout_s: float,
         rm_lost_s: float,
+        am_token: str = "",
     ) -> None:
         self.app_id = app_id
+        self.am_token = am_token
+        self.container_tokens: dict[str, str] = {}  # container id -> the RM's signature
         self.rm: Any = am_grpc.ApplicationMasterStub(ch)
         self.client: Any = client_grpc.ClientStub(ch)
         self.nodes = nodes
@@ -125,7 +136,7 @@ class _Session:
 
     # ------------------------------------------------------------------ register
     async def register(self) -> am_pb.RegisterApplicationMasterResponse:
-        req = am_pb.RegisterApplicationMasterRequest(app_id=self.app_id)
+        req = am_pb.RegisterApplicationMasterRequest(app_id=self.app_id, am_token=self.am_token)
         try:
             resp: am_pb.RegisterApplicationMasterResponse = await self.rm.RegisterApplicationMaster(
                 req, timeout=max(self.timeout, self.rm_lost_s), wait_for_ready=True
@@ -182,10 +193,10 @@ class _Session:
                     return FinalStatus.KILLED
                 now = clock.now()
                 request = self._with_carry(core.allocate_request(now))
+                msg = wire.allocate_to_pb(request)
+                msg.am_token = self.am_token
                 try:
-                    resp = await self.rm.Allocate(
-                        wire.allocate_to_pb(request), timeout=self.timeout
-                    )
+                    resp = await self.rm.Allocate(msg, timeout=self.timeout)
                 except grpc.aio.AioRpcError as e:
                     code = e.code()
                     if code in GONE:
@@ -207,6 +218,7 @@ class _Session:
                     failing_since = None
                     for c in resp.allocated:
                         self.addresses[c.container_id] = c.node_address
+                        self.container_tokens[c.container_id] = c.container_token
                     launches = core.on_allocate_response(
                         wire.allocate_response_from_pb(resp), clock.now()
                     )
@@ -214,6 +226,7 @@ class _Session:
                         await self.launch(core, launches)
                     for s in resp.completed:
                         self.addresses.pop(s.container_id, None)
+                        self.container_tokens.pop(s.container_id, None)
                     if core.finished:
                         break
                 t += interval
@@ -254,6 +267,7 @@ class _Session:
             status=wire.final_status_to_pb(status),
             diagnostics=diagnostics,
             attempt=self.attempt,
+            am_token=self.am_token,
         )
         try:
             await self.rm.FinishApplicationMaster(
@@ -288,7 +302,10 @@ class _Session:
 
     async def _start(self, address: str, group: list[ContainerLaunch]) -> dict[str, str]:
         """Start one NM's launches; return the ones that failed, with the reason."""
-        req = cm_pb.StartContainersRequest(launches=[wire.launch_to_pb(x) for x in group])
+        msgs = [wire.launch_to_pb(x) for x in group]
+        for m in msgs:
+            m.container_token = self.container_tokens.get(m.container_id, "")
+        req = cm_pb.StartContainersRequest(launches=msgs)
         try:
             resp = await self.nodes.stub(address).StartContainers(req, timeout=self.timeout)
         except grpc.aio.AioRpcError as e:
@@ -375,7 +392,9 @@ async def run_am_host(
                             log.warning("am_host_full", running=len(running))
                             break
                         task = asyncio.create_task(
-                            run_application_master(rm_address, report.app_id, stop=stop),
+                            run_application_master(
+                                rm_address, report.app_id, am_token=report.am_token, stop=stop
+                            ),
                             name=f"am-{report.app_id}",
                         )
                         running[report.app_id] = task

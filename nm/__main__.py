@@ -12,17 +12,27 @@ import grpc
 import structlog
 
 from nm.service import ContainerManagerServicer, NodeHost
-from treadle.errors import InvalidRequestError
+from treadle.errors import InvalidRequestError, TreadleError
 from treadle.live import lag
+from treadle.live.auth import read_secret
 from treadle.live.proc import (
     ArgumentParser,
     add_common,
+    add_security,
     fail,
     host_port,
+    security_from,
     setup_logging,
     write_port_file,
 )
-from treadle.live.rpcutil import CHANNEL_OPTIONS, add_health, install_stop_signals, wait_ready
+from treadle.live.rpcutil import (
+    CHANNEL_OPTIONS,
+    add_health,
+    bind,
+    configure,
+    install_stop_signals,
+    wait_ready,
+)
 from treadle.model import NodeSpec
 from treadle.resources import Resources
 from treadle.rpc.v1 import container_manager_pb2_grpc as cm_grpc
@@ -50,6 +60,15 @@ def parser() -> ArgumentParser:
     p.add_argument("--advertise", help="host:port AMs use to reach this process")
     p.add_argument("--batch", action="store_true", help="send all NMs' heartbeats in one call")
     p.add_argument("--rm-wait-s", type=float, default=60.0, help="how long to wait for the RM")
+    p.add_argument(
+        "--node-secret-file",
+        metavar="FILE",
+        help="the cluster's node secret (see README, Security)",
+    )
+    p.add_argument(
+        "--insecure", action="store_true", help="register unsigned, start unsigned containers"
+    )
+    add_security(p, identity=False)
     add_common(p)
     return p
 
@@ -104,14 +123,23 @@ def node_specs(a: argparse.Namespace) -> list[NodeSpec]:
 async def main_async(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     setup_logging(args.log_level, PROG)
+    peer = security_from(PROG, args)
+    configure(peer)
+    if args.insecure == bool(args.node_secret_file):
+        fail(PROG, "give --node-secret-file FILE, or --insecure for an RM without identity checks")
     try:
         specs = node_specs(args)
-    except InvalidRequestError as e:
+        secret = (
+            read_secret(args.node_secret_file, "node secret") if args.node_secret_file else None
+        )
+    except TreadleError as e:
         fail(PROG, str(e))
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
-    port = server.add_insecure_port(args.listen)
+    port = bind(server, args.listen, peer.tls)
     address = host_port(args.listen, port)
-    host = NodeHost(specs, args.rm, batch=args.batch, address=args.advertise or address)
+    host = NodeHost(
+        specs, args.rm, batch=args.batch, address=args.advertise or address, node_secret=secret
+    )
     cm_grpc.add_ContainerManagerServicer_to_server(ContainerManagerServicer(host), server)
     add_health(server, ["treadle.v1.ContainerManager"])
     await server.start()

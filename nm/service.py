@@ -14,7 +14,8 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import grpc
@@ -22,9 +23,10 @@ import structlog
 
 from nm.core import NodeManager
 from treadle.errors import InvalidRequestError, NotFoundError
-from treadle.live import wire
+from treadle.live import auth, wire
 from treadle.live.clock import EmulatedClock
-from treadle.live.rpcutil import channel, map_errors
+from treadle.live.gate import ContainerVerifier
+from treadle.live.rpcutil import channel, map_errors, peer_for
 from treadle.model import NodeSpec
 from treadle.rpc.v1 import (
     container_manager_pb2 as cm_pb,
@@ -40,7 +42,13 @@ class NodeHost:
     """The NM cores of one process and their link to the RM."""
 
     def __init__(
-        self, nodes: Sequence[NodeSpec], rm_address: str, *, batch: bool, address: str = ""
+        self,
+        nodes: Sequence[NodeSpec],
+        rm_address: str,
+        *,
+        batch: bool,
+        address: str = "",
+        node_secret: bytes | None = None,
     ) -> None:
         if not nodes:
             raise InvalidRequestError("an NM host needs at least one node")
@@ -56,6 +64,11 @@ class NodeHost:
         self._hb_lock = asyncio.Lock()
         self._oob: dict[str, None] = {}  # nodes owing an out-of-band heartbeat
         self._oob_task: asyncio.Task[None] | None = None
+        # Registrations are signed with the node secret; the RM's container signatures
+        # are checked under a key derived from it (None: an RM without identity checks).
+        self.node_secret = node_secret
+        self.verifier = ContainerVerifier(node_secret)
+        self.tokens: dict[str, str] = {}  # node id -> the token the RM issued it
 
     def nm(self, node_id: str) -> NodeManager:
         nm = self.nms.get(node_id)
@@ -64,7 +77,10 @@ class NodeHost:
         return nm
 
     async def connect(self) -> None:
-        self._channel = channel(self.rm_address)
+        peer = peer_for(self.rm_address)
+        if self.node_secret is not None:
+            peer = replace(peer, creds=auth.Credentials(auth.NODE_PRINCIPAL, self.node_secret))
+        self._channel = channel(self.rm_address, peer)
         self._stub = rt_grpc.ResourceTrackerStub(self._channel)
 
     async def close(self) -> None:
@@ -77,9 +93,10 @@ class NodeHost:
     async def register(self, node_ids: Sequence[str] | None = None) -> None:
         for node_id in node_ids or list(self.nms):
             nm = self.nms[node_id]
-            resp = await self._stub.RegisterNode(
-                wire.registration_to_pb(nm.registration(self.address)), timeout=30
-            )
+            req = wire.registration_to_pb(nm.registration(self.address))
+            req.node_token = self.tokens.get(node_id, "")
+            resp = await self._stub.RegisterNode(req, timeout=30)
+            self.tokens[node_id] = resp.node_token
             self.clock = _adopt(self.clock, resp.clock.epoch_unix_s, resp.clock.dilation)
             self.interval_s = resp.heartbeat_interval_s or 1.0
 
@@ -92,15 +109,16 @@ class NodeHost:
         async with self._hb_lock:
             now = self.clock.now()
             hbs = [self.nms[n].heartbeat(now) for n in node_ids]
+            msgs = [wire.heartbeat_to_pb(h) for h in hbs]
+            for m in msgs:
+                m.node_token = self.tokens.get(m.node_id, "")
             if self.batch:
-                req = rt_pb.NodeHeartbeatBatchRequest(
-                    heartbeats=[wire.heartbeat_to_pb(h) for h in hbs]
-                )
+                req = rt_pb.NodeHeartbeatBatchRequest(heartbeats=msgs)
                 resp = await self._stub.NodeHeartbeatBatch(req, timeout=30)
                 answers = list(resp.responses)
             else:
                 answers = await asyncio.gather(
-                    *(self._stub.NodeHeartbeat(wire.heartbeat_to_pb(h), timeout=30) for h in hbs)
+                    *(self._stub.NodeHeartbeat(m, timeout=30) for m in msgs)
                 )
             resync = []
             for hb, answer in zip(hbs, answers, strict=True):
@@ -165,9 +183,16 @@ class NodeHost:
                 proc.terminate()
         return nm.stop_container(cid, now, by_am=by_am)
 
-    async def launch_process(self, nm: NodeManager, cid: str, command: Sequence[str]) -> None:
+    async def launch_process(
+        self,
+        nm: NodeManager,
+        cid: str,
+        command: Sequence[str],
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
         """Run an AM container's command; the container completes when it exits."""
         env = dict(os.environ, TREADLE_CONTAINER_ID=cid, TREADLE_NODE_ID=nm.node_id)
+        env.update(environment or {})
         argv = [sys.executable if a == "{python}" else a for a in command]
         proc = await asyncio.create_subprocess_exec(*argv, env=env)
         self.processes[cid] = proc
@@ -196,6 +221,11 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
         self, request: cm_pb.StartContainersRequest, context: Any
     ) -> cm_pb.StartContainersResponse:
         host = self.host
+        # All or nothing: a launch the RM did not sign refuses the call before any starts.
+        for m in request.launches:
+            host.verifier.check(
+                m.container_id, m.app_id, m.node_id, dict(m.resources.amounts), m.container_token
+            )
         now = host.clock.now()
         resp = cm_pb.StartContainersResponse()
         for m in request.launches:
@@ -213,7 +243,9 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
                 nm.start_container(launch, now)
                 host.schedule_completion(launch.node_id, launch.duration_s)
                 if m.command:
-                    await host.launch_process(nm, launch.container_id, list(m.command))
+                    await host.launch_process(
+                        nm, launch.container_id, list(m.command), dict(m.environment)
+                    )
                 resp.started.append(launch.container_id)
             except Exception as e:  # one bad launch must not fail the others
                 resp.failed[m.container_id] = str(e)

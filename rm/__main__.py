@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import sys
@@ -13,14 +14,19 @@ from rm.service import RmSettings, serve
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import lag
+from treadle.live.auth import AclFile, read_secret
+from treadle.live.gate import Gate
 from treadle.live.proc import (
     ArgumentParser,
     add_common,
+    add_security,
     fail,
     host_port,
+    security_from,
     setup_logging,
     write_port_file,
 )
+from treadle.live.rpcutil import configure
 from treadle.registry import build, parse_settings
 
 PROG = "python -m rm"
@@ -44,8 +50,43 @@ def parser() -> ArgumentParser:
     p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
     p.add_argument("--max-am-attempts", type=int, default=2)
     p.add_argument("--events", help="stream the event log to this JSON-lines file")
+    g = p.add_argument_group("identity (see README, Security)")
+    g.add_argument("--acl", metavar="FILE", help="users: 'user role key' lines, reloaded on change")
+    g.add_argument("--node-secret-file", metavar="FILE", help="the secret NMs register with")
+    g.add_argument(
+        "--replay-window-s",
+        type=float,
+        default=30.0,
+        help="how far out of order a user's concurrent calls may arrive (wall s)",
+    )
+    g.add_argument(
+        "--insecure", action="store_true", help="accept every call unauthenticated (tests only)"
+    )
+    add_security(p, identity=False)
     add_common(p)
     return p
+
+
+def _gate(args: argparse.Namespace) -> Gate:
+    if args.insecure:
+        if args.acl or args.node_secret_file:
+            fail(PROG, "--insecure excludes --acl and --node-secret-file")
+        log.warning("rm_insecure", note="every call is accepted without authentication")
+        return Gate.open()
+    if not args.acl or not args.node_secret_file:
+        fail(
+            PROG,
+            "the RM needs --acl FILE and --node-secret-file FILE (treadle cluster up makes "
+            "them), or --insecure to accept unauthenticated calls",
+        )
+    if not args.replay_window_s >= 0:
+        fail(PROG, f"--replay-window-s must be >= 0, got {args.replay_window_s}")
+    try:
+        acl = AclFile(args.acl)
+        secret = read_secret(args.node_secret_file, "node secret")
+    except TreadleError as e:
+        fail(PROG, str(e))
+    return Gate(acl, secret, replay_window_s=args.replay_window_s)
 
 
 async def main_async(argv: list[str]) -> int:
@@ -55,6 +96,8 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, f"--dilation must be > 0, got {args.dilation}")
     if args.expiry_intervals < 1 or args.max_am_attempts < 1:
         fail(PROG, "--expiry-intervals and --max-am-attempts must be >= 1")
+    peer = security_from(PROG, args)
+    configure(peer)
     try:
         policy = build("policies", args.policy, parse_settings(args.set))
         queues = users = None
@@ -69,6 +112,7 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, str(e))
     if not heartbeat_s > 0:
         fail(PROG, f"--heartbeat-s must be > 0, got {heartbeat_s}")
+    gate = _gate(args)
     sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115
     log_ = ev.EventLog(sink)
     rm = ResourceManager(
@@ -82,9 +126,9 @@ async def main_async(argv: list[str]) -> int:
         max_am_attempts=args.max_am_attempts,
         policy_errors="log",
     )
-    settings = RmSettings(dilation=args.dilation, am_interval_s=args.am_interval_s)
+    settings = RmSettings(dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls)
     try:
-        server, state, port = await serve(rm, settings, args.listen)
+        server, state, port = await serve(rm, settings, args.listen, gate)
     except (OSError, RuntimeError) as e:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
     address = host_port(args.listen, port)

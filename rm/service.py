@@ -22,9 +22,10 @@ from rm.core import ResourceManager
 from rm.reports import AppReport
 from treadle import events as ev
 from treadle.errors import InvalidRequestError
-from treadle.live import wire
+from treadle.live import auth, wire
 from treadle.live.clock import EmulatedClock
-from treadle.live.rpcutil import CHANNEL_OPTIONS, add_health, channel, map_errors
+from treadle.live.gate import Caller, Gate
+from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
 from treadle.messages import AppSubmission, FinalStatus
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -55,14 +56,16 @@ class RmSettings:
     am_interval_s: float = 1.0
     am_command: Sequence[str] = ("{python}", "-m", "am")
     advertise: str = ""  # the address NMs' AM processes use to reach this RM
+    tls: TlsFiles | None = None  # serve over mutual TLS
 
 
 class RmServer:
     """The RM core, its clock, and the bookkeeping the adapters share."""
 
-    def __init__(self, rm: ResourceManager, settings: RmSettings) -> None:
+    def __init__(self, rm: ResourceManager, settings: RmSettings, gate: Gate | None = None) -> None:
         self.rm = rm
         self.settings = settings
+        self.gate = gate if gate is not None else Gate.open()
         self.clock = EmulatedClock(dilation=settings.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
@@ -95,6 +98,12 @@ class RmServer:
             resources=wire.resources_to_pb(self.rm.am_resources),
             command=command,
         )
+        launch.container_token = self.gate.sign_container(
+            container_id, app_id, node_id, dict(launch.resources.amounts)
+        )
+        token = self.gate.am_tokens.get(app_id)
+        if token:
+            launch.environment[auth.ENV_AM_TOKEN] = token
         try:
             async with channel(address) as ch:
                 stub: Any = cm_grpc.ContainerManagerStub(ch)
@@ -144,6 +153,10 @@ def _app_pb(app: AppReport) -> client_pb.ApplicationReport:
     )
 
 
+def _body(request: Any) -> bytes:
+    return bytes(request.SerializeToString(deterministic=True))
+
+
 @map_errors
 class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
     def __init__(self, server: RmServer) -> None:
@@ -155,14 +168,26 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
         s = self.s
         reg = wire.registration_from_pb(request)
         with structlog.contextvars.bound_contextvars(node=reg.node_id):
+            node = s.rm.state.nodes.get(reg.node_id)
+            token = s.gate.register_node(
+                "/treadle.v1.ResourceTracker/RegisterNode",
+                _body(request),
+                context.invocation_metadata() or (),
+                reg.node_id,
+                request.node_token,
+                live=node is not None and node.alive,
+            )
             s.rm.register_node(reg, s.now())
             s.addresses[reg.node_id] = reg.address
             log.info("node_registered", address=reg.address, capacity=reg.resources.to_dict())
-        return rt_pb.RegisterNodeResponse(clock=s.clock_pb(), heartbeat_interval_s=s.rm.heartbeat_s)
+        return rt_pb.RegisterNodeResponse(
+            clock=s.clock_pb(), heartbeat_interval_s=s.rm.heartbeat_s, node_token=token
+        )
 
     async def NodeHeartbeat(
         self, request: rt_pb.NodeHeartbeatRequest, context: Any
     ) -> rt_pb.NodeHeartbeatResponse:
+        self.s.gate.check_heartbeat(request.node_id, request.node_token)
         resp = self._heartbeat(request)
         self.s.after_core_calls()
         return resp
@@ -175,6 +200,9 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
     async def NodeHeartbeatBatch(
         self, request: rt_pb.NodeHeartbeatBatchRequest, context: Any
     ) -> rt_pb.NodeHeartbeatBatchResponse:
+        gate = self.s.gate
+        for hb in request.heartbeats:  # all or nothing: no effect unless every token holds
+            gate.check_heartbeat(hb.node_id, hb.node_token)
         out = rt_pb.NodeHeartbeatBatchResponse()
         for hb in request.heartbeats:
             try:
@@ -197,6 +225,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
     ) -> am_pb.RegisterApplicationMasterResponse:
         s = self.s
         with structlog.contextvars.bound_contextvars(app=request.app_id):
+            s.gate.check_am(request.app_id, request.am_token, "RegisterApplicationMaster")
             reg = s.rm.register_application_master(request.app_id, s.now())
             log.info("am_registered", attempt=reg.attempt)
         resp = am_pb.RegisterApplicationMasterResponse(
@@ -218,10 +247,17 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
     ) -> am_pb.AllocateResponse:
         s = self.s
         with structlog.contextvars.bound_contextvars(app=request.app_id):
+            s.gate.check_am(request.app_id, request.am_token, "Allocate")
             req = wire.allocate_from_pb(request)
             resp = s.rm.on_allocate(req, s.now())
         s.after_core_calls()
-        return wire.allocate_response_to_pb(resp, s.addresses)
+        out = wire.allocate_response_to_pb(resp, s.addresses)
+        if s.gate.enabled:
+            for c in out.allocated:
+                c.container_token = s.gate.sign_container(
+                    c.container_id, c.app_id, c.node_id, dict(c.resources.amounts)
+                )
+        return out
 
     async def FinishApplicationMaster(
         self, request: am_pb.FinishApplicationMasterRequest, context: Any
@@ -229,6 +265,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
         s = self.s
         status = wire.final_status_from_pb(request.status)
         with structlog.contextvars.bound_contextvars(app=request.app_id):
+            s.gate.check_am(request.app_id, request.am_token, "FinishApplicationMaster")
             now = s.now()
             s.rm.finish_application(
                 request.app_id, status, now, request.diagnostics, attempt=request.attempt
@@ -240,16 +277,37 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
 
 @map_errors
 class ClientServicer(client_grpc.ClientServicer):
+    """Every call is signed by a user of the ACL (treadle.live.gate): a user submits, reads
+    and kills its own applications; the event log and queue budgets are admin only."""
+
     def __init__(self, server: RmServer) -> None:
         self.s = server
+
+    def _caller(self, method: str, request: Any, context: Any) -> Caller:
+        gate = self.s.gate
+        caller = gate.client(
+            f"/treadle.v1.Client/{method}", _body(request), context.invocation_metadata() or ()
+        )
+        problem = gate.acl_problem()
+        if problem:
+            log.error("acl_reload_failed", error=problem, kept="the previous entries")
+        return caller
+
+    def _report(self, caller: Caller, app: AppReport) -> client_pb.ApplicationReport:
+        out = _app_pb(app)
+        if caller.admin and app.awaiting_am and not app.managed_am:
+            out.am_token = self.s.gate.am_tokens.get(app.app_id, "")
+        return out
 
     async def SubmitApplication(
         self, request: client_pb.SubmitApplicationRequest, context: Any
     ) -> client_pb.SubmitApplicationResponse:
         s = self.s
+        caller = self._caller("SubmitApplication", request, context)
         now = s.now()
         if not request.user:
             raise InvalidRequestError("user must not be empty")
+        s.gate.may_act_for(caller, request.user, "submit applications")
         job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
         strategy = request.ask_strategy.name or "greedy"
         params = request.ask_strategy.params_json or "{}"
@@ -270,25 +328,35 @@ class ClientServicer(client_grpc.ClientServicer):
             params,
         )
         app_id = s.rm.submit_application(sub, now)
+        token = s.gate.issue_am_token(app_id)
         s.after_core_calls()
-        log.info("app_submitted", app=app_id, name=job.name, user=request.user)
-        return client_pb.SubmitApplicationResponse(app_id=app_id)
+        log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
+        return client_pb.SubmitApplicationResponse(app_id=app_id, am_token=token)
 
     async def GetApplicationReport(
         self, request: client_pb.GetApplicationReportRequest, context: Any
     ) -> client_pb.ApplicationReport:
-        return _app_pb(self.s.rm.application(request.app_id))
+        caller = self._caller("GetApplicationReport", request, context)
+        app = self.s.rm.application(request.app_id)
+        self.s.gate.may_act_for(caller, app.user, "read the applications")
+        return self._report(caller, app)
 
     async def ListApplications(
         self, request: client_pb.ListApplicationsRequest, context: Any
     ) -> client_pb.ListApplicationsResponse:
+        caller = self._caller("ListApplications", request, context)
         apps = self.s.rm.applications(awaiting_am_only=request.awaiting_am_only)
-        return client_pb.ListApplicationsResponse(applications=[_app_pb(a) for a in apps])
+        if not caller.admin:
+            apps = [a for a in apps if a.user == caller.user]
+        return client_pb.ListApplicationsResponse(
+            applications=[self._report(caller, a) for a in apps]
+        )
 
     async def GetClusterMetrics(
         self, request: client_pb.GetClusterMetricsRequest, context: Any
     ) -> client_pb.ClusterMetrics:
         s = self.s
+        self._caller("GetClusterMetrics", request, context)
         c = s.rm.cluster()
         return client_pb.ClusterMetrics(
             nodes=c.nodes,
@@ -308,20 +376,29 @@ class ClientServicer(client_grpc.ClientServicer):
         self, request: client_pb.KillApplicationRequest, context: Any
     ) -> client_pb.KillApplicationResponse:
         s = self.s
+        caller = self._caller("KillApplication", request, context)
+        s.gate.may_act_for(caller, s.rm.application(request.app_id).user, "kill the applications")
         now = s.now()
-        s.rm.finish_application(request.app_id, FinalStatus.KILLED, now, "killed by a client")
+        s.rm.finish_application(
+            request.app_id, FinalStatus.KILLED, now, f"killed by {caller.user or 'a client'}"
+        )
+        log.info("app_killed", app=request.app_id, by=caller.user)
         s.after_core_calls()
         return client_pb.KillApplicationResponse()
 
     async def SetQueueBudget(
         self, request: client_pb.SetQueueBudgetRequest, context: Any
     ) -> client_pb.SetQueueBudgetResponse:
+        caller = self._caller("SetQueueBudget", request, context)
+        self.s.gate.admin_only(caller, "set queue budgets")
         self.s.rm.set_queue_budget(request.queue, request.budget, request.spending_rate)
         return client_pb.SetQueueBudgetResponse()
 
     async def GetEvents(
         self, request: client_pb.GetEventsRequest, context: Any
     ) -> client_pb.GetEventsResponse:
+        caller = self._caller("GetEvents", request, context)
+        self.s.gate.admin_only(caller, "read the event log (it holds every user's applications)")
         if request.offset < 0 or request.limit < 0:
             raise InvalidRequestError("offset and limit must be >= 0")
         records = self.s.rm.log.records
@@ -333,16 +410,17 @@ class ClientServicer(client_grpc.ClientServicer):
 
 
 async def serve(
-    rm: ResourceManager, settings: RmSettings, address: str
+    rm: ResourceManager, settings: RmSettings, address: str, gate: Gate | None = None
 ) -> tuple[grpc.aio.Server, RmServer, int]:
-    """Build and start the RM's server; return it, the shared state and the bound port."""
-    state = RmServer(rm, settings)
+    """Build and start the RM's server; return it, the shared state and the bound port.
+    Without a ``gate`` every call is let through (in-process tests)."""
+    state = RmServer(rm, settings, gate)
     server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *CHANNEL_OPTIONS])
     rt_grpc.add_ResourceTrackerServicer_to_server(ResourceTrackerServicer(state), server)
     am_grpc.add_ApplicationMasterServicer_to_server(ApplicationMasterServicer(state), server)
     client_grpc.add_ClientServicer_to_server(ClientServicer(state), server)
     add_health(server, SERVICES)
-    port = server.add_insecure_port(address)
+    port = bind(server, address, settings.tls)
     if port == 0:
         raise OSError(f"cannot listen on {address}")
     if not settings.advertise:

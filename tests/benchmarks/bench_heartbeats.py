@@ -112,6 +112,7 @@ class RmProcess:
             "1000000",
             "--log-level",
             "warning",
+            "--insecure",  # the heartbeat path's own cost; a token check is one dict lookup
         ]
         self._log = self.log.open("w")
         self.proc = subprocess.Popen(argv, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)

@@ -103,6 +103,10 @@ def test_swarm_stack_runs_a_workload_on_a_single_node_swarm(image: str, swarm: N
     # The driver replays only once both NM tasks registered their node (NODES=2).
     env = _env(image, POLICY="fifo", NM_REPLICAS="2")
     try:
+        made = subprocess.run(
+            [str(DEPLOY / "swarm-secrets.sh")], capture_output=True, text=True, timeout=60
+        )
+        assert made.returncode == 0, made.stderr
         res = subprocess.run(
             ["docker", "stack", "deploy", "-c", str(DEPLOY / "stack.yaml"), stack],
             capture_output=True, text=True, timeout=120, env=env, check=False,

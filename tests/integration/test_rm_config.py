@@ -119,7 +119,8 @@ def test_a_bad_file_is_one_error_naming_file_and_field(
 def _rm(config: Path, tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "rm", "--policy", "fifo", "--config", str(config),
-         "--port-file", str(tmp_path / "rm.port"), "--log-level", "warning", *extra],
+         "--port-file", str(tmp_path / "rm.port"), "--log-level", "warning", "--insecure",
+         *extra],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
 

@@ -10,7 +10,17 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from treadle.cli.cluster import cluster_app
+from treadle.cli.cluster import (
+    DEFAULT_CLUSTER_DIR,
+    ClusterDirOpt,
+    KeyFileOpt,
+    TlsCaOpt,
+    TlsCertOpt,
+    TlsKeyOpt,
+    UserOpt,
+    cluster_app,
+    identify,
+)
 from treadle.cli.common import (
     DilationOpt,
     FormatOpt,
@@ -446,11 +456,20 @@ def run_live(
     ] = 0,
     events: EventsOpt = "parquet",
     log_level: LogLevelOpt = "warning",
+    user: UserOpt = None,
+    key_file: KeyFileOpt = None,
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_ca: TlsCaOpt = None,
+    cluster_dir: ClusterDirOpt = DEFAULT_CLUSTER_DIR,
 ) -> None:
-    """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does."""
+    """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does.
+    It signs its calls as --user (or $TREADLE_USER), else as the driver of the cluster
+    `treadle cluster up` recorded in --cluster-dir, if that is the RM at --rm."""
     with errors():
         logs.configure(log_level)
         check_events(events)
+        identify(rm, user, key_file, (tls_cert, tls_key, tls_ca), cluster_dir)
         from treadle import metrics
         from treadle.cluster.driver import replay, run_async, wait_for_rm
         from treadle.registry import build

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,6 +27,7 @@ from treadle.cli.common import (
 )
 from treadle.errors import TreadleError
 from treadle.live import logs
+from treadle.live.rpcutil import TlsFiles, remember_peer
 from treadle.registry import parse_settings
 
 cluster_app = typer.Typer(
@@ -37,6 +39,51 @@ DirOpt = Annotated[
     Path, typer.Option("--dir", help="Directory of the cluster's state file and logs.")
 ]
 DEFAULT_CLUSTER_DIR = Path(".treadle/cluster")
+ClusterDirOpt = Annotated[
+    Path,
+    typer.Option("--cluster-dir", help="A `treadle cluster up` directory whose driver key to use."),
+]
+UserOpt = Annotated[
+    str | None, typer.Option("--user", help="Sign calls as this user (or $TREADLE_USER).")
+]
+KeyFileOpt = Annotated[
+    str | None,
+    typer.Option("--key-file", help="That user's key (or $TREADLE_KEY_FILE, $TREADLE_KEY)."),
+]
+TlsCertOpt = Annotated[str | None, typer.Option("--tls-cert", help="TLS certificate (PEM).")]
+TlsKeyOpt = Annotated[str | None, typer.Option("--tls-key", help="Its private key (PEM).")]
+TlsCaOpt = Annotated[str | None, typer.Option("--tls-ca", help="The cluster's CA (PEM).")]
+
+
+def tls_files(paths: tuple[str | None, str | None, str | None]) -> TlsFiles | None:
+    if not any(paths):
+        return None
+    if not all(paths):
+        fail("--tls-cert, --tls-key and --tls-ca go together", 2)
+    cert, key, ca = (str(p) for p in paths)
+    return TlsFiles(cert, key, ca)
+
+
+def identify(
+    rm: str,
+    user: str | None,
+    key_file: str | None,
+    tls: tuple[str | None, str | None, str | None],
+    cluster_dir: Path,
+) -> None:
+    """Make this process's channels to ``rm`` signed as the user chosen by
+    treadle.cluster.secrets.client_peer (flags, environment, or the recorded cluster)."""
+    from treadle.cluster.secrets import client_peer
+
+    peer = client_peer(
+        rm,
+        user=user,
+        key_file=key_file,
+        tls=tls_files(tls),
+        cluster_dir=cluster_dir,
+        env=os.environ,
+    )
+    remember_peer(rm, peer)
 
 
 @cluster_app.command("up")
@@ -67,8 +114,13 @@ def cluster_up(
     managed_am: ManagedAmOpt = False,
     cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
     log_level: LogLevelOpt = "warning",
+    tls_cert: TlsCertOpt = None,
+    tls_key: TlsKeyOpt = None,
+    tls_ca: TlsCaOpt = None,
 ) -> None:
-    """Start a local cluster that keeps running after this command; print the RM address."""
+    """Start a local cluster that keeps running after this command; print the RM address.
+    Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
+    directory signs its calls with them (see README, Security)."""
     with errors():
         logs.configure(log_level)
         from treadle.cluster.commands import cluster_workload, parse_node_resources
@@ -88,6 +140,7 @@ def cluster_up(
         else:
             fail("give --nodes N (and --resources) or --workload WL for the cluster's nodes", 2)
         hb = heartbeat_s or (like.cluster.heartbeat_s if like is not None else 1.0)
+        tls = tls_files((tls_cert, tls_key, tls_ca))
         cluster = LocalCluster(
             cluster_workload(specs, hb, like),
             policy,
@@ -97,6 +150,7 @@ def cluster_up(
             nm_processes=nm_processes,
             managed_am=managed_am,
             detached=True,
+            tls=tls,
         )
         address = run_async(cluster.start())
     say(address)
@@ -107,6 +161,21 @@ def cluster_up(
         highlight=False,
         soft_wrap=True,
     )
+
+
+@cluster_app.command("secrets")
+def cluster_secrets(
+    directory: Annotated[Path, typer.Argument(help="Where to write acl, node-secret and keys.")],
+) -> None:
+    """Write a deployment's secrets unless DIR holds them already: the ACL (admins
+    `treadle` and `am-host`), the node secret and the two keys. Each comes from
+    $TREADLE_NODE_SECRET, $TREADLE_ADMIN_KEY, $TREADLE_AM_HOST_KEY (or the file named by
+    the same variable with _FILE, e.g. a Docker secret) or is made fresh."""
+    with errors():
+        from treadle.cluster.secrets import write_if_missing
+
+        wrote = write_if_missing(directory, os.environ)
+    say(f"{'wrote' if wrote else 'kept'} the cluster secrets in {directory}")
 
 
 @cluster_app.command("status")
@@ -127,6 +196,7 @@ def cluster_status(
         alive = {p.name: pid_alive(p.pid, p.started) for p in procs}
         metrics_: dict[str, Any] | None = None
         if alive.get("rm"):
+            identify(str(state.get("rm")), None, None, (None, None, None), cluster_dir)
             try:
                 m = run_async(probe(str(state.get("rm")), timeout_s=3.0))
                 metrics_ = {

@@ -39,8 +39,9 @@ from treadle.cluster.commands import (
 from treadle.cluster.config import dump_rm_config, rm_config_for
 from treadle.cluster.fidelity import Fidelity, Liveness, expiries
 from treadle.cluster.procs import lag_summary
+from treadle.cluster.secrets import ClusterSecrets
 from treadle.errors import TreadleError
-from treadle.live.rpcutil import channel, wait_ready
+from treadle.live.rpcutil import Peer, TlsFiles, channel, remember_peer, wait_ready
 from treadle.model import NodeSpec, Workload
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
 
@@ -71,7 +72,10 @@ class ClusterBase(abc.ABC):
     ready_timeout_s: float = 30.0
     stop_grace_s: float = 5.0
     log_level: str = "info"
+    tls: TlsFiles | None = None  # every role's channels over mutual TLS (one cert for all)
     rm_address: str = field(default="", init=False)
+    #: Fresh for every start (treadle.cluster.secrets): the ACL, the node secret, the keys.
+    secrets: ClusterSecrets = field(default_factory=ClusterSecrets.generate, init=False)
     _expected_exit: set[str] = field(default_factory=set, init=False, repr=False)
     _logs: dict[str, Path] = field(default_factory=dict, init=False, repr=False)
 
@@ -131,6 +135,19 @@ class ClusterBase(abc.ABC):
     def log_path(self, name: str) -> Path:
         return self.workdir / f"{name}.log"
 
+    @property
+    def driver_peer(self) -> Peer:
+        """How this process's clients reach the RM: as the ``treadle`` admin, over TLS if on."""
+        return Peer(self.secrets.driver, self.tls)
+
+    def tls_paths(self) -> tuple[str, ...]:
+        """The roles' --tls-* paths (their own view of the files)."""
+        return (self.tls.cert, self.tls.key, self.tls.ca) if self.tls else ()
+
+    def secrets_dir(self) -> str:
+        """Where the roles find the cluster's secrets (their own view)."""
+        return str(self.workdir / "secrets")
+
     # ------------------------------------------------------------------ the roles' commands
     def rm_config_text(self) -> str:
         """The RM's configuration file: the workload's queues, users and heartbeat."""
@@ -162,6 +179,8 @@ class ClusterBase(abc.ABC):
             expiry_intervals=self.expiry_intervals,
             max_am_attempts=self.max_am_attempts,
             log_level=self.log_level,
+            secrets=self.secrets_dir(),
+            tls=self.tls_paths(),
         )
 
     def nm_argv(
@@ -183,11 +202,19 @@ class ClusterBase(abc.ABC):
             advertise=advertise,
             rm_wait_s=max(1.0, self.ready_timeout_s),
             log_level=self.log_level,
+            secrets=self.secrets_dir(),
+            tls=self.tls_paths(),
         )
 
     def am_argv(self, python: str, rm: str, *, port_file: str) -> list[str]:
         return am_host_command(
-            python, rm, port_file=port_file, poll_s=self.am_poll_s, log_level=self.log_level
+            python,
+            rm,
+            port_file=port_file,
+            poll_s=self.am_poll_s,
+            log_level=self.log_level,
+            secrets=self.secrets_dir(),
+            tls=self.tls_paths(),
         )
 
     # ------------------------------------------------------------------ what subclasses do
@@ -261,6 +288,7 @@ class ClusterBase(abc.ABC):
     async def _start(self) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
         self.rm_address = await self._launch_rm(deadline)
+        remember_peer(self.rm_address, self.driver_peer)
         await self._wait_rm(deadline)
         for k, chunk in enumerate(split_nodes(self.nodes, self.parts), 1):
             await self._launch_nm(f"nm-{k}", chunk)

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from treadle.cluster.secrets import ACL_FILE, AM_HOST_KEY_FILE, AM_HOST_USER, NODE_SECRET_FILE
 from treadle.errors import InputError
 from treadle.model import ClusterSpec, NodeSpec, Workload
 from treadle.registry import build
@@ -96,9 +97,13 @@ def rm_command(
     expiry_intervals: int,
     max_am_attempts: int,
     log_level: str,
+    secrets: str,
+    tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
 ) -> list[str]:
+    """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
+    ``tls``: certificate, key and CA paths, or nothing."""
     return [
         python, "-m", "rm",
         "--policy", policy,
@@ -113,8 +118,18 @@ def rm_command(
         "--am-interval-s", repr(float(am_interval_s)),
         "--expiry-intervals", str(expiry_intervals),
         "--max-am-attempts", str(max_am_attempts),
+        "--acl", f"{secrets}/{ACL_FILE}",
+        "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
+        *_tls_flags(tls),
         "--log-level", log_level,
     ]  # fmt: skip
+
+
+def _tls_flags(tls: Sequence[str]) -> list[str]:
+    if not tls:
+        return []
+    cert, key, ca = tls
+    return ["--tls-cert", cert, "--tls-key", key, "--tls-ca", ca]
 
 
 def nm_command(
@@ -125,6 +140,8 @@ def nm_command(
     listen: str,
     rm_wait_s: float,
     log_level: str,
+    secrets: str,
+    tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
 ) -> list[str]:
@@ -137,16 +154,28 @@ def nm_command(
         *(("--port-file", port_file) if port_file else ()),
         *(("--advertise", advertise) if advertise else ()),
         "--rm-wait-s", repr(float(rm_wait_s)),
+        "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
+        *_tls_flags(tls),
         "--log-level", log_level,
     ]  # fmt: skip
 
 
 def am_host_command(
-    python: str, rm: str, *, poll_s: float, log_level: str, port_file: str | None = None
+    python: str,
+    rm: str,
+    *,
+    poll_s: float,
+    log_level: str,
+    secrets: str,
+    tls: Sequence[str] = (),
+    port_file: str | None = None,
 ) -> list[str]:
     return [
         python, "-m", "am",
         "--rm", rm,
+        "--user", AM_HOST_USER,
+        "--key-file", f"{secrets}/{AM_HOST_KEY_FILE}",
+        *_tls_flags(tls),
         *(("--port-file", port_file) if port_file else ()),
         "--poll-s", repr(poll_s),
         "--log-level", log_level,

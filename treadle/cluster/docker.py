@@ -51,6 +51,7 @@ LABEL = "treadle.cluster"
 RM_PORT = 7070
 NM_PORT = 7071
 RM_CONFIG_PATH = "/tmp/rm-config.yaml"
+SECRETS_PATH = "/tmp/treadle-secrets"
 NODES_PATH = "/tmp/nodes.json"
 AM_READY_PATH = "/tmp/am.ready"
 BUILD_HINT = "build it with deploy/build-image.sh (BASE_IMAGE=treadle-base:bookworm offline)"
@@ -180,6 +181,11 @@ class DockerCluster(ClusterBase):
         return bool(self._containers)
 
     async def _prepare(self) -> None:
+        if self.tls is not None:
+            raise TreadleError(
+                "docker cluster: TLS files are not copied into containers; use a local "
+                "cluster, or the deploy files with --tls-* flags added"
+            )
         self.workdir.mkdir(parents=True, exist_ok=True)
         await asyncio.to_thread(check_image, self.image)
 
@@ -192,6 +198,15 @@ class DockerCluster(ClusterBase):
         # with_kwargs replaces the extra arguments: the label goes in the same call.
         c.with_network_aliases(name).with_kwargs(hostname=name, labels={LABEL: self.cluster_id})
         return c
+
+    def secrets_dir(self) -> str:
+        return SECRETS_PATH
+
+    def _copy_secrets(self, c: DockerContainer) -> None:
+        """The cluster's secrets, copied in (never mounted, never in the command line)."""
+        for name, text in self.secrets.files().items():
+            # Copied in as root: readable by the image's user, the only one in the container.
+            c.with_copy_into_container(text.encode(), f"{SECRETS_PATH}/{name}", mode=0o644)
 
     def _run(self, name: str, c: DockerContainer) -> None:
         self._containers[name] = c  # before start: stop() removes a half-started one
@@ -211,7 +226,8 @@ class DockerCluster(ClusterBase):
         )
         rm = self._container("rm", argv)
         rm.with_copy_into_container(self.rm_config_text().encode(), RM_CONFIG_PATH)
-        # Published on loopback only: the RM has no authentication yet.
+        self._copy_secrets(rm)
+        # Published on loopback only, although every call is authenticated.
         rm.ports[f"{RM_PORT}/tcp"] = ("127.0.0.1", None)  # type: ignore[assignment]
         await asyncio.to_thread(self._run, "rm", rm)
         port = await asyncio.to_thread(rm.get_exposed_port, RM_PORT)
@@ -227,12 +243,14 @@ class DockerCluster(ClusterBase):
         )
         nm = self._container(name, argv)
         nm.with_copy_into_container(nodes_json(nodes).encode(), NODES_PATH)
+        self._copy_secrets(nm)
         await asyncio.to_thread(self._run, name, nm)
 
     async def _launch_am(self, deadline: float) -> None:
         am = self._container(
             "am", self.am_argv("python3", f"rm:{RM_PORT}", port_file=AM_READY_PATH)
         )
+        self._copy_secrets(am)
         await asyncio.to_thread(self._run, "am", am)
         await self._wait_until(self._am_ready, deadline, "am", "was not ready", poll_s=0.1)
 

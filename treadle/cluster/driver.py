@@ -50,6 +50,12 @@ def _rpc_error(what: str, address: str, e: grpc.aio.AioRpcError) -> TreadleError
     detail = (e.details() or "").splitlines()[0] if e.details() else ""
     if code == grpc.StatusCode.UNAVAILABLE:
         return TreadleError(f"cannot reach the RM at {address}: {detail or name}")
+    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+        return TreadleError(
+            f"{what} refused by the RM {address}: {name}: {detail} (sign as a user of its ACL: "
+            "--user and --key-file, $TREADLE_USER with $TREADLE_KEY_FILE, or the --cluster-dir "
+            "of `treadle cluster up`)"
+        )
     return TreadleError(f"{what} failed at the RM {address}: {name}: {detail}")
 
 

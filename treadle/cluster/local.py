@@ -39,6 +39,7 @@ from treadle.cluster.procs import (
     start_time,
     write_state,
 )
+from treadle.cluster.secrets import ClusterSecrets
 from treadle.errors import TreadleError
 from treadle.model import NodeSpec
 
@@ -106,6 +107,8 @@ class LocalCluster(ClusterBase):
                     f"--dir {self.workdir}"
                 )
             (self.workdir / STATE_FILE).unlink()
+        self.secrets = ClusterSecrets.generate()
+        self.secrets.write(self.workdir / "secrets")
         stale = [RM_EVENTS, "rm.port", *(p.name for p in self.workdir.glob("nm-*.port"))]
         for name in stale:
             (self.workdir / name).unlink(missing_ok=True)
@@ -175,6 +178,8 @@ class LocalCluster(ClusterBase):
                 "workload": self.workload.name,
                 "detached": self.detached,
                 "events": str(self.events_path),
+                "secrets": str(self.workdir / "secrets"),
+                "tls": list(self.tls_paths()) or None,
                 "started_unix": time.time(),
                 "processes": [asdict(r.info) for r in self._procs],
             },

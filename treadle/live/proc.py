@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from treadle.live import logs
+from treadle.errors import TreadleError
+from treadle.live import auth, logs
+from treadle.live.rpcutil import Peer, TlsFiles
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -48,3 +50,43 @@ def setup_logging(level: str, prog: str) -> None:
         logs.configure(level)
     except ValueError as e:
         fail(prog, str(e))
+
+
+def add_security(parser: argparse.ArgumentParser, *, identity: bool) -> None:
+    """TLS flags for every role; with ``identity``, the user a client process signs as
+    (else taken from TREADLE_USER and TREADLE_KEY or TREADLE_KEY_FILE)."""
+    g = parser.add_argument_group("security")
+    g.add_argument("--tls-cert", metavar="PEM", help="this process's TLS certificate")
+    g.add_argument("--tls-key", metavar="PEM", help="its private key")
+    g.add_argument("--tls-ca", metavar="PEM", help="the CA that signs every role's certificate")
+    if identity:
+        g.add_argument("--user", help=f"sign calls as this user (or ${auth.ENV_USER})")
+        g.add_argument("--key-file", help=f"that user's secret key (or ${auth.ENV_KEY_FILE})")
+
+
+def security_from(prog: str, args: argparse.Namespace) -> Peer:
+    """The process's identity and TLS from its flags and environment (a bad or partial
+    setting exits with one line)."""
+    files = (args.tls_cert, args.tls_key, args.tls_ca)
+    tls = None
+    if any(files):
+        if not all(files):
+            fail(prog, "--tls-cert, --tls-key and --tls-ca go together")
+        tls = TlsFiles(args.tls_cert, args.tls_key, args.tls_ca)
+        try:
+            tls.read()
+        except TreadleError as e:
+            fail(prog, str(e))
+    creds = None
+    user = getattr(args, "user", None)
+    try:
+        if user:
+            key_file = getattr(args, "key_file", None) or os.environ.get(auth.ENV_KEY_FILE)
+            if not key_file:
+                fail(prog, f"--user needs --key-file (or ${auth.ENV_KEY_FILE})")
+            creds = auth.Credentials(user, auth.read_secret(key_file, f"key of {user!r}"))
+        elif hasattr(args, "user"):
+            creds = auth.credentials_from_env(os.environ)
+    except TreadleError as e:
+        fail(prog, str(e))
+    return Peer(creds, tls)

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from treadle.rpc.v1 import common_pb2 as treadle_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17treadle/v1/client.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"\xc8\x01\n\x18SubmitApplicationRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12 \n\x03job\x18\x03 \x01(\x0b\x32\x13.treadle.v1.JobSpec\x12\x13\n\x0b\x61lone_jct_s\x18\x04 \x01(\x01\x12\x15\n\rhas_alone_jct\x18\x05 \x01(\x08\x12\x12\n\nmanaged_am\x18\x06 \x01(\x08\x12-\n\x0c\x61sk_strategy\x18\x07 \x01(\x0b\x32\x17.treadle.v1.AskStrategy\"=\n\x19SubmitApplicationResponse\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x10\n\x08\x61m_token\x18\x02 \x01(\t\"-\n\x1bGetApplicationReportRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\"\xe2\x01\n\x11\x41pplicationReport\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\r\n\x05queue\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x10\n\x08submit_s\x18\x06 \x01(\x01\x12\x10\n\x08\x66inish_s\x18\x07 \x01(\x01\x12\x10\n\x08progress\x18\x08 \x01(\x01\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x12\x13\n\x0b\x64iagnostics\x18\n \x01(\t\x12\x13\n\x0b\x61waiting_am\x18\x0b \x01(\x08\x12\x12\n\nmanaged_am\x18\x0c \x01(\x08\"3\n\x17ListApplicationsRequest\x12\x18\n\x10\x61waiting_am_only\x18\x01 \x01(\x08\"O\n\x18ListApplicationsResponse\x12\x33\n\x0c\x61pplications\x18\x01 \x03(\x0b\x32\x1d.treadle.v1.ApplicationReport\"\x1a\n\x18GetClusterMetricsRequest\"\xa9\x02\n\x0e\x43lusterMetrics\x12\r\n\x05nodes\x18\x01 \x01(\x05\x12\x12\n\nlost_nodes\x18\x02 \x01(\x05\x12\'\n\x08\x63\x61pacity\x18\x03 \x01(\x0b\x32\x15.treadle.v1.Resources\x12#\n\x04used\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x14\n\x0crunning_apps\x18\x05 \x01(\x05\x12\x15\n\rfinished_apps\x18\x06 \x01(\x05\x12\x1a\n\x12pending_containers\x18\x07 \x01(\x05\x12\r\n\x05now_s\x18\x08 \x01(\x01\x12\x0e\n\x06policy\x18\t \x01(\t\x12 \n\x05\x63lock\x18\n \x01(\x0b\x32\x11.treadle.v1.Clock\x12\x1c\n\x14heartbeat_interval_s\x18\x0b \x01(\x01\"(\n\x16KillApplicationRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\"\x19\n\x17KillApplicationResponse\"M\n\x15SetQueueBudgetRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x01\x12\x15\n\rspending_rate\x18\x03 \x01(\x01\"\x18\n\x16SetQueueBudgetResponse\"1\n\x10GetEventsRequest\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x05\"9\n\x11GetEventsResponse\x12\x0f\n\x07records\x18\x01 \x03(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x03\x32\xff\x04\n\x06\x43lient\x12`\n\x11SubmitApplication\x12$.treadle.v1.SubmitApplicationRequest\x1a%.treadle.v1.SubmitApplicationResponse\x12^\n\x14GetApplicationReport\x12\'.treadle.v1.GetApplicationReportRequest\x1a\x1d.treadle.v1.ApplicationReport\x12]\n\x10ListApplications\x12#.treadle.v1.ListApplicationsRequest\x1a$.treadle.v1.ListApplicationsResponse\x12U\n\x11GetClusterMetrics\x12$.treadle.v1.GetClusterMetricsRequest\x1a\x1a.treadle.v1.ClusterMetrics\x12Z\n\x0fKillApplication\x12\".treadle.v1.KillApplicationRequest\x1a#.treadle.v1.KillApplicationResponse\x12W\n\x0eSetQueueBudget\x12!.treadle.v1.SetQueueBudgetRequest\x1a\".treadle.v1.SetQueueBudgetResponse\x12H\n\tGetEvents\x12\x1c.treadle.v1.GetEventsRequest\x1a\x1d.treadle.v1.GetEventsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17treadle/v1/client.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"\xc8\x01\n\x18SubmitApplicationRequest\x12\x0c\n\x04user\x18\x01 \x01(\t\x12\r\n\x05queue\x18\x02 \x01(\t\x12 \n\x03job\x18\x03 \x01(\x0b\x32\x13.treadle.v1.JobSpec\x12\x13\n\x0b\x61lone_jct_s\x18\x04 \x01(\x01\x12\x15\n\rhas_alone_jct\x18\x05 \x01(\x08\x12\x12\n\nmanaged_am\x18\x06 \x01(\x08\x12-\n\x0c\x61sk_strategy\x18\x07 \x01(\x0b\x32\x17.treadle.v1.AskStrategy\"=\n\x19SubmitApplicationResponse\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x10\n\x08\x61m_token\x18\x02 \x01(\t\"-\n\x1bGetApplicationReportRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\"\xf4\x01\n\x11\x41pplicationReport\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\r\n\x05queue\x18\x04 \x01(\t\x12\r\n\x05state\x18\x05 \x01(\t\x12\x10\n\x08submit_s\x18\x06 \x01(\x01\x12\x10\n\x08\x66inish_s\x18\x07 \x01(\x01\x12\x10\n\x08progress\x18\x08 \x01(\x01\x12\x0f\n\x07\x61ttempt\x18\t \x01(\x05\x12\x13\n\x0b\x64iagnostics\x18\n \x01(\t\x12\x13\n\x0b\x61waiting_am\x18\x0b \x01(\x08\x12\x12\n\nmanaged_am\x18\x0c \x01(\x08\x12\x10\n\x08\x61m_token\x18\r \x01(\t\"3\n\x17ListApplicationsRequest\x12\x18\n\x10\x61waiting_am_only\x18\x01 \x01(\x08\"O\n\x18ListApplicationsResponse\x12\x33\n\x0c\x61pplications\x18\x01 \x03(\x0b\x32\x1d.treadle.v1.ApplicationReport\"\x1a\n\x18GetClusterMetricsRequest\"\xa9\x02\n\x0e\x43lusterMetrics\x12\r\n\x05nodes\x18\x01 \x01(\x05\x12\x12\n\nlost_nodes\x18\x02 \x01(\x05\x12\'\n\x08\x63\x61pacity\x18\x03 \x01(\x0b\x32\x15.treadle.v1.Resources\x12#\n\x04used\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x14\n\x0crunning_apps\x18\x05 \x01(\x05\x12\x15\n\rfinished_apps\x18\x06 \x01(\x05\x12\x1a\n\x12pending_containers\x18\x07 \x01(\x05\x12\r\n\x05now_s\x18\x08 \x01(\x01\x12\x0e\n\x06policy\x18\t \x01(\t\x12 \n\x05\x63lock\x18\n \x01(\x0b\x32\x11.treadle.v1.Clock\x12\x1c\n\x14heartbeat_interval_s\x18\x0b \x01(\x01\"(\n\x16KillApplicationRequest\x12\x0e\n\x06\x61pp_id\x18\x01 \x01(\t\"\x19\n\x17KillApplicationResponse\"M\n\x15SetQueueBudgetRequest\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x0e\n\x06\x62udget\x18\x02 \x01(\x01\x12\x15\n\rspending_rate\x18\x03 \x01(\x01\"\x18\n\x16SetQueueBudgetResponse\"1\n\x10GetEventsRequest\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\r\n\x05limit\x18\x02 \x01(\x05\"9\n\x11GetEventsResponse\x12\x0f\n\x07records\x18\x01 \x03(\t\x12\x13\n\x0bnext_offset\x18\x02 \x01(\x03\x32\xff\x04\n\x06\x43lient\x12`\n\x11SubmitApplication\x12$.treadle.v1.SubmitApplicationRequest\x1a%.treadle.v1.SubmitApplicationResponse\x12^\n\x14GetApplicationReport\x12\'.treadle.v1.GetApplicationReportRequest\x1a\x1d.treadle.v1.ApplicationReport\x12]\n\x10ListApplications\x12#.treadle.v1.ListApplicationsRequest\x1a$.treadle.v1.ListApplicationsResponse\x12U\n\x11GetClusterMetrics\x12$.treadle.v1.GetClusterMetricsRequest\x1a\x1a.treadle.v1.ClusterMetrics\x12Z\n\x0fKillApplication\x12\".treadle.v1.KillApplicationRequest\x1a#.treadle.v1.KillApplicationResponse\x12W\n\x0eSetQueueBudget\x12!.treadle.v1.SetQueueBudgetRequest\x1a\".treadle.v1.SetQueueBudgetResponse\x12H\n\tGetEvents\x12\x1c.treadle.v1.GetEventsRequest\x1a\x1d.treadle.v1.GetEventsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,27 +40,27 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETAPPLICATIONREPORTREQUEST']._serialized_start=330
   _globals['_GETAPPLICATIONREPORTREQUEST']._serialized_end=375
   _globals['_APPLICATIONREPORT']._serialized_start=378
-  _globals['_APPLICATIONREPORT']._serialized_end=604
-  _globals['_LISTAPPLICATIONSREQUEST']._serialized_start=606
-  _globals['_LISTAPPLICATIONSREQUEST']._serialized_end=657
-  _globals['_LISTAPPLICATIONSRESPONSE']._serialized_start=659
-  _globals['_LISTAPPLICATIONSRESPONSE']._serialized_end=738
-  _globals['_GETCLUSTERMETRICSREQUEST']._serialized_start=740
-  _globals['_GETCLUSTERMETRICSREQUEST']._serialized_end=766
-  _globals['_CLUSTERMETRICS']._serialized_start=769
-  _globals['_CLUSTERMETRICS']._serialized_end=1066
-  _globals['_KILLAPPLICATIONREQUEST']._serialized_start=1068
-  _globals['_KILLAPPLICATIONREQUEST']._serialized_end=1108
-  _globals['_KILLAPPLICATIONRESPONSE']._serialized_start=1110
-  _globals['_KILLAPPLICATIONRESPONSE']._serialized_end=1135
-  _globals['_SETQUEUEBUDGETREQUEST']._serialized_start=1137
-  _globals['_SETQUEUEBUDGETREQUEST']._serialized_end=1214
-  _globals['_SETQUEUEBUDGETRESPONSE']._serialized_start=1216
-  _globals['_SETQUEUEBUDGETRESPONSE']._serialized_end=1240
-  _globals['_GETEVENTSREQUEST']._serialized_start=1242
-  _globals['_GETEVENTSREQUEST']._serialized_end=1291
-  _globals['_GETEVENTSRESPONSE']._serialized_start=1293
-  _globals['_GETEVENTSRESPONSE']._serialized_end=1350
-  _globals['_CLIENT']._serialized_start=1353
-  _globals['_CLIENT']._serialized_end=1992
+  _globals['_APPLICATIONREPORT']._serialized_end=622
+  _globals['_LISTAPPLICATIONSREQUEST']._serialized_start=624
+  _globals['_LISTAPPLICATIONSREQUEST']._serialized_end=675
+  _globals['_LISTAPPLICATIONSRESPONSE']._serialized_start=677
+  _globals['_LISTAPPLICATIONSRESPONSE']._serialized_end=756
+  _globals['_GETCLUSTERMETRICSREQUEST']._serialized_start=758
+  _globals['_GETCLUSTERMETRICSREQUEST']._serialized_end=784
+  _globals['_CLUSTERMETRICS']._serialized_start=787
+  _globals['_CLUSTERMETRICS']._serialized_end=1084
+  _globals['_KILLAPPLICATIONREQUEST']._serialized_start=1086
+  _globals['_KILLAPPLICATIONREQUEST']._serialized_end=1126
+  _globals['_KILLAPPLICATIONRESPONSE']._serialized_start=1128
+  _globals['_KILLAPPLICATIONRESPONSE']._serialized_end=1153
+  _globals['_SETQUEUEBUDGETREQUEST']._serialized_start=1155
+  _globals['_SETQUEUEBUDGETREQUEST']._serialized_end=1232
+  _globals['_SETQUEUEBUDGETRESPONSE']._serialized_start=1234
+  _globals['_SETQUEUEBUDGETRESPONSE']._serialized_end=1258
+  _globals['_GETEVENTSREQUEST']._serialized_start=1260
+  _globals['_GETEVENTSREQUEST']._serialized_end=1309
+  _globals['_GETEVENTSRESPONSE']._serialized_start=1311
+  _globals['_GETEVENTSRESPONSE']._serialized_end=1368
+  _globals['_CLIENT']._serialized_start=1371
+  _globals['_CLIENT']._serialized_end=2010
 # @@protoc_insertion_point(module_scope)

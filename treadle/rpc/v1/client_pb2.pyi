@@ -117,6 +117,7 @@ class ApplicationReport(_message.Message):
     DIAGNOSTICS_FIELD_NUMBER: _builtins.int
     AWAITING_AM_FIELD_NUMBER: _builtins.int
     MANAGED_AM_FIELD_NUMBER: _builtins.int
+    AM_TOKEN_FIELD_NUMBER: _builtins.int
     app_id: _builtins.str
     name: _builtins.str
     user: _builtins.str
@@ -131,6 +132,10 @@ class ApplicationReport(_message.Message):
     awaiting_am: _builtins.bool
     """an unmanaged application whose next AM attempt is not running"""
     managed_am: _builtins.bool
+    am_token: _builtins.str
+    """The application's AM token: only to an admin (the AM host), only while an unmanaged
+    application awaits its AM.
+    """
     def __init__(
         self,
         *,
@@ -146,10 +151,11 @@ class ApplicationReport(_message.Message):
         diagnostics: _builtins.str = ...,
         awaiting_am: _builtins.bool = ...,
         managed_am: _builtins.bool = ...,
+        am_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "attempt", b"attempt", "awaiting_am", b"awaiting_am", "diagnostics", b"diagnostics", "finish_s", b"finish_s", "managed_am", b"managed_am", "name", b"name", "progress", b"progress", "queue", b"queue", "state", b"state", "submit_s", b"submit_s", "user", b"user"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["am_token", b"am_token", "app_id", b"app_id", "attempt", b"attempt", "awaiting_am", b"awaiting_am", "diagnostics", b"diagnostics", "finish_s", b"finish_s", "managed_am", b"managed_am", "name", b"name", "progress", b"progress", "queue", b"queue", "state", b"state", "submit_s", b"submit_s", "user", b"user"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -165,6 +165,7 @@ class Container(_message.Message):
     RESOURCES_FIELD_NUMBER: _builtins.int
     KIND_FIELD_NUMBER: _builtins.int
     NODE_ADDRESS_FIELD_NUMBER: _builtins.int
+    CONTAINER_TOKEN_FIELD_NUMBER: _builtins.int
     container_id: _builtins.str
     app_id: _builtins.str
     node_id: _builtins.str
@@ -172,6 +173,10 @@ class Container(_message.Message):
     kind: Global___AskKind.ValueType
     node_address: _builtins.str
     """where the NM's ContainerManager listens"""
+    container_token: _builtins.str
+    """The RM's signature of this grant (id, application, node, resources): the NM starts
+    only containers whose token it verifies (YARN's container token).
+    """
     @_builtins.property
     def resources(self) -> Global___Resources: ...
     def __init__(
@@ -184,10 +189,11 @@ class Container(_message.Message):
         resources: Global___Resources | None = ...,
         kind: Global___AskKind.ValueType = ...,
         node_address: _builtins.str = ...,
+        container_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "container_id", b"container_id", "kind", b"kind", "node_address", b"node_address", "node_id", b"node_id", "priority", b"priority", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "container_id", b"container_id", "container_token", b"container_token", "kind", b"kind", "node_address", b"node_address", "node_id", b"node_id", "priority", b"priority", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -24,22 +24,50 @@ DESCRIPTOR: _descriptor.FileDescriptor
 class ContainerLaunch(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    @_typing.final
+    class EnvironmentEntry(_message.Message):
+        DESCRIPTOR: _descriptor.Descriptor
+
+        KEY_FIELD_NUMBER: _builtins.int
+        VALUE_FIELD_NUMBER: _builtins.int
+        key: _builtins.str
+        value: _builtins.str
+        def __init__(
+            self,
+            *,
+            key: _builtins.str = ...,
+            value: _builtins.str = ...,
+        ) -> None: ...
+        _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+        def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+        _ClearFieldArgType: _TypeAlias = _typing.Literal["key", b"key", "value", b"value"]  # noqa: Y015
+        def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+        def WhichOneof(self, oneof_group: _Never) -> None: ...
+
     CONTAINER_ID_FIELD_NUMBER: _builtins.int
     APP_ID_FIELD_NUMBER: _builtins.int
     NODE_ID_FIELD_NUMBER: _builtins.int
     RESOURCES_FIELD_NUMBER: _builtins.int
     DURATION_S_FIELD_NUMBER: _builtins.int
     COMMAND_FIELD_NUMBER: _builtins.int
+    CONTAINER_TOKEN_FIELD_NUMBER: _builtins.int
+    ENVIRONMENT_FIELD_NUMBER: _builtins.int
     container_id: _builtins.str
     app_id: _builtins.str
     node_id: _builtins.str
     duration_s: _builtins.float
     """emulated seconds of work"""
+    container_token: _builtins.str
+    """Container.container_token of the grant"""
     @_builtins.property
     def resources(self) -> _common_pb2.Resources: ...
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """For an AM container: the command line the NM runs as its own process."""
+
+    @_builtins.property
+    def environment(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
+        """for an AM container's process"""
 
     def __init__(
         self,
@@ -50,10 +78,12 @@ class ContainerLaunch(_message.Message):
         resources: _common_pb2.Resources | None = ...,
         duration_s: _builtins.float = ...,
         command: _abc.Iterable[_builtins.str] | None = ...,
+        container_token: _builtins.str = ...,
+        environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "command", b"command", "container_id", b"container_id", "duration_s", b"duration_s", "node_id", b"node_id", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "command", b"command", "container_id", b"container_id", "container_token", b"container_token", "duration_s", b"duration_s", "environment", b"environment", "node_id", b"node_id", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

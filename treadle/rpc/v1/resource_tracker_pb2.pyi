@@ -28,9 +28,12 @@ class RegisterNodeRequest(_message.Message):
     ADDRESS_FIELD_NUMBER: _builtins.int
     RACK_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
+    NODE_TOKEN_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     address: _builtins.str
     rack: _builtins.str
+    node_token: _builtins.str
+    """The token the RM issued this node: needed to re-register a node that is alive."""
     @_builtins.property
     def capacity(self) -> _common_pb2.Resources: ...
     def __init__(
@@ -40,10 +43,11 @@ class RegisterNodeRequest(_message.Message):
         address: _builtins.str = ...,
         rack: _builtins.str = ...,
         capacity: _common_pb2.Resources | None = ...,
+        node_token: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "capacity", b"capacity", "node_id", b"node_id", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "capacity", b"capacity", "node_id", b"node_id", "node_token", b"node_token", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

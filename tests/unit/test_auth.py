@@ -1,0 +1,104 @@
+"""treadle.live.auth: signatures, the replay window, the ACL file and its reloads."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+
+from treadle.errors import InputError
+from treadle.live import auth
+
+
+def test_a_signature_binds_method_user_timestamp_and_body() -> None:
+    key = b"k" * 20
+    data = auth.canonical("/treadle.v1.Client/KillApplication", "alice", 5, b"body")
+    sig = auth.sign(key, data)
+    assert auth.verify(key, data, sig)
+    for other in (
+        auth.canonical("/treadle.v1.Client/GetEvents", "alice", 5, b"body"),
+        auth.canonical("/treadle.v1.Client/KillApplication", "bob", 5, b"body"),
+        auth.canonical("/treadle.v1.Client/KillApplication", "alice", 6, b"body"),
+        auth.canonical("/treadle.v1.Client/KillApplication", "alice", 5, b"bodY"),
+    ):
+        assert not auth.verify(key, other, sig)
+    assert not auth.verify(b"x" * 20, data, sig)
+
+
+def test_the_replay_window_accepts_each_timestamp_once() -> None:
+    w = auth.ReplayWindow(window_ns=100, floor_ns=1000)
+    assert w.check("alice", 1000) is not None  # not after the server started
+    assert w.check("alice", 1500) is None
+    assert "already used" in (w.check("alice", 1500) or "")
+    assert w.check("alice", 1450) is None  # out of order, inside the window: once
+    assert w.check("alice", 1450) is not None
+    assert "older than the replay window" in (w.check("alice", 1400) or "")
+    assert w.check("bob", 1400) is None  # per user
+    for t in range(2000, 2200):  # only the window's timestamps are kept
+        assert w.check("alice", t) is None
+    assert len(w._seen["alice"]) == 100
+    assert w.check("alice", 2099) is not None  # left the window (and forgotten): refused
+    assert w.check("alice", 2100) is not None  # inside it: remembered, refused
+
+
+def test_stamps_strictly_increase() -> None:
+    s = auth.Stamper()
+    stamps = [s.next() for _ in range(1000)]
+    assert all(b > a for a, b in itertools.pairwise(stamps))
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("alice\n", "line 1: expected 'user role key', got 1 fields"),
+        ("alice root 0123456789abcdef\n", "line 1: role must be one of user, admin"),
+        ("# c\n\nalice user short\n", "line 3: the key of 'alice' is shorter than 16"),
+        ("a user 0123456789abcdef\na admin 0123456789abcdef\n", "line 2: user 'a' is listed twice"),
+        ("nodemanager admin 0123456789abcdef\n", "reserved for NodeManagers"),
+    ],
+)
+def test_a_bad_acl_line_is_named(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        auth.parse_acl(text, "acl.txt")
+
+
+def test_the_acl_file_reloads_on_change_and_keeps_the_last_good_entries(tmp_path: Path) -> None:
+    path = tmp_path / "acl"
+    path.write_text("alice user 0123456789abcdef\n")
+    acl = auth.AclFile(path)
+    assert set(acl.current()) == {"alice"}
+    path.write_text("alice user 0123456789abcdef\nbob admin 0123456789abcdefgh\n")
+    os.utime(path, ns=(1, 10**18))
+    assert acl.current()["bob"].role == "admin"
+    path.write_text("bob\n")
+    os.utime(path, ns=(1, 2 * 10**18))
+    assert set(acl.current()) == {"alice", "bob"}
+    assert acl.last_error is not None
+    assert "line 1" in acl.last_error
+    with pytest.raises(InputError, match="cannot read the ACL file"):
+        auth.AclFile(tmp_path / "missing")
+
+
+def test_credentials_from_the_environment(tmp_path: Path) -> None:
+    assert auth.credentials_from_env({}) is None
+    c = auth.credentials_from_env({"TREADLE_USER": "alice", "TREADLE_KEY": "k" * 16})
+    assert c == auth.Credentials("alice", b"k" * 16)
+    (tmp_path / "key").write_text("s" * 20 + "\n")
+    c = auth.credentials_from_env({"TREADLE_USER": "a", "TREADLE_KEY_FILE": str(tmp_path / "key")})
+    assert c is not None
+    assert c.key == b"s" * 20
+    with pytest.raises(InputError, match="TREADLE_KEY or TREADLE_KEY_FILE"):
+        auth.credentials_from_env({"TREADLE_USER": "a"})
+
+
+def test_a_container_signature_covers_its_grant() -> None:
+    key = auth.container_key(b"n" * 20)
+    sig = auth.sign(
+        key, auth.container_payload("c1", "app1", "n1", {"vcores": 1, "memory_mb": 1024})
+    )
+    same = auth.container_payload("c1", "app1", "n1", {"memory_mb": 1024.0, "vcores": 1.0})
+    assert auth.verify(key, same, sig)
+    bigger = auth.container_payload("c1", "app1", "n1", {"vcores": 2, "memory_mb": 1024})
+    assert not auth.verify(key, bigger, sig)
