@@ -47,6 +47,10 @@ class Resources(Mapping[str, float]):
         r._iv = None
         return r
 
+    def __reduce__(self) -> tuple[object, tuple[dict[str, float]]]:
+        # Without the cached dimension indices: they are this process's (``_dim``).
+        return (_from_dict, (dict(self._d),))
+
     @classmethod
     def parse(cls, values: Mapping[str, object], where: str = "resources") -> Resources:
         """Validate user input: names are lower_snake_case, amounts finite and >= 0."""
@@ -203,6 +207,10 @@ class Resources(Mapping[str, float]):
 ZERO = Resources()
 
 
+def _from_dict(d: dict[str, float]) -> Resources:
+    return Resources._raw(d)
+
+
 # Dimensions by index, for the accumulators' dense storage: a name keeps its index for the
 # life of the process (indices are never reused, so vectors built at any time agree).
 _DIM_INDEX: dict[str, int] = {}
@@ -248,6 +256,10 @@ class Accumulator:
             v[i] = x
         self._v = v
         self._snap: Resources | None = initial
+
+    def __reduce__(self) -> tuple[object, tuple[Resources]]:
+        # Indices are this process's (``_dim``): another process rebuilds them by name.
+        return (Accumulator, (self.value,))
 
     def _grow(self) -> list[float]:
         # A dimension first seen after this accumulator was made.

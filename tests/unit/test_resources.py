@@ -64,3 +64,21 @@ def test_books_equal_the_sums_of_what_was_added_and_taken() -> None:
         for acc in books:
             assert acc.value == want
             assert list(acc.value) == sorted(acc.value)  # dimensions by name
+
+
+def test_vectors_and_books_cross_processes_by_name() -> None:
+    """A pickled vector or book is rebuilt by dimension name, as another process numbers
+    its dimensions in the order it meets them."""
+    import pickle
+
+    import treadle.resources as res
+
+    r = Resources(vcores=2, memory_mb=4096, pickled_dimension_b=1)
+    acc = Accumulator(r)
+    acc.add(r)
+    res._indexed(r)
+    r2 = pickle.loads(pickle.dumps(r))
+    assert r2 == r
+    assert r2._iv is None
+    acc2 = pickle.loads(pickle.dumps(acc))
+    assert acc2.value == r * 2
