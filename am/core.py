@@ -242,19 +242,23 @@ class ApplicationMaster:
         stages = self._job.stages
         n = len(unassigned)
         app_id = self.app_id
+        finished = self.finished  # only a task's end changes it
+        task_of = self._task_of
+        running = self._running
+        ends = self._ends
         for c in resp.allocated:
             cid = c.container_id
             stage = stage_of(c.priority)
             valid = 0 <= stage < n and parents_left[stage] == 0
             queue = unassigned[stage] if valid else None
-            if not queue or self.finished:
+            if not queue or finished:
                 self._releases.append(cid)  # more than we need: give it back
                 continue
             task = queue.popleft()
-            self._task_of[cid] = (stage, task)
-            self._running[stage] += 1
+            task_of[cid] = (stage, task)
+            running[stage] += 1
             duration = stages[stage].durations[task]
-            self._ends[stage][cid] = now + duration
+            ends[stage][cid] = now + duration
             launches.append(_launch(cid, app_id, c.node_id, c.resources, duration))
         return launches
 

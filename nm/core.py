@@ -14,6 +14,7 @@ times), sent again until the RM acknowledges them. A ``RUNNING`` status has ``fi
 from __future__ import annotations
 
 import heapq
+from heapq import heappop
 from typing import NamedTuple
 
 from treadle.errors import ConflictError, InvalidRequestError
@@ -88,7 +89,8 @@ class NodeManager:
         self._started: list[ContainerStatus] = []
         self._completed: list[ContainerStatus] = []
         self._finish_heap: list[tuple[float, str]] = []
-        self._inflight: tuple[int, int, int] | None = None  # (seq, started, completed)
+        #: The last heartbeat's (seq, started, completed) until the RM acknowledges it.
+        self._inflight: tuple[int, list[ContainerStatus], list[ContainerStatus]] | None = None
 
     @property
     def used(self) -> Resources:
@@ -106,19 +108,22 @@ class NodeManager:
         return heap[0][0] if heap else float("inf")
 
     def start_container(self, launch: ContainerLaunch, now: float) -> None:
-        if launch.container_id in self.running:
-            raise ConflictError(f"container {launch.container_id!r} is already running")
-        if launch.duration_s < 0 or launch.duration_s != launch.duration_s:
-            raise InvalidRequestError(f"container duration must be >= 0, got {launch.duration_s}")
-        if not self._free.covers(launch.resources):
-            raise InvalidRequestError(
-                f"container {launch.container_id!r} needs {launch.resources}, "
-                f"node {self.node_id!r} has {self._free.value} free"
-            )
         cid = launch.container_id
-        finish = now + launch.duration_s
-        self.running[cid] = _tuple_new(RunningContainer, (launch, now, finish))
-        self._free.sub(launch.resources)
+        duration = launch.duration_s
+        res = launch.resources
+        running = self.running
+        if cid in running:
+            raise ConflictError(f"container {cid!r} is already running")
+        if duration < 0 or duration != duration:
+            raise InvalidRequestError(f"container duration must be >= 0, got {duration}")
+        free = self._free
+        if not free.covers(res):
+            raise InvalidRequestError(
+                f"container {cid!r} needs {res}, node {self.node_id!r} has {free.value} free"
+            )
+        finish = now + duration
+        running[cid] = _tuple_new(RunningContainer, (launch, now, finish))
+        free.sub(res)
         heapq.heappush(self._finish_heap, (finish, cid))
         self._started.append(_status(cid, _RUNNING, EXIT_SUCCESS, now, 0.0))
 
@@ -152,7 +157,8 @@ class NodeManager:
         rc = self.running.get(container_id)
         if rc is not None:
             return _status(container_id, _RUNNING, EXIT_SUCCESS, rc.start_s, 0.0)
-        for s in self._completed:
+        unacknowledged = self._inflight[2] if self._inflight is not None else []
+        for s in (*unacknowledged, *self._completed):
             if s.container_id == container_id:
                 return s
         return None
@@ -160,13 +166,15 @@ class NodeManager:
     def _collect_finished(self, now: float) -> None:
         heap = self._finish_heap
         running = self.running
+        add = self._free.add
+        completed = self._completed
         while heap and heap[0][0] <= now:
-            finish, cid = heapq.heappop(heap)
+            finish, cid = heappop(heap)
             rc = running.pop(cid, None)
             if rc is None:
                 continue
-            self._free.add(rc.launch.resources)
-            self._completed.append(_status(cid, _COMPLETE, EXIT_SUCCESS, rc.start_s, finish))
+            add(rc[0].resources)  # rc.launch
+            completed.append(_status(cid, _COMPLETE, EXIT_SUCCESS, rc[1], finish))  # rc.start_s
 
     def heartbeat(self, now: float) -> NodeHeartbeat:
         """The next heartbeat. Reports stay queued until ``acknowledge(seq)``: a heartbeat
@@ -175,14 +183,27 @@ class NodeManager:
         if heap and heap[0][0] <= now:
             self._collect_finished(now)
         self.seq = seq = self.seq + 1
+        # The queued reports go out as they are (fresh lists take their place); those of
+        # an unacknowledged heartbeat go out again, first.
         started = self._started
         completed = self._completed
-        self._inflight = (seq, len(started), len(completed))
+        if started:
+            self._started = []
+        if completed:
+            self._completed = []
+        inflight = self._inflight
+        if inflight is not None:
+            if inflight[1]:
+                started = inflight[1] + started
+            if inflight[2]:
+                completed = inflight[2] + completed
+        self._inflight = (seq, started, completed)
         hb: NodeHeartbeat = _new(NodeHeartbeat)  # NodeHeartbeat(...), faster
         _h_node(hb, self.node_id)
         _h_seq(hb, seq)
-        _h_started(hb, started[:])
-        _h_completed(hb, completed[:])
+        # An empty report is a fresh list too: the message must not share a queue.
+        _h_started(hb, started if started else [])
+        _h_completed(hb, completed if completed else [])
         _h_running(hb, ())
         return hb
 
@@ -201,10 +222,5 @@ class NodeManager:
     def acknowledge(self, seq: int) -> None:
         """The RM answered heartbeat ``seq``: drop what it carried."""
         inflight = self._inflight
-        if inflight is None or inflight[0] != seq:
-            return
-        if inflight[1]:
-            del self._started[: inflight[1]]
-        if inflight[2]:
-            del self._completed[: inflight[2]]
-        self._inflight = None
+        if inflight is not None and inflight[0] == seq:
+            self._inflight = None

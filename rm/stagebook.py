@@ -27,6 +27,7 @@ class StageBook:
         "_job",
         "_parents_left",
         "_runnable_s",
+        "_tasks",
         "stages",
         "unasked",
     )
@@ -44,11 +45,13 @@ class StageBook:
             self._done: list[int] = []
             self._done_s: list[float] = []
             self._parents_left: list[int] = []
+            self._tasks: list[int] = []
             return
         n = len(job.stages)
         self._done = [0] * n
         self._done_s = [submit_s] * n
         self._parents_left = [len(p) for p in job.parent_indices]
+        self._tasks = [s.tasks for s in job.stages]  # per stage
         for i, left in enumerate(self._parents_left):
             if left == 0:
                 self._runnable_s[i] = submit_s
@@ -69,14 +72,16 @@ class StageBook:
     def task_done(self, priority: int, finish_s: float) -> None:
         """A container at ``priority`` completed successfully at ``finish_s``."""
         stage = self.stages.get(priority)
-        job = self._job
-        if stage is None or job is None or not 0 <= stage < len(self._done):
+        done = self._done  # empty without the job's DAG
+        if stage is None or not 0 <= stage < len(done):
             return
-        done = self._done[stage] = self._done[stage] + 1
+        n = done[stage] = done[stage] + 1
         if finish_s > self._done_s[stage]:
             self._done_s[stage] = finish_s
-        if done != job.stages[stage].tasks:
+        if n != self._tasks[stage]:
             return
+        job = self._job
+        assert job is not None
         for child in job.children[stage]:
             self._parents_left[child] -= 1
             if self._parents_left[child] == 0:

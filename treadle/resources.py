@@ -19,7 +19,7 @@ MEMORY_MB = "memory_mb"
 class Resources(Mapping[str, float]):
     """An immutable resource vector; zero dimensions are dropped."""
 
-    __slots__ = ("_d", "_hash", "_sorted")
+    __slots__ = ("_d", "_hash", "_iv", "_sorted")
 
     _d: dict[str, float]
 
@@ -35,6 +35,7 @@ class Resources(Mapping[str, float]):
         self._d = d
         self._hash: int | None = None
         self._sorted: dict[str, float] | None = None
+        self._iv: tuple[tuple[int, float], ...] | None = None  # see ``_indexed``
 
     @classmethod
     def _raw(cls, d: dict[str, float]) -> Resources:
@@ -43,7 +44,12 @@ class Resources(Mapping[str, float]):
         r._d = d
         r._hash = None
         r._sorted = None
+        r._iv = None
         return r
+
+    def __reduce__(self) -> tuple[object, tuple[dict[str, float]]]:
+        # Without the cached dimension indices: they are this process's (``_dim``).
+        return (_from_dict, (dict(self._d),))
 
     @classmethod
     def parse(cls, values: Mapping[str, object], where: str = "resources") -> Resources:
@@ -201,46 +207,90 @@ class Resources(Mapping[str, float]):
 ZERO = Resources()
 
 
+def _from_dict(d: dict[str, float]) -> Resources:
+    return Resources._raw(d)
+
+
+# Dimensions by index, for the accumulators' dense storage: a name keeps its index for the
+# life of the process (indices are never reused, so vectors built at any time agree).
+_DIM_INDEX: dict[str, int] = {}
+_DIM_NAMES: list[str] = []
+#: (name, index) of every known dimension, by name: accumulator snapshots list their
+#: dimensions in this (canonical) order.
+_BY_NAME: list[tuple[str, int]] = []
+
+
+def _dim(name: str) -> int:
+    i = _DIM_INDEX.get(name)
+    if i is None:
+        i = _DIM_INDEX[name] = len(_DIM_NAMES)
+        _DIM_NAMES.append(name)
+        _BY_NAME[:] = sorted(_DIM_INDEX.items())
+    return i
+
+
+def _indexed(r: Resources) -> tuple[tuple[int, float], ...]:
+    """``r``'s (dimension index, amount) pairs by index (cached on ``r``)."""
+    iv = r._iv
+    if iv is None:
+        iv = r._iv = tuple(sorted((_dim(k), v) for k, v in r._d.items()))
+    return iv
+
+
 class Accumulator:
     """A mutable running total for the RM's books (usage per node, app, queue, user).
 
-    Adding in place avoids building a new vector per change on the scheduling hot path;
-    ``value`` is an immutable snapshot, cached until the next change.
+    Amounts are kept in a list indexed by dimension (an absent dimension is 0): adding
+    in place avoids building a new vector per change on the scheduling hot path; ``value``
+    is an immutable snapshot (its dimensions by name), cached until the next change. A
+    subtraction that leaves float dust (relative to the amounts) leaves exactly 0.
     """
 
-    __slots__ = ("_d", "_snap")
+    __slots__ = ("_snap", "_v")
 
     def __init__(self, initial: Resources = ZERO) -> None:
-        self._d: dict[str, float] = dict(initial._d)
+        v: list[float] = [0] * len(_DIM_NAMES)
+        for i, x in _indexed(initial):
+            if i >= len(v):
+                v.extend([0] * (i + 1 - len(v)))
+            v[i] = x
+        self._v = v
         self._snap: Resources | None = initial
 
+    def __reduce__(self) -> tuple[object, tuple[Resources]]:
+        # Indices are this process's (``_dim``): another process rebuilds them by name.
+        return (Accumulator, (self.value,))
+
+    def _grow(self) -> list[float]:
+        # A dimension first seen after this accumulator was made.
+        v = self._v
+        v.extend([0] * (len(_DIM_NAMES) - len(v)))
+        return v
+
     def add(self, r: Resources) -> None:
-        d = self._d
-        get = d.get
-        for k, v in r._d.items():
-            d[k] = get(k, 0) + v
+        iv = r._iv if r._iv is not None else _indexed(r)
+        v = self._v
+        try:
+            for i, x in iv:
+                v[i] += x
+        except IndexError:  # pairs are by index: the ones from the first missing on
+            n = len(v)
+            v = self._grow()
+            for i, x in iv:
+                if i >= n:
+                    v[i] += x
         self._snap = None
 
     def sub(self, r: Resources) -> None:
-        d = self._d
-        get = d.get
-        for k, v in r._d.items():
-            prev = get(k, 0)
-            x = prev - v
-            # Float dust (relative to the amounts) is zero: a freed node equals its capacity.
-            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
-            if -tol <= x <= tol:
-                d.pop(k, None)
-            else:
-                d[k] = x
-        self._snap = None
+        _sub(self, r._iv if r._iv is not None else _indexed(r))
 
     def covers(self, r: Resources) -> bool:
         """``r.fits_in(self.value)``, without taking a snapshot."""
-        d = self._d
-        get = d.get
-        for k, v in r._d.items():
-            if v > get(k, 0) + 1e-9:
+        iv = r._iv if r._iv is not None else _indexed(r)
+        v = self._v
+        n = len(v)
+        for i, x in iv:
+            if x > (v[i] if i < n else 0) + 1e-9:
                 return False
         return True
 
@@ -248,35 +298,47 @@ class Accumulator:
     def value(self) -> Resources:
         snap = self._snap
         if snap is None:
-            snap = self._snap = Resources._raw({k: v for k, v in self._d.items() if v})
+            v = self._v
+            n = len(v)
+            snap = self._snap = Resources._raw({k: x for k, i in _BY_NAME if i < n and (x := v[i])})
         return snap
 
 
+def _sub(acc: Accumulator, iv: tuple[tuple[int, float], ...]) -> None:
+    v = acc._v
+    if iv and iv[-1][0] >= len(v):
+        v = acc._grow()
+    for i, x in iv:
+        prev = v[i]
+        y = prev - x
+        # Float dust (relative to the amounts) is zero: a freed node equals its capacity.
+        tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
+        v[i] = 0 if -tol <= y <= tol else y
+    acc._snap = None
+
+
 def add_to_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
-    """``acc.add(r)`` for each of ``accs`` (one call for the RM's several books; inlined,
-    as it runs for every container twice)."""
-    items = r._d.items()
+    """``acc.add(r)`` for each of ``accs`` (one call for the RM's several books)."""
+    iv = r._iv if r._iv is not None else _indexed(r)
+    if len(iv) == 2:  # the common shape (vcores, memory), unrolled
+        (i, x), (j, y) = iv
+        for acc in accs:
+            v = acc._v
+            if j >= len(v):
+                v = acc._grow()
+            v[i] += x
+            v[j] += y
+            acc._snap = None
+        return
     for acc in accs:
-        d = acc._d
-        for k, v in items:
-            d[k] = d.get(k, 0) + v
-        acc._snap = None
+        acc.add(r)
 
 
 def sub_from_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
-    """``acc.sub(r)`` for each of ``accs`` (inlined, as ``add_to_all``)."""
-    items = r._d.items()
+    """``acc.sub(r)`` for each of ``accs``."""
+    iv = r._iv if r._iv is not None else _indexed(r)
     for acc in accs:
-        d = acc._d
-        for k, v in items:
-            prev = d.get(k, 0)
-            x = prev - v
-            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
-            if -tol <= x <= tol:
-                d.pop(k, None)
-            else:
-                d[k] = x
-        acc._snap = None
+        _sub(acc, iv)
 
 
 def _fmt(v: float) -> str:
