@@ -187,3 +187,8 @@ def test_paper_compat_doubles_micro_counts_and_collects_users_by_substring() -> 
     s = compat_summary(job_times(macro))
     assert s["entries"] == 3  # user_1 collects user_10's job too
     assert s["per_user_mean_jct_s"] == {"user_1": 2.0, "user_10": 3.0}
+    # A declared user without a job still collects: user_2 takes user_20's.
+    only_20 = [_job("user_20:c", "user_20", 0.0, 4.0, SUCCEEDED)]
+    s2 = compat_summary(job_times(only_20), users=["user_2", "user_20"])
+    assert s2["entries"] == 2
+    assert s2["per_user_mean_jct_s"] == {"user_2": 4.0, "user_20": 4.0}

@@ -138,14 +138,16 @@ def versus_reference(run: JobTimes, reference: JobTimes, name: str) -> dict[str,
 # paper_compat
 
 
-def compat_entries(run: JobTimes) -> tuple[IntArray, StrArray]:
-    """The authors' per-user entries: for each user (in order of first submission), the
+def compat_entries(run: JobTimes, users: Sequence[str] | None = None) -> tuple[IntArray, StrArray]:
+    """The authors' per-user entries: for each user (``users``, the workload's declared
+    users, even those without a job; None: the run's, in order of first submission), the
     jobs whose user name contains it. Returns (job index, user) per entry."""
-    _, first = np.unique(run.user, return_index=True)
-    users = run.user[np.sort(first)]
+    if users is None:
+        _, first = np.unique(run.user, return_index=True)
+        users = run.user[np.sort(first)].tolist()
     rows = [np.flatnonzero(np.char.find(run.user, u) >= 0) for u in users]
     idx = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    labels = np.repeat(users, [len(r) for r in rows]) if rows else np.zeros(0, dtype=str)
+    labels = np.repeat(np.array(users, dtype=str), [len(r) for r in rows])
     return idx.astype(np.int64), labels
 
 
@@ -155,9 +157,9 @@ def _deadline_entries(run: JobTimes, idx: IntArray) -> IntArray:
     return np.concatenate([idx[typed] if len(idx) else idx, idx])
 
 
-def compat_summary(run: JobTimes) -> dict[str, Any]:
+def compat_summary(run: JobTimes, users: Sequence[str] | None = None) -> dict[str, Any]:
     """A run's RT statistics over the authors' per-user entries (quirk 2)."""
-    idx, labels = compat_entries(run)
+    idx, labels = compat_entries(run, users)
     rt = run.rt[idx]
     ok = rt[np.isfinite(rt)]
     means = user_means(labels, rt)
@@ -171,10 +173,12 @@ def compat_summary(run: JobTimes) -> dict[str, Any]:
     }
 
 
-def compat_versus_reference(run: JobTimes, reference: JobTimes, name: str) -> dict[str, Any]:
+def compat_versus_reference(
+    run: JobTimes, reference: JobTimes, name: str, users: Sequence[str] | None = None
+) -> dict[str, Any]:
     """``versus_reference`` over the authors' entries (quirks 1 and 2)."""
-    idx, labels = compat_entries(run)
-    ref_idx, ref_labels = compat_entries(reference)
+    idx, labels = compat_entries(run, users)
+    ref_idx, ref_labels = compat_entries(reference, users)
     v = _violations(run, reference)[_deadline_entries(run, idx)]
     means = user_means(labels, run.rt[idx])
     out = {"reference": name}
@@ -186,10 +190,12 @@ def against_reference(
     reference: str | None,
     *,
     paper_compat: bool = False,
+    users: Sequence[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """What comparison.json adds to each policy's summary: ``vs_reference`` (every policy
     but the reference, when ``reference`` is among ``jobs``) and, with ``paper_compat``,
-    ``paper_compat`` (``compat_summary``, plus ``vs_reference`` by the quirks)."""
+    ``paper_compat`` (``compat_summary``, plus ``vs_reference`` by the quirks; ``users``:
+    the workload's declared users, see ``compat_entries``)."""
     times = {name: job_times(js) for name, js in jobs.items()}
     ref = times.get(reference) if reference is not None else None
     out: dict[str, dict[str, Any]] = {name: {} for name in jobs}
@@ -198,8 +204,8 @@ def against_reference(
         if vs is not None and reference is not None:
             out[name]["vs_reference"] = versus_reference(t, vs, reference)
         if paper_compat:
-            compat = compat_summary(t)
+            compat = compat_summary(t, users)
             if vs is not None and reference is not None:
-                compat["vs_reference"] = compat_versus_reference(t, vs, reference)
+                compat["vs_reference"] = compat_versus_reference(t, vs, reference, users)
             out[name]["paper_compat"] = compat
     return out

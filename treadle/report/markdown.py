@@ -63,12 +63,14 @@ def write_comparison(
     title: str = "",
     reference: str | None = None,
     paper_compat: bool = False,
+    users: Sequence[str] | None = None,
 ) -> Path:
     """Write comparison.json, report.md, jct_cdf.png and utilization.png; return report.md.
 
     ``runs`` maps policy names to their metrics, in the order the table should list them.
     A ``baseline`` or ``reference`` that is not among ``runs`` is reported in report.md
-    (and its figures omitted), not raised.
+    (and its figures omitted), not raised. ``users``: the workload's declared users (the
+    ``paper_compat`` figures collect jobs by them).
     """
     if not runs:
         raise ValueError("write_comparison: no runs to compare")
@@ -82,7 +84,7 @@ def write_comparison(
                 foi[name] = {"baseline": baseline, **factor_of_improvement(base_jobs, run.jobs)}
 
     jobs = {name: run.jobs for name, run in runs.items()}
-    extra = against_reference(jobs, reference, paper_compat=paper_compat)
+    extra = against_reference(jobs, reference, paper_compat=paper_compat, users=users)
     comparison: dict[str, Any] = {}
     for name, run in runs.items():
         entry = dict(run.summary)
@@ -305,19 +307,8 @@ def _versus_reference(
             rows.append([name, "reference" if name == reference else "-", *["-"] * 7])
             continue
         sp = vs["user_rt_vs_reference_spread"]
-        rows.append(
-            [
-                name,
-                _num(vs["jobs"]),
-                _num(vs["dvr"]),
-                _num(vs["violations"]),
-                _num(vs["dsr"]),
-                _num(vs["slack"]),
-                _signed(sp["median"]),
-                _signed(sp["min"]),
-                _signed(sp["max"]),
-            ]
-        )
+        spread = [_signed(sp[k]) for k in ("median", "min", "max")]
+        rows.append([name, _num(vs["jobs"]), *_deadline_cells(vs), *spread])
     header = ["policy", "jobs", "DVR", "violations", "DSR", "slack"]
     header += ["user RT median", "user RT min", "user RT max"]
     lines += [
@@ -352,6 +343,12 @@ def _versus_reference(
     return lines
 
 
+def _deadline_cells(vs: Mapping[str, Any] | None) -> list[str]:
+    """DVR, violations, DSR and slack ("-" without a reference)."""
+    keys = ("dvr", "violations", "dsr", "slack")
+    return ["-"] * len(keys) if vs is None else [_num(vs[k]) for k in keys]
+
+
 def _signed(v: Any) -> str:
     return "-" if v is None else f"{v:+.2f}"
 
@@ -362,20 +359,9 @@ def _paper_compat(extra: Mapping[str, Mapping[str, Any]], reference: str | None)
         c = e["paper_compat"]
         vs = c.get("vs_reference")
         groups = c["jct_groups_s"]
-        rows.append(
-            [
-                name,
-                _num(c["entries"]),
-                _num(c["mean_jct_s"]),
-                _num(c["worst10_jct_s"]),
-                *[_num(groups.get(g)) for g in _GROUPS],
-                *(
-                    [_num(vs[k]) for k in ("dvr", "violations", "dsr", "slack")]
-                    if vs is not None
-                    else ["-"] * 4
-                ),
-            ]
-        )
+        rt = [_num(c[k]) for k in ("entries", "mean_jct_s", "worst10_jct_s")]
+        rt += [_num(groups.get(g)) for g in _GROUPS]
+        rows.append([name, *rt, *_deadline_cells(vs)])
     header = ["policy", "entries", "mean JCT (s)", "worst 10% (s)", *_GROUPS]
     header += ["DVR", "violations", "DSR", "slack"]
     return [

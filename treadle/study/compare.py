@@ -397,6 +397,7 @@ def compare(
         title=title,
         reference=reference,
         paper_compat=paper_compat,
+        users=list(workload.users),
     )
     notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
     if notes is not None and (text := notes()):
