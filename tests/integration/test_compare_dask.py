@@ -107,6 +107,7 @@ def scheduler(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def test_a_comparison_on_the_cluster_writes_the_local_files(scheduler: str, tmp_path: Path) -> None:
     common = ["compare", "tiny", "--policies", ",".join(POLICIES), "--set", "drf.across=jobs"]
+    common += ["--reference", "fifo", "--paper-compat"]  # figures from the runs' job results
     local = treadle(*common, "--workers", "1", "--out", str(tmp_path / "local"))
     assert local.returncode == 0, local.stderr
     remote = treadle(*common, "--cluster", scheduler, "--out", str(tmp_path / "dask"))
@@ -117,6 +118,7 @@ def test_a_comparison_on_the_cluster_writes_the_local_files(scheduler: str, tmp_
     assert {f"{p}/summary.json" for p in POLICIES} | {"report.md", "comparison.json"} <= set(here)
     assert set(here) == set(there)
     assert [name for name in here if here[name] != there[name]] == []
+    assert "vs_reference" in json.loads(there["comparison.json"])["sjf"]
 
 
 class DyingBackend(SimBackend):

@@ -6,6 +6,7 @@ Makespan is the horizon's length when some job has ended, else ``None``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,28 @@ from tests.reference_metrics.scan import (
 )
 from tests.reference_metrics.stats import mean, pct, rounded, worst_fraction_mean
 from tests.reference_metrics.utilization import mean_utilization, utilization_series_from
+
+
+def _uwfq_figures(jct: list[float], per_user: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The JCT rank groups and the best and worst user, job by job."""
+    a = sorted(jct)
+    n = len(a)
+    cut80, cut95 = math.floor(0.8 * n), math.floor(0.95 * n)
+    groups = {"0-80%": a[:cut80], "80-95%": a[cut80:cut95], "95-100%": a[cut95:]}
+    best = worst = None
+    for user in sorted(per_user):
+        m = per_user[user]["mean_jct_s"]
+        if m is None:
+            continue
+        if best is None or m < best[1]:
+            best = (user, m)
+        if worst is None or m > worst[1]:
+            worst = (user, m)
+    return {
+        "jct_groups_s": {k: mean(v) for k, v in groups.items()},
+        "best_user": None if best is None else {"user": best[0], "mean_jct_s": best[1]},
+        "worst_user": None if worst is None else {"user": worst[0], "mean_jct_s": worst[1]},
+    }
 
 
 def summary_from(
@@ -95,6 +118,7 @@ def summary_from(
         "jain_jobs_max": jobs["max"],
         "jain_jobs_windows": jobs["windows"],
         "per_user": per_user,
+        **_uwfq_figures(jct, per_user),
     }
     out: dict[str, Any] = rounded(summary)
     return out

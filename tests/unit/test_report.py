@@ -86,7 +86,9 @@ def test_write_comparison_writes_all_files(tmp_path: Path) -> None:
     assert "](utilization.png)" in md
     assert "## Factor of improvement vs fifo" in md
     assert "| tiny |" in md  # workload, shared by both runs
-    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| (fifo|drf) \|.*$", md, re.M)}
+    rows: dict[str, str] = {}  # the first table naming the policies: the results
+    for m in re.finditer(r"^\| (fifo|drf) \|.*$", md, re.M):
+        rows.setdefault(m.group(1), m.group(0))
     assert set(rows) == {"fifo", "drf"}
     assert "| 15.00 |" in rows["fifo"]  # mean JCT
     assert "59.2%" in rows["fifo"]  # vcores utilization
@@ -99,6 +101,30 @@ def test_write_comparison_without_baseline(tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     assert md.startswith("# Policy comparison\n")
     assert "Factor of improvement" not in md
+
+
+def test_figures_against_a_reference(tmp_path: Path) -> None:
+    write_comparison(runs(), tmp_path, reference="fifo", paper_compat=True)
+    comparison = json.loads((tmp_path / "comparison.json").read_text())
+    assert "vs_reference" not in comparison["fifo"]
+    vs = comparison["drf"]["vs_reference"]
+    assert vs["reference"] == "fifo"
+    assert vs["jobs"] == vs["violations"] + vs["slack"] == 3
+    assert set(vs["user_rt_vs_reference"]) == set(comparison["drf"]["per_user"])
+    assert comparison["drf"]["paper_compat"]["vs_reference"]["jobs"] == 3
+    assert set(comparison["fifo"]["jct_groups_s"]) == {"0-80%", "80-95%", "95-100%"}
+    md = (tmp_path / "report.md").read_text()
+    assert "## Response-time groups and users" in md
+    assert "## Deadlines and users vs fifo" in md
+    assert "| fifo | reference |" in md
+    assert "(paper_compat)" in md
+
+
+def test_missing_reference_is_noted_and_its_figures_omitted(tmp_path: Path) -> None:
+    write_comparison(runs(), tmp_path, reference="ujf")
+    assert "reference 'ujf' is not among the runs" in (tmp_path / "report.md").read_text()
+    comparison = json.loads((tmp_path / "comparison.json").read_text())
+    assert all("vs_reference" not in s for s in comparison.values())
 
 
 def test_missing_baseline_is_noted_not_raised(tmp_path: Path) -> None:

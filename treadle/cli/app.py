@@ -325,6 +325,21 @@ def compare(
     baseline: Annotated[
         str | None, typer.Option("--baseline", help="Policy for factor-of-improvement figures.")
     ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            "--reference",
+            help="Policy the deadline figures (DVR, DSR) and per-user RT ratios are against "
+            "[default: ujf, when compared].",
+        ),
+    ] = None,
+    paper_compat: Annotated[
+        bool,
+        typer.Option(
+            "--paper-compat",
+            help="Also report those figures as the UWFQ authors' analysis counted them.",
+        ),
+    ] = False,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
     asks: AsksOpt = None,
@@ -366,6 +381,8 @@ def compare(
             fail(f"--baseline {baseline!r} is not among the compared policies {names}", 2)
         if baseline is None and "fifo" in names and len(names) > 1:
             baseline = "fifo"
+        if reference is not None and reference not in names:
+            fail(f"--reference {reference!r} is not among the compared policies {names}", 2)
         options = RunOptions(
             asks,
             parse_settings(ask_settings or [], "--ask-set"),
@@ -377,7 +394,7 @@ def compare(
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
         wl = partitioned(load(workload, fmt, nodes_file), parts)
-        from treadle.study.compare import compare as run_compare, make_backend
+        from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 
         backend = make_backend(
             mode,
@@ -397,6 +414,8 @@ def compare(
                 backend,
                 options=options,
                 baseline=baseline,
+                reference=reference or DEFAULT_REFERENCE,
+                paper_compat=paper_compat,
                 on_policy=progress.tracker,
                 on_finished=lambda n, _, run: progress.finished(n, run.summary),
                 workers=workers,

@@ -16,6 +16,9 @@ reads and groups the strings (dictionary encoding). Each part is a module of its
 * ``stats``: percentiles, Jain's index, means, rounding;
 * ``fairness``: Jain's index over time windows, per user or per job;
 * ``utilization``: the allocated fraction of each resource over time, and its mean;
+* ``deadlines``: the UWFQ paper's rank groups, deadline ratios (DVR, DSR), best and
+  worst user, per-user RT relative to a reference;
+* ``reference``: those against a reference run, from per-job results (comparison.json);
 * ``summary``: summary.json and ``analyze`` (summary, jobs and utilization in one pass);
 * ``writers``: summary.json, jobs.csv, jobs.parquet and the event log on disk.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_over_windows
 from treadle.metrics.jobs import JobResult, factor_of_improvement, job_results
+from treadle.metrics.reference import against_reference
 from treadle.metrics.scan import FAILED, KILLED, SUCCEEDED, UNFINISHED, RecordLike
 from treadle.metrics.stats import jain_index, percentile, rounded, worst_fraction_mean
 from treadle.metrics.summary import RunMetrics, analyze, summarize
@@ -52,6 +56,7 @@ __all__ = [
     "JobResult",
     "RecordLike",
     "RunMetrics",
+    "against_reference",
     "analyze",
     "factor_of_improvement",
     "jain_index",

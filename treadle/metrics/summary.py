@@ -1,7 +1,9 @@
 """A run's summary (summary.json) and ``analyze``: summary, jobs and utilization at once.
 
 JCT, waiting time and slowdown statistics are over finished (``SUCCEEDED``) jobs only.
-Makespan is the horizon's length when some job has ended, else ``None``.
+Makespan is the horizon's length when some job has ended, else ``None``. ``jct_groups_s``
+are the JCT rank groups and ``best_user`` / ``worst_user`` the users of lowest and highest
+mean JCT (``treadle.metrics.deadlines``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from treadle.metrics.deadlines import best_and_worst, rank_group_dict
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
 from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
 from treadle.metrics.scan import FAILED, KILLED, SUCCEEDED, UNFINISHED, EventSource, LogFacts, scan
@@ -92,6 +95,8 @@ def summary_from(
         "jain_jobs_max": jobs_jain["max"],
         "jain_jobs_windows": jobs_jain["windows"],
         "per_user": per_user,
+        "jct_groups_s": rank_group_dict(jct),
+        **best_and_worst({u: v["mean_jct_s"] for u, v in per_user.items()}),
     }
     out: dict[str, Any] = rounded(summary)
     return out

@@ -5,7 +5,12 @@ computes from that policy's event log, and writes to ``out_dir``:
 
 * ``comparison.json``: {policy: summary}, each summary as in summary.json plus, when a
   baseline is given and present, ``vs_baseline`` (factor of improvement, baseline excluded);
-* ``report.md``: run parameters, the comparison table, the factor-of-improvement table and
+  when a reference is given and present, ``vs_reference`` (DVR, DSR, their counts and each
+  user's mean JCT relative to the reference's, reference excluded:
+  ``treadle.metrics.reference``); with ``paper_compat``, ``paper_compat`` (the same
+  figures by the UWFQ authors' analysis quirks);
+* ``report.md``: run parameters, the comparison table, the JCT rank groups and best/worst
+  users, the deadline table against the reference, the factor-of-improvement table and
   the two plots as relative image links;
 * ``jct_cdf.png``: JCT CDF per policy (log x when the JCTs span more than two decades);
 * ``utilization.png``: allocated fraction of capacity over time, one subplot per resource.
@@ -22,7 +27,13 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from treadle.metrics import RunMetrics, factor_of_improvement, rounded, write_json
+from treadle.metrics import (
+    RunMetrics,
+    against_reference,
+    factor_of_improvement,
+    rounded,
+    write_json,
+)
 from treadle.report.series import plot_points
 
 COMPARISON_JSON = "comparison.json"
@@ -50,11 +61,16 @@ def write_comparison(
     *,
     baseline: str | None = None,
     title: str = "",
+    reference: str | None = None,
+    paper_compat: bool = False,
+    users: Sequence[str] | None = None,
 ) -> Path:
     """Write comparison.json, report.md, jct_cdf.png and utilization.png; return report.md.
 
     ``runs`` maps policy names to their metrics, in the order the table should list them.
-    A ``baseline`` that is not among ``runs`` is reported in report.md, not raised.
+    A ``baseline`` or ``reference`` that is not among ``runs`` is reported in report.md
+    (and its figures omitted), not raised. ``users``: the workload's declared users (the
+    ``paper_compat`` figures collect jobs by them).
     """
     if not runs:
         raise ValueError("write_comparison: no runs to compare")
@@ -67,11 +83,14 @@ def write_comparison(
             if name != baseline:
                 foi[name] = {"baseline": baseline, **factor_of_improvement(base_jobs, run.jobs)}
 
+    jobs = {name: run.jobs for name, run in runs.items()}
+    extra = against_reference(jobs, reference, paper_compat=paper_compat, users=users)
     comparison: dict[str, Any] = {}
     for name, run in runs.items():
         entry = dict(run.summary)
         if name in foi:
             entry["vs_baseline"] = foi[name]
+        entry.update(extra[name])
         comparison[name] = entry
     write_json(rounded(comparison), out_dir / COMPARISON_JSON)
 
@@ -79,7 +98,8 @@ def write_comparison(
     _plot_utilization(runs, out_dir / UTILIZATION_PNG)
 
     path = out_dir / REPORT_MD
-    path.write_text(_markdown(runs, foi, baseline, title), encoding="utf-8")
+    text = _markdown(runs, foi, baseline, title, rounded(extra), reference, paper_compat)
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -128,6 +148,9 @@ def _markdown(
     foi: Mapping[str, Mapping[str, Any]],
     baseline: str | None,
     title: str,
+    extra: Mapping[str, Mapping[str, Any]],
+    reference: str | None,
+    paper_compat: bool,
 ) -> str:
     lines = [f"# {title or 'Policy comparison'}", ""]
 
@@ -187,6 +210,12 @@ def _markdown(
         "",
     ]
 
+    lines += _groups_and_users(runs)
+    if reference is not None:
+        lines += _versus_reference(runs, extra, reference)
+    if paper_compat:
+        lines += _paper_compat(extra, reference)
+
     if baseline is not None:
         lines += [f"## Factor of improvement vs {baseline}", ""]
         if baseline not in runs:
@@ -223,6 +252,129 @@ def _markdown(
         "",
     ]
     return "\n".join(lines)
+
+
+#: Show each user's mean JCT per policy when there are at most this many users.
+MAX_USER_ROWS = 30
+_GROUPS = ("0-80%", "80-95%", "95-100%")
+
+
+def _user_cell(u: Any) -> str:
+    return "-" if not u else f"{u['user']} ({_num(u['mean_jct_s'])})"
+
+
+def _groups_and_users(runs: Mapping[str, RunMetrics]) -> list[str]:
+    rows = []
+    for name, run in runs.items():
+        s = run.summary
+        groups = s.get("jct_groups_s") or {}
+        rows.append(
+            [
+                name,
+                *[_num(groups.get(g)) for g in _GROUPS],
+                _user_cell(s.get("best_user")),
+                _user_cell(s.get("worst_user")),
+            ]
+        )
+    header = ["policy", *[f"{g} JCT (s)" for g in _GROUPS], "best user (s)", "worst user (s)"]
+    return [
+        "## Response-time groups and users",
+        "",
+        *_table(header, rows),
+        "",
+        "Each run's JCTs sorted ascending, the mean of ranks [0, 0.8N), [0.8N, 0.95N) and "
+        "[0.95N, N) (groups by rank, not by job size); best and worst user: the users of "
+        "lowest and highest mean JCT.",
+        "",
+    ]
+
+
+def _versus_reference(
+    runs: Mapping[str, RunMetrics], extra: Mapping[str, Mapping[str, Any]], reference: str
+) -> list[str]:
+    lines = [f"## Deadlines and users vs {reference}", ""]
+    if reference not in runs:
+        return [
+            *lines,
+            f"The reference {reference!r} is not among the runs compared: no DVR, DSR or "
+            "per-user figures (add it to the policies, or name another with --reference).",
+            "",
+        ]
+    rows = []
+    for name in runs:
+        vs = extra[name].get("vs_reference")
+        if vs is None:
+            rows.append([name, "reference" if name == reference else "-", *["-"] * 7])
+            continue
+        sp = vs["user_rt_vs_reference_spread"]
+        spread = [_signed(sp[k]) for k in ("median", "min", "max")]
+        rows.append([name, _num(vs["jobs"]), *_deadline_cells(vs), *spread])
+    header = ["policy", "jobs", "DVR", "violations", "DSR", "slack"]
+    header += ["user RT median", "user RT min", "user RT max"]
+    lines += [
+        *_table(header, rows),
+        "",
+        f"Per job that succeeded in both runs, v = ((F - t0) - (F_ref - t0_ref)) / RT_ref "
+        f"(F: finish, t0: the run's first submission, RT_ref: the JCT under {reference}). "
+        "DVR: mean v over the violations (v > 0); DSR: mean |v| over the slack (v <= 0, zero "
+        f"counts as slack). User RT: each user's mean JCT / its mean JCT under {reference} "
+        "- 1, median, min and max over users (the UWFQ paper's Fig. 7).",
+        "",
+    ]
+    users = sorted({u for run in runs.values() for u in run.summary.get("per_user", {})})
+    if 0 < len(users) <= MAX_USER_ROWS:
+        urows = []
+        for u in users:
+            row = [u]
+            for name, run in runs.items():
+                mean_s = run.summary.get("per_user", {}).get(u, {}).get("mean_jct_s")
+                rel = (extra[name].get("vs_reference") or {}).get("user_rt_vs_reference", {})
+                cell = _num(mean_s)
+                if u in rel:
+                    cell += f" ({_signed(rel[u])})"
+                row.append(cell)
+            urows.append(row)
+        lines += [
+            *_table(["user", *runs], urows),
+            "",
+            f"Mean JCT (s) of each user, and relative to {reference} in brackets.",
+            "",
+        ]
+    return lines
+
+
+def _deadline_cells(vs: Mapping[str, Any] | None) -> list[str]:
+    """DVR, violations, DSR and slack ("-" without a reference)."""
+    keys = ("dvr", "violations", "dsr", "slack")
+    return ["-"] * len(keys) if vs is None else [_num(vs[k]) for k in keys]
+
+
+def _signed(v: Any) -> str:
+    return "-" if v is None else f"{v:+.2f}"
+
+
+def _paper_compat(extra: Mapping[str, Mapping[str, Any]], reference: str | None) -> list[str]:
+    rows = []
+    for name, e in extra.items():
+        c = e["paper_compat"]
+        vs = c.get("vs_reference")
+        groups = c["jct_groups_s"]
+        rt = [_num(c[k]) for k in ("entries", "mean_jct_s", "worst10_jct_s")]
+        rt += [_num(groups.get(g)) for g in _GROUPS]
+        rows.append([name, *rt, *_deadline_cells(vs)])
+    header = ["policy", "entries", "mean JCT (s)", "worst 10% (s)", *_GROUPS]
+    header += ["DVR", "violations", "DSR", "slack"]
+    return [
+        "## As the UWFQ authors' analysis counts (paper_compat)",
+        "",
+        *_table(header, rows),
+        "",
+        "Figures over the authors' entries, not the jobs: a user collects the jobs of every "
+        "user whose name contains its name (user_1 takes user_10's), and jobs of a micro "
+        "type (loop<N>_) enter the deadline figures twice "
+        f"(reference: {reference or '-'}). The tables above are the correct figures.",
+        "",
+    ]
 
 
 # --------------------------------------------------------------------------------------

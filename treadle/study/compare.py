@@ -14,7 +14,8 @@ backend of ``treadle compare --mode MODE``.
 
 A comparison keeps of each run only what the report needs (``RunMetrics``, its
 utilization series thinned to the points the plot draws: ``report.series.thinned``) and a
-``RunResult`` (counts, end time, stall, stats); the full event log is on disk
+``RunResult`` (counts, end time, stall, stats): its per-job results are all the
+report's figures against a reference need; the full event log is on disk
 (``RunResult.records()`` reads it back), never held for every policy at once.
 """
 
@@ -50,6 +51,9 @@ if TYPE_CHECKING:  # the cluster classes and the report's plots load when used: 
     from treadle.cluster.base import ClusterBase, ClusterFactory
 
 TIMERS_JSON = "timers.json"
+#: The policy a comparison's deadline figures (DVR, DSR) are against, when present: the
+#: UWFQ paper's reference.
+DEFAULT_REFERENCE = "ujf"
 EVENTS_FILES = ("events.parquet", "events.jsonl")  # the event log, by --events
 
 log = logging.getLogger(__name__)
@@ -320,6 +324,8 @@ def compare(
     *,
     options: RunOptions | None = None,
     baseline: str | None = None,
+    reference: str | None = DEFAULT_REFERENCE,
+    paper_compat: bool = False,
     on_policy: Callable[[str], ProgressFn | None] | None = None,
     on_finished: OnFinished | None = None,
     workers: int = 1,
@@ -334,7 +340,10 @@ def compare(
     (``treadle.study.dask_runs``; the simulator only). ``on_policy(NAME)`` is called for
     every policy before any run starts, in the order given, and returns its progress
     callback; ``on_finished`` is called as each run ends. The alone references are
-    computed here either way, once for every policy."""
+    computed here either way, once for every policy. ``reference`` is the policy the
+    deadline and per-user figures are against (reported absent when it is not among
+    ``policies``: no run is added for it); ``paper_compat`` adds those figures as the UWFQ
+    authors' analysis counted them (``treadle.metrics.reference``)."""
     if workers < 1:
         raise TreadleError(f"--workers must be >= 1, got {workers}")
     if cluster is not None and not backend.parallel:
@@ -381,7 +390,15 @@ def compare(
     from treadle import report
 
     title = backend.title(workload, len(choices))
-    path = report.write_comparison(runs, out_dir, baseline=baseline, title=title)
+    path = report.write_comparison(
+        runs,
+        out_dir,
+        baseline=baseline,
+        title=title,
+        reference=reference,
+        paper_compat=paper_compat,
+        users=list(workload.users),
+    )
     notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
     if notes is not None and (text := notes()):
         with open(path, "a", encoding="utf-8") as f:
