@@ -23,11 +23,13 @@ from treadle.cluster.procs import read_state, recorded_processes
 
 TREADLE = [sys.executable, "-m", "treadle.cli"]
 
-# Two nodes (one NM host) and two jobs of about 30 emulated s (6 wall s at dilation 5).
+# Two nodes (one NM host) and two jobs of about 30 emulated s (8 wall s at dilation 4). The
+# NM expiry, 10 heartbeats of 2 emulated s, is 5 wall s: room for a Python process to start
+# on a loaded machine, so the restart comes before the expiry.
 WORKLOAD = """
 seed: 3
 cluster:
-  heartbeat_s: 1.0
+  heartbeat_s: 2.0
   nodes:
     - {count: 2, resources: {vcores: 4, memory_mb: 8192}}
 users: {alice: {weight: 1}, bob: {weight: 1}}
@@ -73,7 +75,7 @@ def test_an_nm_host_restarted_before_expiry_reruns_its_lost_tasks(tmp_path: Path
     cdir = tmp_path / "cluster"
     events = cdir / "rm-events.jsonl"
     up = _cli(
-        ["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation", "5",
+        ["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation", "4",
          "--dir", str(cdir)], tmp_path,
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
