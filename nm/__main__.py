@@ -38,6 +38,7 @@ from treadle.resources import Resources
 from treadle.rpc.v1 import container_manager_pb2_grpc as cm_grpc
 
 PROG = "python -m nm"
+TOKEN_FILE = "node-tokens.json"
 log = structlog.get_logger("nm")
 
 
@@ -66,6 +67,12 @@ def parser() -> ArgumentParser:
         help="the cluster's node secret (see README, Security)",
     )
     p.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        help="where this host keeps its node tokens (node-tokens.json, mode 0600), so "
+        "that it can register its nodes again after a restart",
+    )
+    p.add_argument(
         "--insecure", action="store_true", help="register unsigned, start unsigned containers"
     )
     add_security(p, identity=False)
@@ -90,6 +97,15 @@ def parse_resources(text: str, where: str) -> Resources:
     if res.is_zero():
         raise InvalidRequestError(f"{where}: a node needs some resources")
     return res
+
+
+def work_dir(text: str) -> Path:
+    path = Path(text)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InvalidRequestError(f"--work-dir {path}: {e}") from None
+    return path
 
 
 def node_specs(a: argparse.Namespace) -> list[NodeSpec]:
@@ -132,13 +148,19 @@ async def main_async(argv: list[str]) -> int:
         secret = (
             read_secret(args.node_secret_file, "node secret") if args.node_secret_file else None
         )
+        token_file = work_dir(args.work_dir) / TOKEN_FILE if args.work_dir else None
     except TreadleError as e:
         fail(PROG, str(e))
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
     port = bind(server, args.listen, peer.tls)
     address = host_port(args.listen, port)
     host = NodeHost(
-        specs, args.rm, batch=args.batch, address=args.advertise or address, node_secret=secret
+        specs,
+        args.rm,
+        batch=args.batch,
+        address=args.advertise or address,
+        node_secret=secret,
+        token_file=token_file,
     )
     cm_grpc.add_ContainerManagerServicer_to_server(ContainerManagerServicer(host), server)
     add_health(server, ["treadle.v1.ContainerManager"])

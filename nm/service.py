@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -49,6 +51,7 @@ class NodeHost:
         batch: bool,
         address: str = "",
         node_secret: bytes | None = None,
+        token_file: Path | None = None,
     ) -> None:
         if not nodes:
             raise InvalidRequestError("an NM host needs at least one node")
@@ -68,7 +71,11 @@ class NodeHost:
         # are checked under a key derived from it (None: an RM without identity checks).
         self.node_secret = node_secret
         self.verifier = ContainerVerifier(node_secret)
-        self.tokens: dict[str, str] = {}  # node id -> the token the RM issued it
+        # node id -> the token the RM issued it, kept in ``token_file`` so that this host,
+        # restarted before the RM expired its nodes, may register them again (a new
+        # incarnation: the RM ends the old one's containers as lost).
+        self.token_file = token_file
+        self.tokens: dict[str, str] = load_tokens(token_file) if token_file else {}
 
     def nm(self, node_id: str) -> NodeManager:
         nm = self.nms.get(node_id)
@@ -96,7 +103,10 @@ class NodeHost:
             req = wire.registration_to_pb(nm.registration(self.address))
             req.node_token = self.tokens.get(node_id, "")
             resp = await self._stub.RegisterNode(req, timeout=30)
-            self.tokens[node_id] = resp.node_token
+            if self.tokens.get(node_id) != resp.node_token:
+                self.tokens[node_id] = resp.node_token
+                if self.token_file is not None:
+                    save_tokens(self.token_file, self.tokens)
             self.clock = _adopt(self.clock, resp.clock.epoch_unix_s, resp.clock.dilation)
             self.interval_s = resp.heartbeat_interval_s or 1.0
 
@@ -204,6 +214,29 @@ class NodeHost:
             nm.finish_container(cid, self.clock.now(), code)
             self.out_of_band(nm.node_id)
             log.info("am_process_exited", container=cid, node=nm.node_id, exit_code=code)
+
+
+def load_tokens(path: Path) -> dict[str, str]:
+    """The node tokens a previous run of this host kept (none if the file is missing or
+    unreadable: the nodes then register as new, or are refused while they are alive)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        if path.exists():
+            log.warning("node_tokens_unreadable", file=str(path), error=str(e))
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {str(k): v for k, v in data.items() if isinstance(v, str)}
+
+
+def save_tokens(path: Path, tokens: Mapping[str, str]) -> None:
+    """Write the node tokens (mode 0600), replacing the file atomically."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(dict(tokens), f)
+    os.replace(tmp, path)
 
 
 def _adopt(clock: EmulatedClock, epoch: float, dilation: float) -> EmulatedClock:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import sys
 
@@ -12,6 +13,7 @@ import structlog
 from rm.core import ResourceManager
 from rm.service import RmSettings, serve
 from treadle import events as ev
+from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
 from treadle.live import lag
 from treadle.live.auth import AclFile, read_secret
@@ -30,6 +32,12 @@ from treadle.live.rpcutil import configure
 from treadle.registry import build, parse_settings
 
 PROG = "python -m rm"
+LIMIT_HELP = {
+    "max_tasks_per_job": "most tasks one submission may have",
+    "max_stages_per_job": "most stages one submission may have",
+    "max_request_bytes": "largest request (bytes), as received and as decoded",
+    "max_pending_tasks": "most tasks of running applications not yet done",
+}
 log = structlog.get_logger("rm")
 
 
@@ -50,6 +58,9 @@ def parser() -> ArgumentParser:
     p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
     p.add_argument("--max-am-attempts", type=int, default=2)
     p.add_argument("--events", help="stream the event log to this JSON-lines file")
+    g = p.add_argument_group("limits (default: the config file's, else RmLimits')")
+    for name in LIMITS:
+        g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=LIMIT_HELP[name])
     g = p.add_argument_group("identity (see README, Security)")
     g.add_argument("--acl", metavar="FILE", help="users: 'user role key' lines, reloaded on change")
     g.add_argument("--node-secret-file", metavar="FILE", help="the secret NMs register with")
@@ -65,6 +76,16 @@ def parser() -> ArgumentParser:
     add_security(p, identity=False)
     add_common(p)
     return p
+
+
+def _limits_from(args: argparse.Namespace, limits: RmLimits) -> RmLimits:
+    """The config file's limits, with the --max-* flags given."""
+    given = {n: getattr(args, n) for n in LIMITS if getattr(args, n) is not None}
+    for name, value in given.items():
+        low = 1024 if name == "max_request_bytes" else 1
+        if not low <= value <= 2**31 - 1:
+            fail(PROG, f"--{name.replace('_', '-')} must be between {low} and 2**31-1, got {value}")
+    return dataclasses.replace(limits, **given)
 
 
 def _gate(args: argparse.Namespace) -> Gate:
@@ -102,14 +123,16 @@ async def main_async(argv: list[str]) -> int:
         policy = build("policies", args.policy, parse_settings(args.set))
         queues = users = None
         heartbeat_s = args.heartbeat_s or 1.0
+        limits = RmLimits()
         if args.config:
             from treadle.cluster.config import load_rm_config
 
             config = load_rm_config(args.config)
-            queues, users = config.queues, config.users
+            queues, users, limits = config.queues, config.users, config.limits
             heartbeat_s = args.heartbeat_s or config.heartbeat_s or 1.0
     except TreadleError as e:
         fail(PROG, str(e))
+    limits = _limits_from(args, limits)
     if not heartbeat_s > 0:
         fail(PROG, f"--heartbeat-s must be > 0, got {heartbeat_s}")
     gate = _gate(args)
@@ -126,7 +149,9 @@ async def main_async(argv: list[str]) -> int:
         max_am_attempts=args.max_am_attempts,
         policy_errors="log",
     )
-    settings = RmSettings(dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls)
+    settings = RmSettings(
+        dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
+    )
     try:
         server, state, port = await serve(rm, settings, args.listen, gate)
     except (OSError, RuntimeError) as e:

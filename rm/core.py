@@ -152,7 +152,10 @@ class ResourceManager:
 
     # ------------------------------------------------------------------ nodes
     def register_node(self, reg: NodeRegistration, now: float) -> None:
+        """Register a node; a live node registering again is a new incarnation whose old
+        containers end as lost (``NodeTracker.register``)."""
         self.nodes.register(reg, now)
+        self._settle(now)
 
     def expire_nodes(self, now: float) -> list[str]:
         """Mark nodes silent for longer than the expiry LOST; their containers fail."""

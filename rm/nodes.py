@@ -58,17 +58,34 @@ class NodeTracker:
             raise InvalidRequestError(f"node {reg.node_id!r}: resources must be positive")
         existing = st.nodes.get(reg.node_id)
         if existing is not None and existing.alive:
-            if existing.capacity == reg.resources and existing.rack == reg.rack:
-                existing.last_heartbeat_s = now
-                existing.last_seq = -1  # a restarted NM counts its heartbeats from 1 again
-                return  # idempotent re-registration
-            raise ConflictError(f"node {reg.node_id!r} is already registered with other resources")
+            if existing.capacity != reg.resources or existing.rack != reg.rack:
+                raise ConflictError(
+                    f"node {reg.node_id!r} is already registered with other resources"
+                )
+            existing.last_heartbeat_s = now
+            existing.last_seq = -1  # a restarted NM counts its heartbeats from 1 again
+            self._new_incarnation(existing, now)
+            return
         # A new node, or a LOST one coming back empty (its containers were already failed).
         node = Node(reg, now)
         st.nodes[reg.node_id] = node
         st.capacity = st.capacity + node.capacity
         st.nodes_changed()
         self._log.node_registered(now, node.node_id, node.rack, node.capacity)
+
+    def _new_incarnation(self, node: Node, now: float) -> None:
+        """A live node registering again is a new incarnation of it (its NM restarted
+        before the RM expired it): the containers of the old one are gone with it and end
+        as lost (LOST, ABORTED -100, as YARN's RMNodeImpl ends them on a reconnect), so
+        their tasks run again. The node stays registered (no node_lost: it never went
+        silent); with no containers this is an idempotent re-registration."""
+        node.to_stop = []
+        if not node.containers:
+            return
+        for c in list(node.containers.values()):
+            status = ContainerStatus(c.container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
+            self._containers.done(c, status, now)
+        node._free = Accumulator(node.capacity)  # afresh: no float error from the frees
 
     def heartbeat(self, hb: NodeHeartbeat, now: float) -> NodeHeartbeatResponse:
         st = self._state

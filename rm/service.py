@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -21,7 +21,8 @@ import structlog
 from rm.core import ResourceManager
 from rm.reports import AppReport
 from treadle import events as ev
-from treadle.errors import InvalidRequestError
+from treadle.cluster.config import RmLimits
+from treadle.errors import InvalidRequestError, LimitExceededError
 from treadle.live import auth, wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Caller, Gate
@@ -57,6 +58,7 @@ class RmSettings:
     am_command: Sequence[str] = ("{python}", "-m", "am")
     advertise: str = ""  # the address NMs' AM processes use to reach this RM
     tls: TlsFiles | None = None  # serve over mutual TLS
+    limits: RmLimits = field(default_factory=RmLimits)
 
 
 class RmServer:
@@ -69,6 +71,9 @@ class RmServer:
         self.clock = EmulatedClock(dilation=settings.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
+        # At least the tasks of running applications not yet done: grows with each
+        # admission, counted afresh only when it would refuse one (so rarely).
+        self._pending_bound = 0
 
     def now(self) -> float:
         return self.clock.now()
@@ -118,6 +123,31 @@ class RmServer:
                 self.rm.fail_attempt(app_id, f"AM container failed to launch: {e}", self.now())
             self.after_core_calls()
 
+    def check_submission(self, request: client_pb.SubmitApplicationRequest) -> int:
+        """Refuse a submission over one of the RM's limits (``RmLimits``), before anything
+        is decoded into the core's objects or changed; return its task count."""
+        limits = self.settings.limits
+        stages = request.job.stages
+        _limit(len(stages), "stages", "max_stages_per_job", limits.max_stages_per_job)
+        tasks = sum(len(st.durations) for st in stages)
+        _limit(tasks, "tasks", "max_tasks_per_job", limits.max_tasks_per_job)
+        size = request.ByteSize()
+        _limit(size, "bytes", "max_request_bytes", limits.max_request_bytes)
+        cap = limits.max_pending_tasks
+        if self._pending_bound + tasks > cap:
+            self._pending_bound = sum(
+                a.tasks - len(a.done_tasks) for a in self.rm.state.apps.values()
+            )
+            if self._pending_bound + tasks > cap:
+                raise LimitExceededError(
+                    f"submission has {tasks} tasks and the RM holds {self._pending_bound} "
+                    f"pending; the RM's limit max_pending_tasks is {cap}"
+                )
+        return tasks
+
+    def admitted(self, tasks: int) -> None:
+        self._pending_bound += tasks
+
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy."""
         rm = self.rm
@@ -134,6 +164,11 @@ class RmServer:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
+
+
+def _limit(amount: int, what: str, name: str, cap: int) -> None:
+    if amount > cap:
+        raise LimitExceededError(f"submission has {amount} {what}; the RM's limit {name} is {cap}")
 
 
 def _app_pb(app: AppReport) -> client_pb.ApplicationReport:
@@ -308,6 +343,7 @@ class ClientServicer(client_grpc.ClientServicer):
         if not request.user:
             raise InvalidRequestError("user must not be empty")
         s.gate.may_act_for(caller, request.user, "submit applications")
+        tasks = s.check_submission(request)
         job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
         strategy = request.ask_strategy.name or "greedy"
         params = request.ask_strategy.params_json or "{}"
@@ -328,6 +364,7 @@ class ClientServicer(client_grpc.ClientServicer):
             params,
         )
         app_id = s.rm.submit_application(sub, now)
+        s.admitted(tasks)
         token = s.gate.issue_am_token(app_id)
         s.after_core_calls()
         log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
@@ -415,7 +452,11 @@ async def serve(
     """Build and start the RM's server; return it, the shared state and the bound port.
     Without a ``gate`` every call is let through (in-process tests)."""
     state = RmServer(rm, settings, gate)
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *CHANNEL_OPTIONS])
+    # A request over the byte limit is refused by gRPC itself (RESOURCE_EXHAUSTED) before
+    # it is decoded; the decoded submission is checked again (check_submission).
+    receive = ("grpc.max_receive_message_length", settings.limits.max_request_bytes)
+    options = [o for o in CHANNEL_OPTIONS if o[0] != receive[0]]
+    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *options, receive])
     rt_grpc.add_ResourceTrackerServicer_to_server(ResourceTrackerServicer(state), server)
     am_grpc.add_ApplicationMasterServicer_to_server(ApplicationMasterServicer(state), server)
     client_grpc.add_ClientServicer_to_server(ClientServicer(state), server)

@@ -42,6 +42,10 @@ class InvalidRequestError(TreadleError):
     """A request is malformed or impossible (negative resources, an ask larger than any node)."""
 
 
+class LimitExceededError(TreadleError):
+    """A request exceeds one of the RM's configured limits (RESOURCE_EXHAUSTED)."""
+
+
 class ConflictError(TreadleError):
     """A request conflicts with current state (finished application, duplicate registration)."""
 

@@ -803,6 +803,38 @@ def test_lost_node_fails_its_containers_and_the_am_asks_again() -> None:
     assert len(relaunched) == 3
 
 
+def test_a_new_incarnation_of_a_live_node_ends_its_containers_as_lost() -> None:
+    """An NM restarted before its node expired registers again: the old incarnation's
+    containers end LOST (ABORTED -100), the node stays up and its tasks run again."""
+    rm = make_rm()
+    spec = job(("map", 3, ()))
+    app = submit(rm, tasks=spec.tasks)
+    am = ApplicationMaster(spec, app, GreedyAsks())
+    am_call(rm, am, 0.0)
+    Beater(rm, "n1")(1.0)
+    assert len(am_call(rm, am, 1.0)) == 3
+
+    rm.register_node(NodeRegistration("n1", NODE), 2.0)  # the restarted NM
+    lost = of(rm, ev.CONTAINER_FINISHED)
+    assert len(lost) == 3
+    assert {(r["state"], r["exit_status"]) for r in lost} == {("LOST", EXIT_LOST_NODE)}
+    assert of(rm, ev.NODE_LOST) == []  # the node never went silent
+    assert len(of(rm, ev.NODE_REGISTERED)) == 1
+    node = rm.state.nodes["n1"]
+    assert node.alive
+    assert node.free == NODE
+    assert not node.containers
+    assert rm.state.used == ZERO
+
+    resp = rm.on_allocate(am.allocate_request(2.5), 2.5)
+    assert {s.state for s in resp.completed} == {ContainerState.LOST}
+    am.on_allocate_response(resp, 2.5)
+    am.on_allocate_response(rm.on_allocate(am.allocate_request(3.0), 3.0), 3.0)
+    beat = Beater(rm, "n1")  # the new incarnation counts its heartbeats from 1
+    beat(4.0)
+    assert len(am_call(rm, am, 4.0)) == 3  # the three tasks run again
+
+
 def test_lose_node_twice_or_unknown_is_a_no_op() -> None:
     rm = make_rm()
     rm.lose_node("n1", 1.0)

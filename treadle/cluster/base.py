@@ -192,6 +192,7 @@ class ClusterBase(abc.ABC):
         listen: str,
         port_file: str | None = None,
         advertise: str | None = None,
+        work_dir: str | None = None,
     ) -> list[str]:
         return nm_command(
             python,
@@ -200,6 +201,7 @@ class ClusterBase(abc.ABC):
             listen=listen,
             port_file=port_file,
             advertise=advertise,
+            work_dir=work_dir,
             rm_wait_s=max(1.0, self.ready_timeout_s),
             log_level=self.log_level,
             secrets=self.secrets_dir(),

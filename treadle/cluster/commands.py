@@ -144,6 +144,7 @@ def nm_command(
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
+    work_dir: str | None = None,
 ) -> list[str]:
     return [
         python, "-m", "nm",
@@ -153,6 +154,7 @@ def nm_command(
         "--listen", listen,
         *(("--port-file", port_file) if port_file else ()),
         *(("--advertise", advertise) if advertise else ()),
+        *(("--work-dir", work_dir) if work_dir else ()),
         "--rm-wait-s", repr(float(rm_wait_s)),
         "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
         *_tls_flags(tls),

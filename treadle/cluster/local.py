@@ -110,6 +110,7 @@ class LocalCluster(ClusterBase):
         self.secrets = ClusterSecrets.generate()
         self.secrets.write(self.workdir / "secrets")
         stale = [RM_EVENTS, "rm.port", *(p.name for p in self.workdir.glob("nm-*.port"))]
+        stale += [f"{p.name}/node-tokens.json" for p in self.workdir.glob("nm-*") if p.is_dir()]
         for name in stale:
             (self.workdir / name).unlink(missing_ok=True)
 
@@ -138,6 +139,7 @@ class LocalCluster(ClusterBase):
             str(spec),
             listen="127.0.0.1:0",
             port_file=str(self.workdir / f"{name}.port"),
+            work_dir=str(self.workdir / name),  # its node tokens: it may be restarted
         )
         self._spawn(name, argv)
 

@@ -26,6 +26,7 @@ from treadle.errors import (
     ConflictError,
     InputError,
     InvalidRequestError,
+    LimitExceededError,
     NotFoundError,
     TreadleError,
 )
@@ -38,6 +39,7 @@ STATUS_OF: tuple[tuple[type[Exception], grpc.StatusCode], ...] = (
     (auth.PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (NotFoundError, grpc.StatusCode.NOT_FOUND),
     (InvalidRequestError, grpc.StatusCode.INVALID_ARGUMENT),
+    (LimitExceededError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (ConflictError, grpc.StatusCode.FAILED_PRECONDITION),
     (TreadleError, grpc.StatusCode.FAILED_PRECONDITION),
 )
