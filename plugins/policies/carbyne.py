@@ -358,12 +358,7 @@ def _within_share(
     """``_within(held, shape, cap, limit, g)`` without building ``held + shape`` (the same
     floats: each dimension is added, then divided, as there); ``held_share`` is
     ``held.dominant_share(cap)``."""
-    after = 0.0
-    for k, ck in cap.to_dict().items():
-        if ck:
-            x = (held.get(k, 0) + shape.get(k, 0)) / ck
-            if x > after:
-                after = x
+    after = held.dominant_share_with(shape, cap)
     if after <= g * limit + EPS:
         return True
     return after <= limit + EPS and held_share < g * limit - EPS
