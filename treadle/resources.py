@@ -192,6 +192,18 @@ class Resources(Mapping[str, float]):
                     best = s
         return best
 
+    def dominant_share_with(self, extra: Resources, capacity: Resources) -> float:
+        """``(self + extra).dominant_share(capacity)`` without building the sum (the same
+        floats: each dimension is added, then divided)."""
+        d, e = self._d, extra._d
+        best = 0.0
+        for k, ck in capacity._d.items():
+            if ck:
+                s = (d.get(k, 0) + e.get(k, 0)) / ck
+                if s > best:
+                    best = s
+        return best
+
     def normalized_dot(self, other: Resources, capacity: Resources) -> float:
         """Sum over dimensions of (self[k] / cap[k]) * (other[k] / cap[k]) (Tetris alignment)."""
         c = capacity._d

@@ -67,10 +67,4 @@ def _usage_with(used: Resources, extra: Resources, cap: Resources, memory: bool)
     if memory:
         mem = cap[MEMORY_MB]
         return (used[MEMORY_MB] + extra[MEMORY_MB]) / mem if mem else 0.0
-    best = 0.0
-    for k, ck in cap.to_dict().items():
-        if ck:
-            s = (used.get(k, 0) + extra.get(k, 0)) / ck
-            if s > best:
-                best = s
-    return best
+    return used.dominant_share_with(extra, cap)

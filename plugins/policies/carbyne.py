@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -180,10 +180,48 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
 
     def _place_walking(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         """The heartbeat's placements, step 1 walking every DEFAULT ask (``_due``)."""
-        index = self._index
-        weight = self.params.remaining_work_weight
         long_from = self._long_from()
         at_share: set[str] = set()  # jobs whose DEFAULT candidate would exceed their share
+
+        def step1(align: dict[Resources, float], eps: float) -> Entry | None:
+            return best_scored(self._due(align, at_share, long_from), eps)
+
+        return self._placements(node, cluster, step1, None)
+
+    def _place(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        """The heartbeat's placements (no ``guarantee_long``): step 1 from the asks filed
+        within their share."""
+        steps: list[_Step] = []  # step 1's walks so far in this heartbeat
+        at_share: set[str] = set()
+        placed_at: dict[str, int] = {}  # per job placed, len(steps) after its placement
+
+        def step1(align: dict[Resources, float], eps: float) -> Entry | None:
+            cands: list[tuple[float, Entry]] = []
+            heads: dict[Resources, Entry | None] = {}
+            for shape, a in align.items():
+                heads[shape] = head = self._first_due(shape, align, steps, at_share, placed_at)
+                if head is not None:
+                    cands.append((a, head))
+            steps.append((align, heads))
+            return best_scored(cands, eps)
+
+        def placed(app_id: str) -> None:
+            self._refile(app_id)
+            placed_at[app_id] = len(steps)
+
+        return self._placements(node, cluster, step1, placed)
+
+    def _placements(
+        self,
+        node: NodeView,
+        cluster: ClusterView,
+        step1: Callable[[dict[Resources, float], float], Entry | None],
+        placed: Callable[[str], None] | None,
+    ) -> Iterator[Placement]:
+        """While anything fits: step 1's pick (``step1(alignments, eps)``), else the
+        leftover's; ``placed(app_id)`` after each placement."""
+        index = self._index
+        weight = self.params.remaining_work_weight
         due = True  # step 1 may still find something
         while True:
             align = index.alignments(node.free, node.capacity)
@@ -191,8 +229,7 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 return
             best = None
             if due:
-                eps = index.tetris_weight(align, weight)
-                best = best_scored(self._due(align, at_share, long_from), eps)
+                best = step1(align, index.tetris_weight(align, weight))
                 # Free space only shrinks and holdings only grow, so step 1 is not retried
                 # in this heartbeat (it could only find a job whose more important ask
                 # stopped fitting: that one waits for the leftover or the next heartbeat).
@@ -203,40 +240,8 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 return
             yield Placement(best.app_id, best.priority)
             index.placed(best.app_id, cluster)
-
-    def _place(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
-        """The heartbeat's placements (no ``guarantee_long``): step 1 from the asks filed
-        within their share."""
-        index = self._index
-        weight = self.params.remaining_work_weight
-        steps: list[_Step] = []  # step 1's walks so far in this heartbeat
-        at_share: set[str] = set()
-        placed_at: dict[str, int] = {}  # per job placed, len(steps) after its placement
-        due = True
-        while True:
-            align = index.alignments(node.free, node.capacity)
-            if not align:
-                return
-            best = None
-            if due:
-                eps = index.tetris_weight(align, weight)
-                cands: list[tuple[float, Entry]] = []
-                heads: dict[Resources, Entry | None] = {}
-                for shape, a in align.items():
-                    heads[shape] = head = self._first_due(shape, align, steps, at_share, placed_at)
-                    if head is not None:
-                        cands.append((a, head))
-                steps.append((align, heads))
-                best = best_scored(cands, eps)
-                due = best is not None  # as in the walk below (``_due``)
-            if best is None:
-                best = self._leftover(align)
-            if best is None:
-                return
-            yield Placement(best.app_id, best.priority)
-            index.placed(best.app_id, cluster)
-            self._refile(best.app_id)
-            placed_at[best.app_id] = len(steps)
+            if placed is not None:
+                placed(best.app_id)
 
     def _first_due(
         self,
@@ -353,12 +358,7 @@ def _within_share(
     """``_within(held, shape, cap, limit, g)`` without building ``held + shape`` (the same
     floats: each dimension is added, then divided, as there); ``held_share`` is
     ``held.dominant_share(cap)``."""
-    after = 0.0
-    for k, ck in cap.to_dict().items():
-        if ck:
-            x = (held.get(k, 0) + shape.get(k, 0)) / ck
-            if x > after:
-                after = x
+    after = held.dominant_share_with(shape, cap)
     if after <= g * limit + EPS:
         return True
     return after <= limit + EPS and held_share < g * limit - EPS

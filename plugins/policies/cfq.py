@@ -22,20 +22,22 @@ from typing import Literal
 
 from pydantic import Field
 
-from rm.policy import AppView, ClusterView, StageOrderingPolicy, StageOrderParams, TaskSet
-from treadle.model import JobSpec, StageSpec
+from rm.policy import (
+    AppView,
+    ClusterView,
+    StageOrderingPolicy,
+    StageOrderParams,
+    TaskSet,
+    new_arrivals,
+    slot_time,
+)
+from treadle.model import JobSpec
 
 
 class CfqParams(StageOrderParams):
     level: Literal["stage", "job"] = "stage"
     stage_size: Literal["stage", "job"] = "stage"
     size_inflation: float = Field(1.0, gt=0.0, allow_inf_nan=False)
-
-
-def slot_time(stage: StageSpec) -> float:
-    """vcore-seconds of ``stage`` (a task without vcores counts one slot)."""
-    v = stage.resources["vcores"]
-    return stage.work_s * (v if v > 0 else 1.0)
 
 
 def job_slot_time(job: JobSpec) -> float:
@@ -114,14 +116,7 @@ class CfqPolicy(StageOrderingPolicy[CfqParams]):
     def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
         if self.params.level == "job":
             return
-        new = []
-        for ts in sets:
-            seen = self.finish.get(ts.app.app_id)
-            if seen is None or ts.stage not in seen:
-                t = ts.app.stage_runnable_s(ts.stage) if ts.stage is not None else None
-                new.append((cluster.now if t is None else t, ts.app.seq, ts.stage or 0, ts))
-        new.sort(key=lambda x: x[:3])
-        for t, _, _, ts in new:
+        for t, ts in new_arrivals(sets, self.finish, cluster):
             self._arrive(ts.app, ts.stage, t, cluster)
 
     def stage_key(self, ts: TaskSet, cluster: ClusterView) -> tuple[float, int]:

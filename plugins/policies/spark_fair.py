@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from rm.policy import AppView, ClusterView, StageOrderingPolicy, StageOrderParams, TaskSet
+from rm.policy import (
+    AppView,
+    ClusterView,
+    SparkStageIds,
+    StageOrderingPolicy,
+    StageOrderParams,
+    TaskSet,
+)
 
 
 class SparkFairParams(StageOrderParams):
@@ -28,26 +35,16 @@ class SparkFairPolicy(StageOrderingPolicy[SparkFairParams]):
 
     def __init__(self, params: SparkFairParams | None = None) -> None:
         super().__init__(params)
-        self._first_stage_id: dict[str, int] = {}
-        self._next_stage_id = 0
+        self._stage_ids = SparkStageIds()
 
     def resorts(self) -> bool:
         return self.params.offer == "slot"
 
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._first_stage_id[app.app_id] = self._next_stage_id
-        self._next_stage_id += len(app.job.stages) if app.job is not None else 1
+        self._stage_ids.added(app)
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
-        self._first_stage_id.pop(app.app_id, None)
+        self._stage_ids.removed(app)
 
     def stage_key(self, ts: TaskSet, cluster: ClusterView) -> tuple[int, str | int, int]:
-        app, stage = ts.app, ts.stage
-        if self.params.level == "job":
-            running = app.running
-        else:
-            running = app.stage_running(stage) if stage is not None else 0
-        if self.params.tie == "submit":
-            return (running, app.seq, -1 if stage is None else stage)
-        stage_id = self._first_stage_id.get(app.app_id, 0) + (stage or 0)
-        return (running, "" if stage is None else f"TaskSet_{stage_id}.0", 0)
+        return self._stage_ids.fair_key(ts, self.params.level, self.params.tie)

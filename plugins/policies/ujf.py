@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from rm.policy import AppView, ClusterView, StageOrderingPolicy, StageOrderParams, TaskSet
+from rm.policy import (
+    AppView,
+    ClusterView,
+    SparkStageIds,
+    StageOrderingPolicy,
+    StageOrderParams,
+    TaskSet,
+)
 from treadle.messages import Container
 
 
@@ -29,19 +36,17 @@ class UjfPolicy(StageOrderingPolicy[UjfParams]):
 
     def __init__(self, params: UjfParams | None = None) -> None:
         super().__init__(params)
-        self._first_stage_id: dict[str, int] = {}
-        self._next_stage_id = 0
+        self._stage_ids = SparkStageIds()
         self._user_running: dict[str, int] = {}  # this heartbeat
 
     def resorts(self) -> bool:
         return self.params.offer == "slot"
 
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
-        self._first_stage_id[app.app_id] = self._next_stage_id
-        self._next_stage_id += len(app.job.stages) if app.job is not None else 1
+        self._stage_ids.added(app)
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
-        self._first_stage_id.pop(app.app_id, None)
+        self._stage_ids.removed(app)
 
     def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
         running: dict[str, int] = {}
@@ -55,13 +60,6 @@ class UjfPolicy(StageOrderingPolicy[UjfParams]):
             self._user_running[app.user] = self._user_running.get(app.user, 0) + 1
 
     def stage_key(self, ts: TaskSet, cluster: ClusterView) -> tuple[int, str, int, str | int, int]:
-        app, stage = ts.app, ts.stage
+        app = ts.app
         user = (self._user_running.get(app.user, 0), app.user)
-        if self.params.level == "job":
-            running = app.running
-        else:
-            running = app.stage_running(stage) if stage is not None else 0
-        if self.params.tie == "submit":
-            return (*user, running, app.seq, -1 if stage is None else stage)
-        stage_id = self._first_stage_id.get(app.app_id, 0) + (stage or 0)
-        return (*user, running, "" if stage is None else f"TaskSet_{stage_id}.0", 0)
+        return (*user, *self._stage_ids.fair_key(ts, self.params.level, self.params.tie))

@@ -29,8 +29,15 @@ from typing import Literal
 
 from pydantic import Field
 
-from rm.policy import AppView, ClusterView, StageOrderingPolicy, StageOrderParams, TaskSet
-from treadle.model import StageSpec
+from rm.policy import (
+    AppView,
+    ClusterView,
+    StageOrderingPolicy,
+    StageOrderParams,
+    TaskSet,
+    new_arrivals,
+    slot_time,
+)
 
 
 class UwfqParams(StageOrderParams):
@@ -177,7 +184,7 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
 
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
         job = app.job
-        size = sum(_slot_time(s) for s in job.stages) if job is not None else 0.0
+        size = sum(slot_time(s) for s in job.stages) if job is not None else 0.0
         vjob = VJob(app.app_id, app.seq, size * self.params.size_inflation, 0.0)
         self.jobs[app.app_id] = vjob
         weight = self._weight(app.user, cluster)
@@ -194,15 +201,8 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
         self.stages.pop(app.app_id, None)
 
     def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
-        new = []
-        for ts in sets:
-            seen = self.stages.get(ts.app.app_id)
-            if seen is None or ts.stage not in seen:
-                t = ts.app.stage_runnable_s(ts.stage) if ts.stage is not None else None
-                new.append((cluster.now if t is None else t, ts.app.seq, ts.stage or 0, ts))
-        new.sort(key=lambda x: x[:3])
         r = cluster.capacity["vcores"]
-        for t, _, _, ts in new:
+        for t, ts in new_arrivals(sets, self.stages, cluster):
             app = ts.app
             self.clock.arrive(app.user, self._weight(app.user, cluster), None, app.app_id, t, r)
             vjob = self.jobs.get(app.app_id)
@@ -222,9 +222,3 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
             vjob = self.jobs.get(ts.app.app_id)
             deadline = vjob.deadline if vjob is not None else 0.0
         return (deadline, order)
-
-
-def _slot_time(stage: StageSpec) -> float:
-    """vcore-seconds of ``stage`` (a task without vcores counts one slot)."""
-    v = stage.resources["vcores"]
-    return stage.work_s * (v if v > 0 else 1.0)

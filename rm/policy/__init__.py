@@ -30,10 +30,13 @@ from rm.policy.packing import (
 from rm.policy.queuetree import QueueTreePolicy
 from rm.policy.shares import CachedShares, SharesCache
 from rm.policy.stageorder import (
+    SparkStageIds,
     StageOrderingPolicy,
     StageOrderParams,
     TaskSet,
     fill_task_set,
+    new_arrivals,
+    slot_time,
     task_sets,
     waiting_sets,
 )
@@ -62,6 +65,7 @@ __all__ = [
     "QueueTreePolicy",
     "QueueView",
     "SharesCache",
+    "SparkStageIds",
     "StageOrderParams",
     "StageOrderingPolicy",
     "TaskSet",
@@ -72,9 +76,11 @@ __all__ = [
     "fill_node",
     "fill_task_set",
     "first_fit_ask",
+    "new_arrivals",
     "progressive_fill",
     "remaining_work",
     "shapes_of",
+    "slot_time",
     "task_sets",
     "waiting_sets",
     "water_fill",

@@ -271,53 +271,29 @@ class QueueTreePolicy(Policy[P]):
                 q = q.parent
         if root.name not in live:
             return
-        heaps: dict[str | None, list[_Entry]] = {}  # per inner node (None: the root)
 
         def children(name: str | None) -> list[tuple[int, str]]:
             if name is None:
                 return [(0, root.name)]
             return [(i, c.name) for i, c in enumerate(queues[name].children) if c.name in live]
 
-        def descend(name: str | None, path: list[str]) -> tuple[AppView, Ask] | None:
-            """The first application with an ask to place under ``name`` (its leaf is
-            ``path[-1]``); children found with none are dropped from their parent."""
-            if name is not None and queues[name].is_leaf:
-                members = t.leaves.get(name)
-                if not members:
-                    return None
-                entry = members.first(self._fitting(members, name, node, cluster))
-                if entry is None:
-                    return None
-                app = t.apps[entry[-1]]
-                ask = self._ask(app, name, node, cluster)
-                return (app, ask) if ask is not None else None
-            heap = heaps.get(name)
-            if heap is None:
-                heap = heaps[name] = [(group_key(c, cluster), i, c) for i, c in children(name)]
-                heapq.heapify(heap)
-            while heap:
-                path.append(heap[0][2])
-                found = descend(heap[0][2], path)
-                if found is not None:
-                    return found
-                path.pop()
-                heapq.heappop(heap)
-            return None
+        def pick(name: str, path: list[str]) -> tuple[AppView, Ask] | None:
+            members = t.leaves.get(name)
+            if not members:
+                return None
+            entry = members.first(self._fitting(members, name, node, cluster))
+            if entry is None:
+                return None
+            app = t.apps[entry[-1]]
+            ask = self._ask(app, name, node, cluster)
+            return (app, ask) if ask is not None else None
 
-        while True:
-            path: list[str] = []
-            found = descend(None, path)
-            if found is None:
-                return
-            app, ask = found
-            yield _placement(app.app_id, ask.priority)
+        def placed(app: AppView, path: list[str]) -> None:
             self._placed(t, app, cluster)
-            parent: str | None = None
-            for name in path:  # each is the head of its parent's heap
-                heap = heaps[parent]
-                if len(heap) > 1:  # heaps only shrink: an only child is never compared
-                    heapq.heapreplace(heap, (group_key(name, cluster), heap[0][1], name))
-                parent = name
+
+        yield from _serve_tree(
+            children, group_key, cluster, lambda name: queues[name].is_leaf, pick, placed
+        )
 
     # A first_fit of the policy's own: every pending application, every heartbeat ---------
     def _walk_every_app(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
@@ -345,53 +321,29 @@ class QueueTreePolicy(Policy[P]):
             for h in waiting.values():
                 heapq.heapify(h)
         children = self._tree(cluster, waiting, firsts)
-        heaps: dict[str | None, list[_Entry]] = {}
 
-        def descend(name: str | None, path: list[str]) -> tuple[AppView, Ask] | None:
-            apps = waiting.get(name) if name is not None else None
-            if apps is not None:  # a leaf
-                while apps:
-                    app = apps[-1] if app_key is None else apps[0][2]
-                    ask = self.first_fit(app, path[-1], node, cluster)
-                    if ask is not None:
-                        return app, ask
-                    if app_key is None:  # nothing of this application fits any more
-                        apps.pop()
-                    else:
-                        heapq.heappop(apps)
-                return None
-            heap = heaps.get(name)
-            if heap is None:
-                heap = heaps[name] = [(group_key(c, cluster), t, c) for t, c in children(name)]
-                heapq.heapify(heap)
-            while heap:
-                path.append(heap[0][2])
-                found = descend(heap[0][2], path)
-                if found is not None:
-                    return found
-                path.pop()
-                heapq.heappop(heap)
+        def pick(name: str, path: list[str]) -> tuple[AppView, Ask] | None:
+            apps = waiting[name]
+            while apps:
+                app = apps[-1] if app_key is None else apps[0][2]
+                ask = self.first_fit(app, path[-1], node, cluster)
+                if ask is not None:
+                    return app, ask
+                if app_key is None:  # nothing of this application fits any more
+                    apps.pop()
+                else:
+                    heapq.heappop(apps)
             return None
 
-        while True:
-            path: list[str] = []
-            found = descend(None, path)
-            if found is None:
-                return
-            app, ask = found
-            yield _placement(app.app_id, ask.priority)
+        def placed(app: AppView, path: list[str]) -> None:
             if app_key is not None and self.resort:
                 apps = waiting[path[-1]]
                 if app.pending:
                     heapq.heapreplace(apps, (app_key(app, cluster), app.seq, app))
                 else:
                     heapq.heappop(apps)
-            parent: str | None = None
-            for name in path:
-                heap = heaps[parent]
-                if len(heap) > 1:
-                    heapq.heapreplace(heap, (group_key(name, cluster), heap[0][1], name))
-                parent = name
+
+        yield from _serve_tree(children, group_key, cluster, waiting.__contains__, pick, placed)
 
     def _tree(
         self, cluster: ClusterView, waiting: dict[str, list[Any]], firsts: dict[str, int]
@@ -419,3 +371,52 @@ class QueueTreePolicy(Policy[P]):
             return [(i, c.name) for i, c in enumerate(queues[name].children) if c.name in live]
 
         return children
+
+
+def _serve_tree(
+    children: Callable[[str | None], list[tuple[int, str]]],
+    group_key: Callable[[str, ClusterView], Any],
+    cluster: ClusterView,
+    is_leaf: Callable[[str], bool],
+    pick: Callable[[str, list[str]], tuple[AppView, Ask] | None],
+    placed: Callable[[AppView, list[str]], None],
+) -> Iterator[Placement]:
+    """Placements down the tree, one at a time: from above the root (None), each inner
+    node's children (``children(name)``: their (tie, name)) in a heap by
+    ``(group_key, tie)``, down to the first leaf where ``pick(name, path)`` finds an
+    application and its ask (``path``: the names from the root to that leaf); a child in
+    which nothing is found is dropped from its parent's heap for the rest of the walk.
+    After each placement, ``placed(app, path)``, then each node on the path is filed
+    again in its parent's heap under its new key."""
+    heaps: dict[str | None, list[_Entry]] = {}  # per inner node (None: above the root)
+
+    def descend(name: str | None, path: list[str]) -> tuple[AppView, Ask] | None:
+        if name is not None and is_leaf(name):
+            return pick(name, path)
+        heap = heaps.get(name)
+        if heap is None:
+            heap = heaps[name] = [(group_key(c, cluster), i, c) for i, c in children(name)]
+            heapq.heapify(heap)
+        while heap:
+            path.append(heap[0][2])
+            found = descend(heap[0][2], path)
+            if found is not None:
+                return found
+            path.pop()
+            heapq.heappop(heap)
+        return None
+
+    while True:
+        path: list[str] = []
+        found = descend(None, path)
+        if found is None:
+            return
+        app, ask = found
+        yield _placement(app.app_id, ask.priority)
+        placed(app, path)
+        parent: str | None = None
+        for name in path:  # each is the head of its parent's heap
+            heap = heaps[parent]
+            if len(heap) > 1:  # heaps only shrink: an only child is never compared
+                heapq.heapreplace(heap, (group_key(name, cluster), heap[0][1], name))
+            parent = name

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rm.policy.base import P, Placement, Policy, _placement
 from rm.policy.views import AppView, ClusterView, NodeView
+from treadle.model import StageSpec
 from treadle.resources import ZERO, Resources
 
 
@@ -104,6 +105,61 @@ def waiting_sets(cluster: ClusterView, hold_s: float) -> list[TaskSet]:
                 spec = job.stages[stage]
                 out.append(TaskSet(app, stage, (), spec.tasks, spec.resources))
     return out
+
+
+def new_arrivals(
+    sets: Sequence[TaskSet], seen: dict[str, Any], cluster: ClusterView
+) -> list[tuple[float, TaskSet]]:
+    """The task sets whose stage is not in ``seen[app_id]`` yet, with when each became
+    runnable (the RM's ``stage_runnable_s``; now if it does not say), in that time order
+    (ties by application, then stage)."""
+    new = []
+    for ts in sets:
+        have = seen.get(ts.app.app_id)
+        if have is None or ts.stage not in have:
+            t = ts.app.stage_runnable_s(ts.stage) if ts.stage is not None else None
+            new.append((cluster.now if t is None else t, ts.app.seq, ts.stage or 0, ts))
+    new.sort(key=lambda x: x[:3])
+    return [(t, ts) for t, _, _, ts in new]
+
+
+def slot_time(stage: StageSpec) -> float:
+    """vcore-seconds of ``stage`` (a task without vcores counts one slot)."""
+    v = stage.resources["vcores"]
+    return stage.work_s * (v if v > 0 else 1.0)
+
+
+class SparkStageIds:
+    """Spark's stage ids: numbered in application submission order, then stage order, as
+    Spark's DAG scheduler numbers them (call ``added`` and ``removed`` from the policy's
+    ``on_app_added`` and ``on_app_removed``)."""
+
+    __slots__ = ("_first", "_next")
+
+    def __init__(self) -> None:
+        self._first: dict[str, int] = {}
+        self._next = 0
+
+    def added(self, app: AppView) -> None:
+        self._first[app.app_id] = self._next
+        self._next += len(app.job.stages) if app.job is not None else 1
+
+    def removed(self, app: AppView) -> None:
+        self._first.pop(app.app_id, None)
+
+    def fair_key(self, ts: TaskSet, level: str, tie: str) -> tuple[int, str | int, int]:
+        """Spark FAIR's order in one pool: fewest running tasks (of the stage, or of the
+        application at ``level="job"``) first; ties by the name ``TaskSet_<stageId>.0``
+        as a string (``tie="name"``) or by submission order (``tie="submit"``)."""
+        app, stage = ts.app, ts.stage
+        if level == "job":
+            running = app.running
+        else:
+            running = app.stage_running(stage) if stage is not None else 0
+        if tie == "submit":
+            return (running, app.seq, -1 if stage is None else stage)
+        stage_id = self._first.get(app.app_id, 0) + (stage or 0)
+        return (running, "" if stage is None else f"TaskSet_{stage_id}.0", 0)
 
 
 def fill_task_set(ts: TaskSet, node: NodeView, held: Resources = ZERO) -> Iterator[Placement]:

@@ -82,3 +82,12 @@ def test_vectors_and_books_cross_processes_by_name() -> None:
     assert r2._iv is None
     acc2 = pickle.loads(pickle.dumps(acc))
     assert acc2.value == r * 2
+
+
+def test_dominant_share_with_is_the_dominant_share_of_the_sum() -> None:
+    rng = random.Random(7)
+    cap = Resources(vcores=24, memory_mb=98304, gpu=3)
+    for _ in range(200):
+        a = Resources(vcores=rng.randint(0, 9), memory_mb=rng.random() * 9000)
+        b = Resources(memory_mb=rng.random() * 9000, gpu=rng.randint(0, 2), disk=5)
+        assert a.dominant_share_with(b, cap) == (a + b).dominant_share(cap)

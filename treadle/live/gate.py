@@ -144,11 +144,12 @@ class Gate:
     def check_am(self, app_id: str, token: str, method: str) -> None:
         if not self.enabled:
             return
-        issued = self.am_tokens.get(app_id)
-        if not token:
-            raise UnauthenticatedError(f"{method} for {app_id} carries no AM token")
-        if issued is None or not auth.same(issued, token):
-            raise UnauthenticatedError(f"{method}: not the AM token of {app_id}")
+        if not _holds(self.am_tokens.get(app_id), token):
+            raise UnauthenticatedError(
+                f"{method} for {app_id} carries no AM token"
+                if not token
+                else f"{method}: not the AM token of {app_id}"
+            )
 
     # ------------------------------------------------------------------ NMs
     def register_node(
@@ -164,7 +165,7 @@ class Gate:
                 f"node {node_id!r}: a registration must be signed with the node secret"
             )
         current = self.node_tokens.get(node_id)
-        held = current is not None and bool(token) and auth.same(current, token)
+        held = _holds(current, token)
         if live and not held:
             raise PermissionDeniedError(
                 f"node {node_id!r} is registered and alive; re-registering it needs its node token"
@@ -178,11 +179,12 @@ class Gate:
     def check_heartbeat(self, node_id: str, token: str) -> None:
         if not self.enabled:
             return
-        issued = self.node_tokens.get(node_id)
-        if not token:
-            raise UnauthenticatedError(f"heartbeat of node {node_id!r} carries no node token")
-        if issued is None or not auth.same(issued, token):
-            raise UnauthenticatedError(f"heartbeat of node {node_id!r}: not its node token")
+        if not _holds(self.node_tokens.get(node_id), token):
+            raise UnauthenticatedError(
+                f"heartbeat of node {node_id!r} carries no node token"
+                if not token
+                else f"heartbeat of node {node_id!r}: not its node token"
+            )
 
     # ------------------------------------------------------------------ containers
     def sign_container(
@@ -218,3 +220,8 @@ class ContainerVerifier:
                 f"container {container_id}: bad container token (not signed by the RM "
                 "for this application, node and resources)"
             )
+
+
+def _holds(issued: str | None, token: str) -> bool:
+    """Whether ``token`` is the one issued (none issued: nothing is)."""
+    return bool(token) and issued is not None and auth.same(issued, token)

@@ -36,7 +36,7 @@ from treadle.model import Workload
 from treadle.registry import build
 from treadle.report.series import thinned
 from treadle.sim import ProgressFn, SimResult
-from treadle.study.parallel import mp_context, run_in_processes, start_forkserver
+from treadle.study.parallel import Runner, mp_context, run_in_processes, start_forkserver
 from treadle.study.runner import (
     PolicyChoice,
     RunOptions,
@@ -115,8 +115,9 @@ def _for_report(run: metrics.RunMetrics) -> metrics.RunMetrics:
     return dataclasses.replace(run, utilization=thinned(run.utilization))
 
 
-class Backend(Protocol):
-    """Where a comparison runs each policy: the simulator, or a fresh cluster per policy."""
+class Backend(Runner, Protocol):
+    """Where a comparison runs each policy: the simulator, or a fresh cluster per policy
+    (``run`` runs one, each backend's result a :class:`RunResult`)."""
 
     #: Whether runs may go to worker processes, several at once (``run`` is then called
     #: in a worker, on a copy of the backend made after ``prepare``).
@@ -130,17 +131,6 @@ class Backend(Protocol):
         out_dir: Path,
     ) -> None:
         """Every check, before anything runs: a bad name or setting fails here."""
-
-    def run(
-        self,
-        workload: Workload,
-        choice: PolicyChoice,
-        options: RunOptions,
-        alone: dict[str, float],
-        progress: ProgressFn | None,
-        run_dir: Path,
-    ) -> tuple[RunResult, metrics.RunMetrics]:
-        """Run one policy and write its files under ``run_dir``."""
 
     def title(self, workload: Workload, policies: int) -> str: ...
 

@@ -59,7 +59,8 @@ class Runner(Protocol):
         alone: dict[str, float],
         progress: ProgressFn | None,
         run_dir: Path,
-    ) -> Outcome: ...
+    ) -> Outcome:
+        """Run one policy and write its files under ``run_dir``."""
 
 
 def usable_cores() -> int:

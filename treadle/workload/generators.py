@@ -116,11 +116,16 @@ def generate(
     return _dag(b, where, g)
 
 
-def _poisson(b: BuildContext, where: str, g: PoissonGenerator) -> list[JobSpec]:
+def _queue_of(b: BuildContext, where: str, g: PoissonGenerator | ClosedLoopGenerator) -> str:
+    """The generator's queue, or its job template's (they may not name two)."""
     if g.queue is not None and g.job.queue is not None and g.queue != g.job.queue:
         raise b.error(f"{where}.job.queue", f"conflicts with the generator's queue {g.queue!r}")
     queue_where = f"{where}.queue" if g.queue is not None else f"{where}.job.queue"
-    queue = b.check_queue(g.queue or g.job.queue, queue_where)
+    return b.check_queue(g.queue or g.job.queue, queue_where)
+
+
+def _poisson(b: BuildContext, where: str, g: PoissonGenerator) -> list[JobSpec]:
+    queue = _queue_of(b, where, g)
     prefix = g.name or g.user
     mean_gap = 60.0 / g.rate_per_min
     t = g.start_s
@@ -135,10 +140,7 @@ def _poisson(b: BuildContext, where: str, g: PoissonGenerator) -> list[JobSpec]:
 
 
 def _closed_loop(b: BuildContext, where: str, g: ClosedLoopGenerator) -> list[JobSpec]:
-    if g.queue is not None and g.job.queue is not None and g.queue != g.job.queue:
-        raise b.error(f"{where}.job.queue", f"conflicts with the generator's queue {g.queue!r}")
-    queue_where = f"{where}.queue" if g.queue is not None else f"{where}.job.queue"
-    queue = b.check_queue(g.queue or g.job.queue, queue_where)
+    queue = _queue_of(b, where, g)
     prefix = g.name or g.user
     jobs: list[JobSpec] = []
     earliest = g.start_s  # a follower's submit_s: the earliest it could be submitted
