@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from am.core import ApplicationMaster
+from plugins.asks.greedy import GreedyAsks
 from plugins.estimators.point import PointEstimator, lower_median
 from plugins.estimators.slearn import AdaptiveRatio, SlearnEstimator, normalized_jct, pilot_count
 from plugins.estimators.threesigma import ThreeSigmaEstimator, utility_point
@@ -152,17 +154,35 @@ def test_g6_work_conservation(conserve: bool) -> None:
     assert positions == [1, 2]  # sampling, then [1e3, 1e4) s: R = 50 x 100 = 5,000
 
 
+def run_times(result: SimResult) -> list[float]:
+    """Run times of the containers, in the order they started."""
+    started = {r["container"]: r["t"] for r in result.records if r["event"] == "container_started"}
+    ends = {r["container"]: r["t"] for r in result.records if r["event"] == "container_finished"}
+    return [ends[c] - t for c, t in sorted(started.items(), key=lambda kv: kv[1])]
+
+
 def test_pilots_are_a_seeded_uniform_sample_not_the_lowest_indices() -> None:
-    durations = [float(10 + i) for i in range(40)]  # index order would give 10, 11
-    wl = workload(2, job("w", durations))
-    result, _gs = simulate(wl, "gs", {"estimator": "slearn", "slearn.ratio": 0.05})
-    started = [r for r in result.records if r["event"] == "container_finished"]
-    first_two = sorted(r["t"] - r.get("start", 0) for r in started[:2])
-    assert first_two != [10.0, 11.0]
-    again, _ = simulate(wl, "gs", {"estimator": "slearn", "slearn.ratio": 0.05})
+    durations = [float(10 + i) for i in range(40)]  # index order would start with 10 s
+    wl = workload(1, job("w", durations))
+    params = {"estimator": "slearn", "slearn.ratio": 0.05}
+    result, _ = simulate(wl, "gs", params)
+    assert run_times(result)[0] != 10.0
+    assert run_times(simulate(wl, "fifo")[0])[0] == 10.0  # other policies: index order
+    again, _ = simulate(wl, "gs", params)
     assert again.records == result.records  # seeded: the same run twice
-    other, _ = simulate(dataclasses.replace(wl, seed=1), "gs", {"estimator": "slearn"})
-    assert allocations(other)  # another seed still runs
+
+
+def test_the_am_task_order_is_a_seeded_uniform_permutation() -> None:
+    spec = job("w", [float(i) for i in range(10)])
+    firsts = [0] * 10
+    for seed in range(2000):
+        am = ApplicationMaster(spec, "app", GreedyAsks(), task_order_seed=f"s{seed}")
+        order = am.unassigned_durations(0)
+        assert sorted(order) == [float(i) for i in range(10)]
+        firsts[int(order[0])] += 1
+    assert all(130 < n < 270 for n in firsts), firsts  # 200 expected each
+    plain = ApplicationMaster(spec, "app", GreedyAsks())
+    assert plain.unassigned_durations(0) == [float(i) for i in range(10)]
 
 
 # ----------------------------------------------------------------------------- G9
