@@ -7,6 +7,7 @@ on their NMs. Tasks of a stage run when every parent stage is done (a barrier).
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Sequence
 
@@ -47,7 +48,9 @@ def _launch(
 
 
 class ApplicationMaster:
-    """Drives one job. ``max_task_attempts`` bounds retries of a failed task (YARN: 4)."""
+    """Drives one job. ``max_task_attempts`` bounds retries of a failed task (YARN: 4).
+    ``task_order_seed``: run each stage's tasks in an order drawn from it (default: index
+    order)."""
 
     def __init__(
         self,
@@ -58,6 +61,7 @@ class ApplicationMaster:
         max_task_attempts: int = 4,
         completed_tasks: Sequence[tuple[int, int]] = (),
         attempt: int = 0,
+        task_order_seed: str | None = None,
     ) -> None:
         self._job = job
         self.app_id = app_id
@@ -67,6 +71,13 @@ class ApplicationMaster:
         self.max_task_attempts = max_task_attempts
         n = len(job.stages)
         self._unassigned: list[deque[int]] = [deque(range(s.tasks)) for s in job.stages]
+        if task_order_seed is not None:
+            # Each stage's tasks in a seeded random order: the first ones launched (a
+            # sampling policy's pilots) are a uniform sample of the stage.
+            self._unassigned = [
+                deque(random.Random(f"{task_order_seed}:{i}").sample(range(s.tasks), s.tasks))
+                for i, s in enumerate(job.stages)
+            ]
         self._running: list[int] = [0] * n
         # Per stage, container id -> expected end (launch time + duration).
         self._ends: list[dict[str, float]] = [{} for _ in range(n)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from rm.blinding import blind_asks, blind_job
 from rm.containers import ContainerLifecycle
 from rm.netting import net_of_undelivered, validate_asks
 from rm.scheduling import AM_PRIORITY, Scheduler
@@ -52,6 +53,8 @@ class Applications:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
         self._seq = 0
+        #: Hide true durations from the policy (``rm.blinding``).
+        self.blind = not scheduler.policy.uses_oracle()
 
     def running(self, app_id: str) -> Application:
         app = self._state.apps.get(app_id)
@@ -78,6 +81,8 @@ class Applications:
         self._seq += 1
         app_id = f"application_{seq + 1:05d}"
         app = Application(app_id, seq, sub, now)
+        if self.blind and app.job is not None:
+            app.job = blind_job(app.job)
         st.add_app(app)
         self._log.job_submitted(
             now, app_id, sub.name, sub.user, sub.queue, sub.tasks, sub.alone_jct_s
@@ -136,7 +141,7 @@ class Applications:
         return AmRegistration(
             app.attempt,
             tuple(app.done_tasks),
-            app.job,
+            app.submission.job,  # the real job (``app.job`` may be blinded)
             app.user,
             app.queue,
             app.submission.ask_strategy,
@@ -213,7 +218,8 @@ class Applications:
             app.stage_book.asked(req.asks, now)
             pending = st.pending
             was_pending = app.pending > 0
-            for ask in net_of_undelivered(req.asks, app.undelivered):
+            asks = blind_asks(req.asks) if self.blind else req.asks
+            for ask in net_of_undelivered(asks, app.undelivered):
                 app.set_ask(ask)
                 if ask.count:
                     pending.narrow(ask.resources)

@@ -1,35 +1,357 @@
-"""The estimator API: how policies that need job sizes (SJF, SLearn, 3Sigma) learn them.
+"""The estimator API: how policies that need job sizes (GS, SJF-like orders) learn them.
 
-An estimator sees applications through the same read-only views as policies and may
-observe finished containers to learn. Plugins in ``treadle.estimators`` subclass it.
+An estimator sizes jobs in **task-seconds** (the sum of their tasks' durations). It sees
+applications through the views policies see, and learns only from what a real scheduler
+could observe: finished containers (their start and finish as NMs report them), finished
+jobs, and a history of past jobs. Only an estimator that declares ``oracle = True`` may
+read true durations (the submitted job's task durations, the asks' duration hints); the
+RM zeroes them for every policy that does not declare itself an oracle
+(``Policy.uses_oracle``), so a non-oracle estimator cannot read them even by mistake.
+
+The life of one job, as a policy drives it:
+
+1. ``on_app_added`` returns a :class:`Plan`: run ``pilots`` containers of the job's first
+   stage before an estimate exists (task sampling), or none; or ``thin`` (never
+   estimated: the top queue).
+2. The policy grants pilots, reports every container that ends with ``observe`` (saying
+   whether it was a pilot) and asks ``size_s`` until it is not None (``ready``).
+3. When the job ends, ``on_app_finished`` gives its completion time and its observed size
+   (the successful containers' run times), which adaptive estimators score.
+
+``load_history`` feeds past jobs (:class:`HistoryJob`, e.g. from ``read_history``) to
+estimators that learn from them. Plugins in ``treadle.estimators`` subclass
+:class:`Estimator`.
 """
 
 from __future__ import annotations
 
+import bisect
+import csv
+import math
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from rm.policy import AppView, ClusterView, NoParams
+from treadle.errors import InputError
 from treadle.messages import Container, ContainerStatus
+from treadle.model import JobSpec
 
 #: The entry-point group of estimator plugins (the registry's ``estimators`` kind).
 ENTRY_POINT_GROUP = "treadle.estimators"
 
 
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What an estimator wants for a newly added job.
+
+    ``pilots``: containers of the job's first stage to run before its estimate exists (0:
+    the estimate needs none). ``thin``: the job is never estimated and goes to the top
+    queue (SLearn's thin jobs). ``ratio``: the sampling ratio that gave ``pilots``.
+    """
+
+    pilots: int = 0
+    thin: bool = False
+    ratio: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryJob:
+    """A past job as history-based estimators learn from it: its features and its mean
+    task runtime (seconds)."""
+
+    name: str
+    user: str
+    submit_s: float
+    tasks: int
+    mean_task_s: float
+    vcores: float = 0.0
+    memory_mb: float = 0.0
+
+
+HISTORY_COLUMNS = ("name", "user", "submit_s", "tasks", "mean_task_s", "vcores", "memory_mb")
+
+
+def history_of(jobs: Iterable[JobSpec]) -> list[HistoryJob]:
+    """Past jobs as history: each job's mean task runtime over all its tasks; its first
+    stage's resources."""
+    out = []
+    for j in jobs:
+        tasks = j.tasks
+        if tasks <= 0:
+            continue
+        r = j.stages[0].resources
+        out.append(
+            HistoryJob(
+                j.name,
+                j.user,
+                j.submit_s,
+                tasks,
+                j.work_s / tasks,
+                r.get("vcores", 0.0),
+                r.get("memory_mb", 0.0),
+            )
+        )
+    return out
+
+
+def read_history(path: str) -> list[HistoryJob]:
+    """A history CSV with the header ``HISTORY_COLUMNS`` (vcores and memory_mb optional).
+    A malformed row is an ``InputError`` naming the file, line and column."""
+    try:
+        with open(path, newline="") as f:
+            return list(_rows(path, csv.DictReader(f)))
+    except OSError as e:
+        raise InputError(path, "", f"cannot read history: {e.strerror or e}") from None
+
+
+def _rows(path: str, reader: csv.DictReader[str]) -> Iterator[HistoryJob]:
+    missing = [c for c in HISTORY_COLUMNS[:5] if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InputError(path, "header", f"missing column(s) {', '.join(missing)}")
+    for row in reader:
+        line = reader.line_num
+        yield HistoryJob(
+            row["name"] or "",
+            row["user"] or "",
+            _num(path, line, row, "submit_s", low=-math.inf),  # history may precede the run
+            _num(path, line, row, "tasks", integer=True),
+            _num(path, line, row, "mean_task_s"),
+            _num(path, line, row, "vcores", default=0.0),
+            _num(path, line, row, "memory_mb", default=0.0),
+        )
+
+
+def _num(
+    path: str,
+    line: int,
+    row: dict[str, str],
+    col: str,
+    *,
+    integer: bool = False,
+    default: float | None = None,
+    low: float = 0.0,
+) -> Any:
+    raw = (row.get(col) or "").strip()
+    if not raw and default is not None:
+        return default
+    try:
+        x = int(raw) if integer else float(raw)
+    except ValueError:
+        raise InputError(path, f"line {line}, {col}", f"not a number: {raw!r}") from None
+    if not math.isfinite(x) or x < low:
+        raise InputError(path, f"line {line}, {col}", f"must be finite and >= {low:g}: {raw}")
+    return x
+
+
 class Estimator(ABC):
+    """Base class of estimators. Subclasses set ``description`` and implement
+    ``size_s``; every other hook is optional."""
+
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
+    #: Reads true durations (``AppView.job``'s durations, the asks' hints). Only an
+    #: oracle may; a policy using a non-oracle estimator is handed them zeroed.
+    oracle: ClassVar[bool] = False
+    #: Asks for pilot tasks: the AMs then run each stage's tasks in a seeded random
+    #: order, so pilots are a uniform sample.
+    samples: ClassVar[bool] = False
+
+    name: str
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params: Any = params if params is not None else self.Params()
+        if "name" not in self.__dict__:
+            self.name = type(self).__name__
+
+    def on_app_added(self, app: AppView, cluster: ClusterView) -> Plan:
+        """A job arrived: what it needs before an estimate (default: nothing)."""
+        return Plan()
 
     @abstractmethod
+    def size_s(self, app: AppView, cluster: ClusterView) -> float | None:
+        """The job's estimated total task-seconds; None while not ready."""
+
+    def ready(self, app: AppView, cluster: ClusterView) -> bool:
+        """Whether ``size_s`` has an estimate for ``app``."""
+        return self.size_s(app, cluster) is not None
+
     def remaining_s(self, app: AppView, cluster: ClusterView) -> float:
-        """Estimated remaining work of ``app`` in task-seconds."""
+        """Estimated remaining work of ``app`` in task-seconds (default: its size, 0 if
+        not ready)."""
+        return self.size_s(app, cluster) or 0.0
 
     def observe(  # noqa: B027
-        self, app: AppView, container: Container, status: ContainerStatus
+        self, app: AppView, container: Container, status: ContainerStatus, *, pilot: bool = False
     ) -> None:
-        """A container of ``app`` ended: learn from it."""
+        """A container of ``app`` ended (``pilot``: one the policy ran as a pilot task)."""
+
+    def on_app_finished(  # noqa: B027
+        self, app: AppView, jct_s: float, size_s: float
+    ) -> None:
+        """``app`` ended after ``jct_s`` seconds; ``size_s``: the task-seconds its
+        successful containers ran (what was observed)."""
+
+    def on_app_removed(self, app: AppView) -> None:  # noqa: B027
+        """``app`` is gone (finished or not): forget its per-job state."""
+
+    def load_history(self, jobs: Iterable[HistoryJob]) -> None:  # noqa: B027
+        """Learn from past jobs (default: ignore them)."""
+
+
+# ---------------------------------------------------------------- history estimators
+"""The history estimators' common part (3Sigma's method, spec A1.4 items 4-6).
+
+A job's features: its name, user, submission day and hour (``day = floor(submit_s /
+86400) mod 7``, ``hour = floor(submit_s / 3600) mod 24``), cpu and memory request (first
+stage). Treadle's jobs carry no application name, so five of 3Sigma's six features exist.
+The *similar jobs* of a job for feature ``f``: history jobs with the same value of ``f``
+submitted within ``window_days`` before it (all of them without a window). Learned
+quantity: each job's mean task runtime; ``size = point(similar) x tasks``, where the
+subclass gives ``point`` (3sigma: utility certainty-equivalent; point: median).
+
+Feature choice: each feature keeps the mean absolute percentage error of the predictions
+it would have made for jobs whose runtime became known (history jobs in submission order,
+each predicted from the ones before it; with ``online``, finished jobs too); a job is
+predicted by the feature with the lowest error among those with similar jobs (ties: the
+order above; a feature never scored counts as the worst). No similar job for any feature:
+the whole window; an empty history: size 0 (the top queue).
+
+``history``: a CSV of past jobs (``rm.estimator.read_history``). ``thin_top``: jobs of
+fewer than ``thin_limit`` tasks go to the top queue unestimated (3SigmaTL).
+"""
+
+FEATURES = ("name", "user", "when", "cpu", "memory")
+#: A job's values of ``FEATURES``.
+Features = tuple[Hashable, ...]
+
+
+class HistoryParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    history: str | None = None
+    window_days: float | None = Field(None, gt=0)
+    online: bool = False
+    thin_top: bool = False
+    thin_limit: int = Field(3, ge=1)
+
+
+def features(name: str, user: str, submit_s: float, vcores: float, memory_mb: float) -> Features:
+    when = (int(submit_s // 86400) % 7, int(submit_s // 3600) % 24)
+    return (name, user, when, vcores, memory_mb)
+
+
+class _Series:
+    """Mean task runtimes by submission time (for the window)."""
+
+    __slots__ = ("times", "values")
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self.values: list[float] = []
+
+    def add(self, t: float, v: float) -> None:
+        i = bisect.bisect_right(self.times, t)
+        self.times.insert(i, t)
+        self.values.insert(i, v)
+
+    def since(self, t0: float | None, t1: float) -> list[float]:
+        lo = 0 if t0 is None else bisect.bisect_left(self.times, t0)
+        return self.values[lo : bisect.bisect_right(self.times, t1)]
+
+
+class HistoryEstimator(Estimator):
+    """3Sigma-style history estimators (see the notes above); subclasses implement
+    ``point``."""
+
+    Params = HistoryParams
+
+    def __init__(self, params: HistoryParams | None = None) -> None:
+        super().__init__(params)
+        p: HistoryParams = self.params
+        self.window_s = p.window_days * 86400 if p.window_days is not None else None
+        self.by_feature: list[dict[Hashable, _Series]] = [{} for _ in FEATURES]
+        self.everything = _Series()
+        self.error_sum = [0.0] * len(FEATURES)
+        self.error_n = [0] * len(FEATURES)
+        #: Per running job: its estimate, its features and what each feature predicted.
+        self.jobs: dict[str, tuple[float, Features, list[float | None], int]] = {}
+        if p.history is not None:
+            self.load_history(read_history(p.history))
+
+    def point(self, values: Sequence[float]) -> float:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ learning
+    def load_history(self, jobs: Iterable[HistoryJob]) -> None:
+        for j in sorted(jobs, key=lambda j: j.submit_s):
+            f = features(j.name, j.user, j.submit_s, j.vcores, j.memory_mb)
+            self._learn(f, j.submit_s, self._predictions(f, j.submit_s), j.mean_task_s)
+
+    def _predictions(self, f: Features, now: float) -> list[float | None]:
+        t0 = now - self.window_s if self.window_s is not None else None
+        out: list[float | None] = []
+        for i, value in enumerate(f):
+            series = self.by_feature[i].get(value)
+            values = series.since(t0, now) if series is not None else []
+            out.append(self.point(values) if values else None)
+        return out
+
+    def _learn(self, f: Features, t: float, predicted: list[float | None], actual: float) -> None:
+        if actual > 0:
+            for i, p in enumerate(predicted):
+                if p is not None:
+                    self.error_sum[i] += abs(p - actual) / actual
+                    self.error_n[i] += 1
+        for i, value in enumerate(f):
+            self.by_feature[i].setdefault(value, _Series()).add(t, actual)
+        self.everything.add(t, actual)
+
+    def mean_task_s(self, predicted: list[float | None], now: float) -> float:
+        """The prediction of the feature with the lowest past error."""
+        best: tuple[float, int] | None = None
+        for i, p in enumerate(predicted):
+            if p is None:
+                continue
+            err = self.error_sum[i] / self.error_n[i] if self.error_n[i] else float("inf")
+            if best is None or (err, i) < best:
+                best = (err, i)
+        if best is not None:
+            return predicted[best[1]] or 0.0
+        t0 = now - self.window_s if self.window_s is not None else None
+        values = self.everything.since(t0, now)
+        return self.point(values) if values else 0.0
+
+    # ------------------------------------------------------------------ the API
+    def on_app_added(self, app: AppView, cluster: ClusterView) -> Plan:
+        p: HistoryParams = self.params
+        job = app.job
+        tasks = job.tasks if job is not None else app.pending
+        width = job.stages[0].tasks if job is not None else tasks
+        if p.thin_top and width < p.thin_limit:
+            return Plan(thin=True)
+        r: Any = job.stages[0].resources if job is not None else {}
+        f = features(
+            app.name, app.user, app.submit_s, r.get("vcores", 0.0), r.get("memory_mb", 0.0)
+        )
+        predicted = self._predictions(f, app.submit_s)
+        size = self.mean_task_s(predicted, app.submit_s) * tasks
+        self.jobs[app.app_id] = (size, f, predicted, tasks)
+        return Plan()
+
+    def size_s(self, app: AppView, cluster: ClusterView) -> float | None:
+        entry = self.jobs.get(app.app_id)
+        return entry[0] if entry is not None else None
+
+    def on_app_finished(self, app: AppView, jct_s: float, size_s: float) -> None:
+        entry = self.jobs.get(app.app_id)
+        if entry is None or not self.params.online or entry[3] <= 0:
+            return
+        _, f, predicted, tasks = entry
+        self._learn(f, app.submit_s, predicted, size_s / tasks)
+
+    def on_app_removed(self, app: AppView) -> None:
+        self.jobs.pop(app.app_id, None)

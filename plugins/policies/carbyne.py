@@ -89,6 +89,7 @@ class CarbyneParams(BaseModel):
 
 class CarbynePolicy(CachedShares[CarbyneParams]):
     description = "Carbyne: DRF shares to AMs; DEFAULT asks packed within them; leftover by SRTF"
+    oracle = True  # the asks' remaining-usage hints
     ask_strategy = "altruistic"
     #: Shares are recomputed as soon as a new job first asks: it must be entitled to some.
     shares_on_first_ask = True

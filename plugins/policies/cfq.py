@@ -83,6 +83,7 @@ class VirtualClock:
 
 class CfqPolicy(StageOrderingPolicy[CfqParams]):
     description = "cluster fair queuing: virtual time over stages, smallest virtual finish first"
+    oracle = True  # stage sizes from the submitted job's durations
 
     def __init__(self, params: CfqParams | None = None) -> None:
         super().__init__(params)

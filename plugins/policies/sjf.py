@@ -15,6 +15,7 @@ from treadle.dag import critical_path_s
 
 class SjfPolicy(OrderingPolicy[NoParams]):
     description = "shortest job first (critical-path length of the DAG)"
+    oracle = True  # critical paths of the submitted job
     resort = False
 
     def __init__(self, params: NoParams | None = None) -> None:

@@ -55,6 +55,7 @@ class TetrisParams(BaseModel):
 
 class TetrisPolicy(Policy[TetrisParams]):
     description = "Tetris: best-aligned ask (demand . free) plus less remaining work; knob f"
+    oracle = True  # the asks' remaining-work hints
 
     def __init__(self, params: TetrisParams | None = None) -> None:
         super().__init__(params)

@@ -164,6 +164,7 @@ class TwoLevelClock:
 
 class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
     description = "user weighted fair queuing: two-level virtual time, job chains per user"
+    oracle = True  # job sizes from the submitted job's durations
 
     def __init__(self, params: UwfqParams | None = None) -> None:
         super().__init__(params)

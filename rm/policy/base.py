@@ -75,6 +75,10 @@ class Policy(ABC, Generic[P]):
     #: The AM ask strategy (a ``treadle.asks`` plugin) the policy is designed with, used
     #: when a run does not name one (Carbyne's RM pairs with its altruistic AMs).
     ask_strategy: ClassVar[str] = "greedy"
+    #: The policy reads true task durations: the submitted job's (``AppView.job``) and
+    #: the asks' hints (``expected_duration_s``, ``remaining_work``, ``remaining_usage``).
+    #: The RM zeroes them in what it shows a policy that does not use an oracle.
+    oracle: ClassVar[bool] = False
 
     params: P
 
@@ -104,6 +108,17 @@ class Policy(ABC, Generic[P]):
     @abstractmethod
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterable[Placement]:
         """Placements for ``node``; applied one by one as they are yielded."""
+
+    def uses_oracle(self) -> bool:
+        """Whether the RM shows this policy true durations (``oracle``; a policy whose
+        answer depends on its parameters, e.g. its estimator, overrides this)."""
+        return self.oracle
+
+    def shuffles_tasks(self) -> bool:
+        """Whether AMs should run each stage's tasks in a seeded random order (so that the
+        first containers a job gets, its pilot tasks, are a uniform sample of its tasks)
+        rather than in index order."""
+        return False
 
     # Optional hooks ------------------------------------------------------------------
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:

@@ -93,8 +93,20 @@ def test_bad_workload_is_one_clear_line(
         (["--policy", "drf", "--set", "across=racks"], ["drf", "across"]),
         (["--policy", "fifo", "--set", "speed=3"], ["fifo", "speed", "unknown parameter"]),
         (["--policy", "fifo", "--set", "novalue"], ["--set", "key=value"]),
+        (["--policy", "gs", "--set", "estimator=nosuch"], ["unknown estimator 'nosuch'", "slearn"]),
+        (
+            ["--policy", "gs", "--set", "estimator=slearn", "--set", "slearn.ratio=2"],
+            ["gs", "estimator 'slearn'", "parameter 'ratio'"],
+        ),
     ],
-    ids=["unknown policy", "bad parameter value", "unknown parameter", "malformed --set"],
+    ids=[
+        "unknown policy",
+        "bad parameter value",
+        "unknown parameter",
+        "malformed --set",
+        "unknown estimator",
+        "bad estimator parameter",
+    ],
 )
 def test_bad_policy_is_one_clear_line(args: list[str], expected: list[str], tmp_path: Path) -> None:
     line = one_line_error(treadle("sim", "tiny", *args, "--out", str(tmp_path / "o")))

@@ -248,6 +248,7 @@ class Simulation:
         wl = self.workload
         rm = self.rm
         n = len(wl.cluster.nodes)
+        shuffle = rm.policy.shuffles_tasks()  # AMs run tasks in a seeded random order
         self.log.run_started(
             0.0,
             policy=self.policy_name,
@@ -351,7 +352,12 @@ class Simulation:
                 )
                 rm.register_application_master(app_id, t)
                 job_names[app_id] = job.name
-                am = ApplicationMaster(job, app_id, self.make_strategy())
+                am = ApplicationMaster(
+                    job,
+                    app_id,
+                    self.make_strategy(),
+                    task_order_seed=f"tasks:{wl.seed}:{app_id}" if shuffle else None,
+                )
                 active[app_id] = am
                 self._push(t, _AM, am)
             else:  # _TICK
