@@ -110,7 +110,8 @@ SCHEMA: dict[str, EventType] = {
                 _f(
                     "submit_timers",
                     "object",
-                    "how late the replay driver's submissions fired (live runs)",
+                    "the replay driver's own lag: timer lateness of its submissions and "
+                    "polls as a distribution (live runs; treadle.live.lag)",
                     optional=True,
                 ),
             ),
