@@ -12,28 +12,20 @@ task set take every free slot of the node it can use (Spark's offer round).
 
 from __future__ import annotations
 
-from typing import Literal
-
 from rm.policy import (
     AppView,
     ClusterView,
+    SparkOrderParams,
     SparkStageIds,
     StageOrderingPolicy,
-    StageOrderParams,
     TaskSet,
 )
 
 
-class SparkFairParams(StageOrderParams):
-    level: Literal["stage", "job"] = "stage"
-    tie: Literal["name", "submit"] = "name"
-    offer: Literal["slot", "node"] = "slot"
-
-
-class SparkFairPolicy(StageOrderingPolicy[SparkFairParams]):
+class SparkFairPolicy(StageOrderingPolicy[SparkOrderParams]):
     description = "Spark FAIR, one pool: stage with the fewest running tasks first"
 
-    def __init__(self, params: SparkFairParams | None = None) -> None:
+    def __init__(self, params: SparkOrderParams | None = None) -> None:
         super().__init__(params)
         self._stage_ids = SparkStageIds()
 

@@ -12,29 +12,22 @@ heartbeat.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
 
 from rm.policy import (
     AppView,
     ClusterView,
+    SparkOrderParams,
     SparkStageIds,
     StageOrderingPolicy,
-    StageOrderParams,
     TaskSet,
 )
 from treadle.messages import Container
 
 
-class UjfParams(StageOrderParams):
-    level: Literal["stage", "job"] = "stage"
-    tie: Literal["name", "submit"] = "name"
-    offer: Literal["slot", "node"] = "slot"
-
-
-class UjfPolicy(StageOrderingPolicy[UjfParams]):
+class UjfPolicy(StageOrderingPolicy[SparkOrderParams]):
     description = "user-job fairness: user, then stage, with the fewest running tasks first"
 
-    def __init__(self, params: UjfParams | None = None) -> None:
+    def __init__(self, params: SparkOrderParams | None = None) -> None:
         super().__init__(params)
         self._stage_ids = SparkStageIds()
         self._user_running: dict[str, int] = {}  # this heartbeat

@@ -30,6 +30,7 @@ from rm.policy.packing import (
 from rm.policy.queuetree import QueueTreePolicy
 from rm.policy.shares import CachedShares, SharesCache
 from rm.policy.stageorder import (
+    SparkOrderParams,
     SparkStageIds,
     StageOrderingPolicy,
     StageOrderParams,
@@ -65,6 +66,7 @@ __all__ = [
     "QueueTreePolicy",
     "QueueView",
     "SharesCache",
+    "SparkOrderParams",
     "SparkStageIds",
     "StageOrderParams",
     "StageOrderingPolicy",

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -40,6 +40,15 @@ class StageOrderParams(BaseModel):
 
     #: Keep slots free this long for a runnable stage whose asks are on their way.
     hold_s: float = Field(1.0, ge=0.0, allow_inf_nan=False)
+
+
+class SparkOrderParams(StageOrderParams):
+    """What Spark's FAIR order takes (``spark-fair``, ``ujf``): by stage or by job, ties by
+    Spark's task-set name or by submission, the order kept per slot or per node offer."""
+
+    level: Literal["stage", "job"] = "stage"
+    tie: Literal["name", "submit"] = "name"
+    offer: Literal["slot", "node"] = "slot"
 
 
 class TaskSet:
