@@ -24,9 +24,9 @@ completions of the same heartbeat, the other containers of a lost node), in one 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
+from rm.accounts import Accounts
 from rm.applications import Applications
 from rm.containers import ContainerLifecycle
 from rm.effects import Effects, Outbox
@@ -36,7 +36,7 @@ from rm.policy import Policy
 from rm.reports import AppReport, ClusterReport, app_report, cluster_report
 from rm.scheduling import AM_PRIORITY, MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridden
 from rm.state import Application, AppState, ClusterState
-from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
+from treadle.errors import NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (
     EXIT_PREEMPTED,
@@ -111,6 +111,8 @@ class ResourceManager:
             max_am_attempts=max_am_attempts,
             am_resources=am_resources or Resources(vcores=1, memory_mb=1024),
         )
+        #: Budget accounts' admin calls (a policy with accounts, e.g. Dynamic Priority).
+        self.accounts = Accounts(st, policy, self.scheduler.policy_name)
         #: For discrete-event hosts only (see ``rm.hints``).
         self.hints = SchedulingHints(st, self.scheduler)
         #: A node's heartbeat: the node tracker's own method, called directly (the hottest
@@ -198,23 +200,8 @@ class ResourceManager:
         return self.apps.expire_attempts(now)
 
     def set_queue_budget(self, queue: str, budget: float, spending_rate: float) -> None:
-        """An operator sets a queue's budget and spending rate (a budget policy's admin
-        hook, e.g. Dynamic Priority). Checked before the policy sees it."""
-        setter = getattr(self.policy, "set_queue_budget", None)
-        if setter is None:
-            raise ConflictError(f"policy {self.policy_name!r} has no queue budgets")
-        q = self.state.queues.get(queue)
-        if q is None:
-            raise NotFoundError(f"unknown queue {queue!r}")
-        if q.children:
-            raise InvalidRequestError(f"queue {queue!r} is not a leaf queue")
-        for name, x in (("budget", budget), ("spending_rate", spending_rate)):
-            if not (math.isfinite(x) and x >= 0):
-                raise InvalidRequestError(f"{name} must be a finite number >= 0, got {x!r}")
-        try:
-            setter(queue, budget, spending_rate)
-        except ValueError as e:  # the policy's own check
-            raise InvalidRequestError(f"queue {queue!r}: {e}") from None
+        """An operator sets a queue's budget and spending rate (``rm.accounts``)."""
+        self.accounts.set_queue_budget(queue, budget, spending_rate)
 
     # ------------------------------------------------------------------ policy timers
     def tick(self, now: float) -> None:
