@@ -5,7 +5,8 @@
 
 const params = new URLSearchParams(location.search);
 const REFRESH_MS = Math.max(500, 1000 * (parseFloat(params.get("refresh")) || 2));
-const WINDOW_MS = 1000 * (parseFloat(params.get("window")) || 300);
+// The chart spans the samples the RM has, between 1 and 10 minutes (or ?window=SECONDS).
+const WINDOW_FIXED_MS = 1000 * (parseFloat(params.get("window")) || 0);
 const COLORS = ["#2f6fde", "#e8710a", "#188038", "#a142f4", "#d93025", "#12b5cb"];
 const EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
@@ -100,6 +101,8 @@ function drawChart(samples) {
   const chart = $("util-chart");
   const W = 900, H = 240, L = 44, R = 10, T = 10, B = 26;
   const now = samples.length ? samples[samples.length - 1].t : Date.now();
+  const span = samples.length ? now - samples[0].t : 0;
+  const WINDOW_MS = WINDOW_FIXED_MS || Math.min(600000, Math.max(60000, Math.ceil(span / 60000) * 60000));
   const t0 = now - WINDOW_MS;
   const x = (t) => L + ((t - t0) / WINDOW_MS) * (W - L - R);
   const y = (f) => T + (1 - Math.min(1, Math.max(0, f))) * (H - T - B);
@@ -133,6 +136,7 @@ function drawChart(samples) {
     legend.push(el("span", {}, el("i", { style: `background:${color}` }), `${r} ${pct(100 * now_)}`));
   });
   chart.replaceChildren(...parts);
+  chart.dataset.zeroY = String(y(0));
   $("util-legend").replaceChildren(...legend);
   $("util-window").textContent = `(used / capacity, last ${Math.round(WINDOW_MS / 60000)} min)`;
 }
