@@ -148,7 +148,13 @@ async def test_anyone_may_ask_the_price_unsigned(tmp_path: Path) -> None:
             assert got.price == 4.0
             assert got.now_s >= 0
             assert got.clock.dilation == 1.0
-        # Signed, it is checked all the same: a forged price query is not taken as anonymous.
+        # A claimed identity is checked all the same, never taken as anonymous: a name
+        # without a signature, or a forged signature.
+        claim = ((auth.USER_KEY, "root"),)
+        why = await refused(
+            UNAUTHENTICATED, r.admin(None).GetPrice(admin_pb.GetPriceRequest(), metadata=claim)
+        )
+        assert "no credentials" in why
         why = await refused(
             UNAUTHENTICATED,
             r.admin("bob", "not-bobs-key-012345").GetPrice(admin_pb.GetPriceRequest()),
