@@ -421,3 +421,67 @@ async def test_the_admin_commands_end_to_end(tmp_path: Path) -> None:
         assert "FAILED_PRECONDITION" in err
         assert "queue tree is fixed" in err
         assert r.books() == {"alice": (100.0, 2.0), "bob": (40.0, 0.0)}
+
+
+@contextlib.asynccontextmanager
+async def dp_rm_process(tmp_path: Path) -> AsyncIterator[str]:
+    """A real ``python -m rm --policy dp`` behind its ACL: queues alice and bob, alice's
+    budget 100 from the config; its address."""
+    (tmp_path / "rm.yaml").write_text(
+        "queues: [{name: alice}, {name: bob}]\nusers:\n  alice: {budget: 100}\n  bob: {}\n"
+    )
+    (tmp_path / "acl").write_text(
+        f"alice user {KEYS['alice']}\nbob user {KEYS['bob']}\nroot admin {KEYS['root']}\n"
+    )
+    (tmp_path / "node-secret").write_bytes(NODE_SECRET)
+    port_file = tmp_path / "rm.port"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rm", "--policy", "dp", "--set", "interval_s=1",
+        "--config", str(tmp_path / "rm.yaml"), "--acl", str(tmp_path / "acl"),
+        "--node-secret-file", str(tmp_path / "node-secret"), "--port-file", str(port_file),
+        "--log-level", "warning",
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            if proc.returncode is not None:
+                _, err = await proc.communicate()
+                pytest.fail(f"the RM exited: {err.decode()}")
+            assert loop.time() < deadline, "the RM wrote no port file"
+            await asyncio.sleep(0.05)
+        yield port_file.read_text().strip()
+    finally:
+        if proc.returncode is None:
+            proc.terminate()
+        await proc.communicate()
+
+
+@pytest.mark.slow
+@aio
+async def test_the_admin_commands_on_a_dp_rm_process(tmp_path: Path) -> None:
+    async with dp_rm_process(tmp_path) as address:
+        rm = ("--rm", address)
+
+        async def run(*args: str, user: str | None = None) -> tuple[int, str, str]:
+            return await treadle_admin(tmp_path, *args, *rm, user=user)
+
+        code, out, err = await run("price", "--json")  # unsigned
+        assert code == 0, err
+        assert json.loads(out)["price"] == 0.0  # no queue is active: nothing runs
+        code, out, err = await run("set-rate", "alice", "2.5", "--json", user="alice")
+        assert code == 0, err
+        assert (json.loads(out)["budget"], json.loads(out)["spending_rate"]) == (100.0, 2.5)
+        code, out, err = await run("add-budget", "bob", "50", user="root")
+        assert code == 0, err
+        code, out, err = await run("set-rate", "bob", "9", user="alice")
+        assert code == 1
+        assert "PERMISSION_DENIED" in err
+        code, out, err = await run("set-rate", "alice", "-1", user="root")
+        assert code == 1
+        assert "INVALID_ARGUMENT" in err
+        code, out, err = await run("infos", "--json", user="root")
+        assert code == 0, err
+        books = [(q["queue"], q["budget"], q["spending_rate"]) for q in json.loads(out)["queues"]]
+        assert books == [("alice", 100.0, 2.5), ("bob", 50.0, 1.0)]
