@@ -83,11 +83,13 @@ def _refusal(what: str, address: str, e: Any) -> TreadleError:
     detail = (e.details() or "").splitlines()[0] if e.details() else ""
     if code == grpc.StatusCode.UNAVAILABLE:
         return TreadleError(f"cannot reach the RM at {address}: {detail or name}")
-    if code in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+    if code == grpc.StatusCode.UNAUTHENTICATED:
         return TreadleError(
             f"{what} refused by the RM {address}: {name}: {detail} (sign as a user of its "
             "ACL: --user and --key-file, or $TREADLE_USER with $TREADLE_KEY_FILE)"
         )
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return TreadleError(f"{what} refused by the RM {address}: {name}: {detail}")
     return TreadleError(f"{what} failed at the RM {address}: {name}: {detail}")
 
 
