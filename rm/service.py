@@ -18,6 +18,7 @@ from typing import Any
 import grpc
 import structlog
 
+from rm import admin_service
 from rm.core import ResourceManager
 from rm.reports import AppReport
 from treadle import events as ev
@@ -29,6 +30,7 @@ from treadle.live.gate import Caller, Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
 from treadle.messages import AppSubmission, FinalStatus
 from treadle.rpc.v1 import (
+    admin_pb2_grpc as admin_grpc,
     application_master_pb2 as am_pb,
     application_master_pb2_grpc as am_grpc,
     client_pb2 as client_pb,
@@ -48,6 +50,7 @@ SERVICES = (
     "treadle.v1.ResourceTracker",
     "treadle.v1.ApplicationMaster",
     "treadle.v1.Client",
+    admin_service.SERVICE,
 )
 
 
@@ -470,6 +473,7 @@ async def serve(
     rt_grpc.add_ResourceTrackerServicer_to_server(ResourceTrackerServicer(state), server)
     am_grpc.add_ApplicationMasterServicer_to_server(ApplicationMasterServicer(state), server)
     client_grpc.add_ClientServicer_to_server(ClientServicer(state), server)
+    admin_grpc.add_AdminServicer_to_server(admin_service.AdminServicer(state), server)
     add_health(server, SERVICES)
     port = bind(server, address, settings.tls)
     if port == 0:

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from treadle.cli.admin import admin_app
 from treadle.cli.cluster import (
     DEFAULT_CLUSTER_DIR,
     ClusterDirOpt,
@@ -546,6 +547,7 @@ def run_live(
 
 
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(admin_app, name="admin")
 
 
 def main() -> None:

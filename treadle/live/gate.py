@@ -4,6 +4,8 @@
   fresh for that user (``auth.ReplayWindow``) and the HMAC of the canonical request under
   the user's key. A ``user`` reads, kills and submits only as itself; an ``admin`` may do
   everything (submit as any user, read every application, its AM token and the event log).
+  A call open to anyone (``Gate.anyone``: the DP price) may come unsigned; signed, it is
+  checked all the same.
 - **AMs**: a token per application, issued at submission, required on Register, Allocate
   and Finish for that application only.
 - **NMs**: a registration signed under the cluster's node secret; the RM answers with a
@@ -40,6 +42,8 @@ class Caller:
 
 #: What an open gate answers for every caller.
 ANYONE = Caller("", "admin")
+#: Who an unsigned call to a method open to anyone is (``Gate.anyone``).
+NOBODY = Caller("", "anonymous")
 
 
 class Gate:
@@ -114,6 +118,17 @@ class Gate:
         entry = self.acl.entries[user]  # present: _key_of found it
         return Caller(user, entry.role)
 
+    def anyone(self, method: str, body: bytes, metadata: Metadata) -> Caller:
+        """The identity of a call anyone may make (the DP price): an unsigned call is
+        ``NOBODY``; a call carrying any credential is checked as ``client`` checks it, so a
+        forged or replayed one is refused, never taken as anonymous."""
+        md = tuple(metadata)
+        if not self.enabled:
+            return ANYONE
+        if not any(k in (auth.USER_KEY, auth.TS_KEY, auth.SIG_KEY) for k, _ in md):
+            return NOBODY
+        return self.client(method, body, md)
+
     def acl_problem(self) -> str | None:
         """The error of the last failed ACL reload, once (the previous entries stay in force)."""
         if self.acl is None or self.acl.last_error == self._acl_error:
@@ -127,6 +142,17 @@ class Gate:
         if not caller.admin and caller.user != user:
             raise PermissionDeniedError(
                 f"user {caller.user!r} may not {what} of user {user!r} (only its own, or an admin)"
+            )
+
+    @staticmethod
+    def may_use_queue(caller: Caller, queue: str, what: str) -> None:
+        """A user acts on the queue named after it only (one leaf queue per user, as in
+        Dynamic Priority); an admin on every queue."""
+        if not caller.admin and (not caller.user or caller.user != queue):
+            who = f"user {caller.user!r}" if caller.user else "an unsigned caller"
+            raise PermissionDeniedError(
+                f"{who} may not {what} of queue {queue!r} (a user only its own queue, "
+                "the one named after it; or an admin)"
             )
 
     @staticmethod

@@ -129,10 +129,14 @@ def add_health(server: grpc.aio.Server, services: Iterable[str]) -> health.Healt
 
 
 class _Sign(grpc.aio.UnaryUnaryClientInterceptor):
-    """Signs the calls that need a user's signature (treadle.live.auth): every Client
-    call, and a node's registration."""
+    """Signs the calls that need a user's signature (treadle.live.auth): every Client and
+    Admin call, and a node's registration."""
 
-    SIGNED = ("/treadle.v1.Client/", "/treadle.v1.ResourceTracker/RegisterNode")
+    SIGNED = (
+        "/treadle.v1.Client/",
+        "/treadle.v1.Admin/",
+        "/treadle.v1.ResourceTracker/RegisterNode",
+    )
 
     def __init__(self, creds: auth.Credentials) -> None:
         self.creds = creds
