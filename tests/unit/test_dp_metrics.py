@@ -59,14 +59,15 @@ def _table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def test_shares_come_from_the_rates_of_active_intervals_and_preemptions_are_counted() -> None:
-    def acct(t: float, q: str, rate: float, used: int, pending: int) -> dict[str, Any]:
+    def acct(t: float, q: str, rate: float, used: int, share: float) -> dict[str, Any]:
         return {
             "t": t,
             "event": "dp_account",
             "queue": q,
             "spending_rate": rate,
             "used": used,
-            "pending": pending,
+            "pending": 0,
+            "share": share,
             "budget": 100.0 - t,
             "charged": 1.0,
             "price": 3.0,
@@ -74,11 +75,11 @@ def test_shares_come_from_the_rates_of_active_intervals_and_preemptions_are_coun
 
     table = _table(
         [
-            acct(20, "a", 2, 5, 0),
-            acct(20, "b", 1, 0, 3),
-            acct(40, "a", 2, 8, 0),
-            acct(40, "b", 9, 0, 0),  # inactive: its rate does not count
-            acct(40, "c", 5, 0, 0),  # never active: no share
+            acct(20, "a", 2, 5, 0.6),
+            acct(20, "b", 1, 0, 0.4),
+            acct(40, "a", 2, 8, 1.0),
+            acct(40, "b", 9, 0, 0.0),  # granted nothing: its rate does not count
+            acct(40, "c", 5, 0, 0.0),  # never granted a share: none
             {"t": 41, "event": "container_preempted", "container": "c1"},
             {"t": 41, "event": "container_finished", "container": "c1", "state": "PREEMPTED"},
             {"t": 42, "event": "container_finished", "container": "c2", "state": "PREEMPTED"},
@@ -89,3 +90,46 @@ def test_shares_come_from_the_rates_of_active_intervals_and_preemptions_are_coun
     assert dp.account_shares(table) == pytest.approx({"a": 2 / 3, "b": 1 / 3})
     assert dp.preemption_count(table) == 2
     assert not dp.has_dp_records(_table([{"t": 0, "event": "run_started"}]))
+
+
+TWO_QUEUES = """
+cluster:
+  heartbeat_s: 1
+  nodes: [{count: 3, resources: {vcores: 4}}]
+queues:
+  - {name: q1, budget: 100000, spending_rate: 2}
+  - {name: q2, budget: 100000, spending_rate: 1}
+generators:
+  - {kind: closed_loop, user: u1, queue: q1, count: 4,
+     job: {stages: [{name: s, tasks: 24, duration_s: 10, resources: {vcores: 1}}]}}
+  - {kind: closed_loop, user: u2, queue: q2, count: 4,
+     job: {stages: [{name: s, tasks: 24, duration_s: 10, resources: {vcores: 1}}]}}
+"""
+
+
+def _dp_run() -> list[dict[str, Any]]:
+    from treadle.registry import build, factory
+    from treadle.sim import Simulation
+    from treadle.workload import parse_workload
+
+    wl = parse_workload(TWO_QUEUES, "two.yaml")
+    policy = build("policies", "dp", {"interval_s": 5})
+    return Simulation(wl, policy, factory("asks", "greedy"), policy_name="dp").run().records
+
+
+def test_a_dp_run_summary_has_a_dp_section_and_the_parquet_path_agrees(tmp_path: Any) -> None:
+    from treadle import event_columns as ec
+    from treadle.metrics import read_log, summarize
+
+    records = _dp_run()
+    s = summarize(records)["dp"]
+    assert s["queues"]["q1"]["share"] == pytest.approx(2 / 3)
+    assert s["queues"]["q2"]["share"] == pytest.approx(1 / 3)
+    assert s["differentiation_max"] > 1.3  # 2:1 slots on equal jobs: q2 waits longer
+    assert s["intervals"] > 0
+    assert s["mean_price"] == pytest.approx(3.0, rel=0.2)
+    assert s["preemptions"] == 0
+    path = tmp_path / "events.parquet"
+    ec.write_parquet(records, path)
+    assert summarize(read_log(path))["dp"] == s
+    assert "dp" not in summarize([r for r in records if r["event"] != "dp_account"])

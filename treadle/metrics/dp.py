@@ -1,9 +1,9 @@
 """Dynamic Priority's metrics (the DP paper's, spec dp.md B2), numpy over the log's table.
 
 * **Shares** of the queues: each queue's mean spending rate over the allocation intervals
-  in which it was active (its ``dp_account`` records with ``used`` or ``pending`` > 0),
-  normalised to sum 1 over the queues that were ever active: the entitlement the rates
-  bought, whatever the budgets did. Callers that know the rates may pass their own.
+  in which it was granted a share (its ``dp_account`` records with ``share`` > 0),
+  normalised to sum 1 over those queues: the entitlement its rate bought while it could
+  pay. Callers that know the rates may pass their own.
 * **Per-queue JCT**: mean, max and a ~95% half-width (1.96 standard errors) over the
   queue's finished jobs.
 * **Differentiation**: ``JCT_max(lowest-share queue) / JCT_max(highest-share queue)``
@@ -38,8 +38,10 @@ from treadle.metrics.jobs import JobColumns
 from treadle.metrics.scan import SUCCEEDED, FloatArray, LogFacts
 from treadle.metrics.stats import mean
 
-DP_ACCOUNT = "dp_account"
-CONTAINER_PREEMPTED = "container_preempted"
+DP_ACCOUNT = ev.DP_ACCOUNT
+CONTAINER_PREEMPTED = ev.CONTAINER_PREEMPTED
+#: The columns these metrics read besides those of ``treadle.metrics.scan``.
+COLUMNS = ("price", "budget", "spending_rate", "share", "used", "pending", "charged")
 PREEMPTED = "PREEMPTED"
 Z95 = 1.96
 
@@ -74,11 +76,11 @@ def has_dp_records(table: pa.Table) -> bool:
 
 
 def account_shares(table: pa.Table) -> dict[str, float]:
-    """Each queue's share: its mean spending rate while active, normalised (see above)."""
+    """Each queue's share: its mean spending rate while granted a share, normalised."""
     rows = _rows(table, DP_ACCOUNT)
     queues = _strings(table, "queue", rows)
     rate = _column(table, "spending_rate", rows)
-    active = (_column(table, "used", rows) > 0) | (_column(table, "pending", rows) > 0)
+    active = _column(table, "share", rows) > 0
     rates: dict[str, float] = {}
     for q in sorted(set(queues)):
         mine = np.asarray([x == q for x in queues]) & active
