@@ -233,3 +233,23 @@ def test_queue_accounts_travel_to_a_live_rm_in_its_config_file() -> None:
     a = next(q for q in config.queues.walk() if q.name == "a")
     c = next(q for q in config.queues.walk() if q.name == "c")
     assert (a.budget, a.spending_rate, c.budget, c.spending_rate) == (1000.0, 2.0, None, None)
+
+
+def test_under_dp_the_books_show_the_boost_and_the_reset() -> None:
+    """The dp policy's own records: alice's queue spends 8 while alice-2 runs, 2 before
+    and after; queue a's budget is 10,000 right after the reset at 30 s."""
+    from treadle.registry import build
+
+    wl = load()
+    policy = build("policies", "dp", {"interval_s": 5})
+    records = Simulation(wl, policy, GreedyAsks, policy_name="dp").run().records
+    names = {r["job"]: r["name"] for r in records if r["event"] == "job_submitted"}
+    ends = {names[r["job"]]: r["t"] for r in records if r["event"] == "job_finished"}
+    books = [r for r in records if r["event"] == "dp_account" and r["queue"] == "a"]
+    for b in books:
+        boosted = ends["alice-1"] < b["t"] <= ends["alice-2"]
+        assert b["spending_rate"] == (8.0 if boosted else 2.0), b
+    after_reset = next(b for b in books if b["t"] >= 30)
+    assert after_reset["budget"] == pytest.approx(10000.0 - after_reset["charged"])
+    b_books = [r for r in records if r["event"] == "dp_account" and r["queue"] == "b"]
+    assert [r["spending_rate"] for r in b_books if r["t"] <= 20][-1] == 3.0
