@@ -134,3 +134,16 @@ def test_a_dp_run_summary_has_a_dp_section_and_the_parquet_path_agrees(tmp_path:
     ec.write_parquet(records, path)
     assert summarize(read_log(path))["dp"] == s
     assert "dp" not in summarize([r for r in records if r["event"] != "dp_account"])
+
+
+def test_the_dp_section_equals_the_per_record_reference() -> None:
+    import json
+
+    from tests.reference_metrics import summary as ref_summary
+    from treadle.metrics import rounded, summarize
+
+    records = _dp_run()
+    new = summarize(records)["dp"]
+    old = ref_summary.summarize(records)["dp"]
+    assert new["differentiation_max"] is not None
+    assert json.dumps(rounded(new), sort_keys=True) == json.dumps(rounded(old), sort_keys=True)
