@@ -372,3 +372,35 @@ def test_the_am_hears_of_a_preemption_in_its_allocate_response() -> None:
     assert resp.preempted == [c.container_id]
     assert [s.state for s in resp.completed] == [ContainerState.PREEMPTED]
     assert rm.on_allocate(AllocateRequest(app), 3.0).preempted == []
+
+
+def d10_books(semantics: str) -> list[ev.Record]:
+    wl = three_queue_workload({"A": 60, "B": 60}, 10, 10.0, submit={})
+    _, result = simulate(
+        wl, {"interval_s": 10, "semantics": semantics}, {"A": (1.0, 12.0), "B": (1.0, 1e6)}
+    )
+    books = [r for r in result.records if r["event"] == ev.DP_ACCOUNT and r["queue"] == "A"]
+    assert min(r["budget"] for r in books) >= 0
+    assert sum(r["charged"] for r in books) <= 12
+    return books
+
+
+def test_d10_paper_a_queue_that_runs_out_of_budget_loses_its_share() -> None:
+    books = d10_books("paper")
+    # Quota 5, charged 5 per interval: 12 -> 7 -> 2 -> 0 (it pays what it has).
+    assert [r["budget"] for r in books[:4]] == [12, 7, 2, 0]
+    assert [r["charged"] for r in books[1:4]] == [5, 5, 2]
+    assert books[3]["share"] == 0  # broke: no share from then on, nothing more charged
+    later = [r for r in books[4:] if r["pending"] > 0]
+    assert later
+    assert all(r["share"] == 0 and r["charged"] == 0 for r in later)
+
+
+def test_d10_hadoop_a_queue_that_cannot_pay_is_not_charged_and_gets_no_share() -> None:
+    books = d10_books("hadoop")
+    assert [r["budget"] for r in books[:3]] == [12, 7, 2]
+    # 2 credits cannot pay 1 x 5 slots: not charged, share 0 (quirk a); the interval
+    # after, holding none of its quota, it is eligible again (1 <= 2): it oscillates.
+    stuck = books[3]
+    assert (stuck["used"], stuck["charged"], stuck["share"], stuck["budget"]) == (5, 0, 0, 2)
+    assert books[4]["share"] == 0.5
