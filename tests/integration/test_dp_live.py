@@ -26,6 +26,7 @@ queues:
   - {name: b, budget: 1000, spending_rate: 1}
 admin:
   - {at_s: 12, queue: b, set_budget: 5000}
+  - {at_s: 100000, queue: a, add_budget: 1}   # after the last job: never waited for
 generators:
   - {kind: closed_loop, user: alice, queue: a, count: 2, spending_rates: {2: 8},
      job: {stages: [{name: s, tasks: 4, duration_s: 8, resources: {vcores: 1}}]}}

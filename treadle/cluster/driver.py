@@ -304,8 +304,6 @@ async def replay(
         async def submit_all() -> None:
             # Closed-loop users: a released job waits for its predecessor's end.
             chains = [asyncio.create_task(release_after(j)) for j in jobs if j.name in followers]
-            if accounts is not None and workload.admin:
-                chains.append(asyncio.create_task(admin_all()))
             try:
                 for job in jobs:
                     if job.name not in released:
@@ -354,6 +352,8 @@ async def replay(
             names[resp.app_id] = job.name
 
         submitter = asyncio.create_task(submit_all())
+        # The timeline runs beside the jobs and stops with them, as in the simulator.
+        admin = asyncio.create_task(admin_all()) if accounts and workload.admin else None
         states: dict[str, str] = {}
         try:
             while True:
@@ -363,6 +363,8 @@ async def replay(
                 lag.tick()
                 if submitter.done():
                     submitter.result()  # a failed submission ends the replay
+                if admin is not None and admin.done():
+                    admin.result()  # so does a refused account change
                 listing = await _call(
                     "ListApplications",
                     rm_address,
@@ -390,6 +392,11 @@ async def replay(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await submitter
             raise
+        finally:
+            if admin is not None and not admin.done():
+                admin.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await admin
         everything = await fetch_events(stub, rm_address)
     ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
     end = max((float(r["t"]) for r in ours), default=t0)
