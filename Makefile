@@ -33,7 +33,7 @@ test: lint typecheck
 	$(BIN)/pytest
 
 BENCH ?= sim
-bench: setup  # make bench BENCH=sim|heartbeats|fidelity|decisions|carbyne
+bench: setup  # make bench BENCH=sim|heartbeats|fidelity|decisions|carbyne|dp
 	$(PY) -m tests.benchmarks $(BENCH)
 
 clean:

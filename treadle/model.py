@@ -56,6 +56,10 @@ class JobSpec:
     submit_s: float
     stages: tuple[StageSpec, ...]
     queue: str = DEFAULT_QUEUE
+    #: While the job is in the system (from its submission to its end) its queue's
+    #: spending rate is this (Dynamic Priority's boost; see ``AccountAction``); None: the
+    #: queue's own rate.
+    spending_rate: float | None = None
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]
@@ -182,13 +186,18 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class QueueSpec:
     """A queue in the hierarchy. ``capacity`` and ``max_capacity`` are percentages of the
-    parent (YARN CapacityScheduler); ``weight`` is the FairScheduler weight."""
+    parent (YARN CapacityScheduler); ``weight`` is the FairScheduler weight; ``budget``
+    (credits) and ``spending_rate`` (credits per slot per allocation interval) are a leaf
+    queue's initial Dynamic Priority account, None when not given (a policy with accounts
+    reads them; every other policy ignores them, as fifo ignores ``weight``)."""
 
     name: str
     weight: float = 1.0
     capacity: float | None = None
     max_capacity: float = 100.0
     children: tuple[QueueSpec, ...] = ()
+    budget: float | None = None
+    spending_rate: float | None = None
 
     @property
     def is_leaf(self) -> bool:
@@ -209,6 +218,32 @@ class UserSpec:
 
 ROOT_QUEUE = "root"
 
+SET_BUDGET = "set_budget"
+ADD_BUDGET = "add_budget"
+SET_SPENDING_RATE = "set_spending_rate"
+ACCOUNT_ACTIONS = (SET_BUDGET, ADD_BUDGET, SET_SPENDING_RATE)
+"""What an admin timeline entry does to a queue's account, in the order an entry giving
+several applies them."""
+
+
+@dataclass(frozen=True, slots=True)
+class AccountAction:
+    """An admin's change to a leaf queue's budget account at ``at_s`` (a workload's
+    ``admin:`` timeline): ``action`` is one of ``ACCOUNT_ACTIONS`` and ``amount`` its
+    credits or rate (finite, >= 0).
+
+    How it composes with per-job rates (``JobSpec.spending_rate``): a queue has a *base*
+    rate (its ``QueueSpec.spending_rate``, then the timeline's last ``set_spending_rate``)
+    and an *effective* one, which the policy sees: the highest rate of the queue's jobs
+    in the system that carry one, else the base. A timeline rate change during a boost
+    changes the base only, which the queue returns to when its boosted jobs have ended.
+    """
+
+    at_s: float
+    queue: str
+    action: str
+    amount: float
+
 
 @dataclass(frozen=True, slots=True)
 class Follow:
@@ -226,7 +261,8 @@ class Workload:
     ``follows`` maps a job's name to the ``Follow`` that releases it (closed-loop users);
     an entry whose ``after`` names no job of the workload is ignored, so a job taken out
     alone runs at its ``submit_s``. A follower's ``submit_s`` is a lower bound: the
-    earliest it could be submitted.
+    earliest it could be submitted. ``admin`` is the timeline of account changes, in time
+    order (ties in declaration order).
     """
 
     name: str
@@ -238,6 +274,7 @@ class Workload:
     users: Mapping[str, UserSpec] = field(default_factory=dict)
     seed: int = 0
     follows: Mapping[str, Follow] = field(default_factory=dict)
+    admin: tuple[AccountAction, ...] = ()
 
     @cached_property
     def leaf_queues(self) -> dict[str, QueueSpec]:
@@ -249,6 +286,12 @@ class Workload:
     @property
     def tasks(self) -> int:
         return sum(j.tasks for j in self.jobs)
+
+    @property
+    def has_account_timeline(self) -> bool:
+        """Whether a run must change queue accounts as it goes (an ``admin`` timeline or a
+        job with its own spending rate): only a policy with accounts can run it."""
+        return bool(self.admin) or any(j.spending_rate is not None for j in self.jobs)
 
 
 def closed_loop_followers(wl: Workload) -> dict[str, list[tuple[JobSpec, float]]]:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tests.reference_metrics.dp import dp_section
 from tests.reference_metrics.fairness import JAIN_WINDOW_S, jain_from
 from tests.reference_metrics.jobs import JobResult, job_results_from
 from tests.reference_metrics.scan import (
@@ -136,8 +137,19 @@ def summarize(
     ``policy`` defaults to ``run_started.policy``; ``user_weights`` weigh the per-user
     Jain's index (the log does not carry them).
     """
+    records = list(records)
     log = scan(records)
-    return summary_from(log, job_results_from(log), policy, user_weights, window_s)
+    results = job_results_from(log)
+    return _with_dp(records, results, summary_from(log, results, policy, user_weights, window_s))
+
+
+def _with_dp(
+    records: list[RecordLike], results: list[JobResult], summary: dict[str, Any]
+) -> dict[str, Any]:
+    dp = dp_section(records, results)
+    if dp is not None:
+        summary["dp"] = rounded(dp)
+    return summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +168,9 @@ def analyze(
     user_weights: Mapping[str, float] | None = None,
 ) -> RunMetrics:
     """summarize + job_results + utilization_series in one pass over the records."""
+    records = list(records)
     log = scan(records)
     results = job_results_from(log)
     summary = summary_from(log, results, policy, user_weights, JAIN_WINDOW_S)
+    summary = _with_dp(records, results, summary)
     return RunMetrics(summary, results, utilization_series_from(log))

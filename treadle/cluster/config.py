@@ -176,7 +176,20 @@ def _queue_level(
                 f"capacity {q.capacity:g} exceeds max_capacity {q.max_capacity:g}",
             )
         children = _queue_level(q.queues, f"{at}.queues", source, seen)
-        out.append(QueueSpec(q.name, q.weight, q.capacity, q.max_capacity, children))
+        if children and (q.budget is not None or q.spending_rate is not None):
+            key = "budget" if q.budget is not None else "spending_rate"
+            raise InputError(source, f"{at}.{key}", "only a leaf queue has an account")
+        out.append(
+            QueueSpec(
+                q.name,
+                q.weight,
+                q.capacity,
+                q.max_capacity,
+                children,
+                budget=q.budget,
+                spending_rate=q.spending_rate,
+            )
+        )
     return tuple(out)
 
 
@@ -212,6 +225,9 @@ def _queue_doc(q: QueueSpec) -> dict[str, Any]:
     doc["max_capacity"] = q.max_capacity
     if q.children:
         doc["queues"] = [_queue_doc(c) for c in q.children]
+    for key in ("budget", "spending_rate"):  # a leaf queue's initial account
+        if getattr(q, key) is not None:
+            doc[key] = getattr(q, key)
     return doc
 
 

@@ -4,7 +4,9 @@
 until every application has ended, then fetches the RM's event log through GetEvents and
 keeps this run's records (its applications' records and the node events), headed by a
 ``run_started`` record that carries what the metrics need. The records are then analysed
-by treadle.metrics exactly as a simulation's are. ``probe`` and ``wait_for_rm`` ask an RM
+by treadle.metrics exactly as a simulation's are. A workload that changes queue accounts
+(an admin timeline, per-job spending rates) has them applied as it goes (``LiveAccounts``).
+``probe`` and ``wait_for_rm`` ask an RM
 for its metrics; ``run_async`` runs a coroutine with SIGTERM as cancellation, so that
 clusters are stopped on the way out. The comparison built on this is treadle.study.compare.
 """
@@ -28,10 +30,11 @@ from treadle.live import wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.lag import Lag
 from treadle.live.rpcutil import channel
-from treadle.model import JobSpec, Workload, closed_loop_followers
+from treadle.model import ADD_BUDGET, SET_BUDGET, JobSpec, Workload, closed_loop_followers
 from treadle.registry import build
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
 from treadle.sim import ProgressFn
+from treadle.workload.timeline import AccountCall, AccountTimeline
 
 log = structlog.get_logger("driver")
 T = TypeVar("T")
@@ -40,6 +43,7 @@ FINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
 NODE_EVENTS = frozenset({ev.NODE_REGISTERED, ev.NODE_LOST})
 #: The RM's own records of no application, kept from the run's start on (a policy's books).
 RUN_EVENTS = frozenset({ev.DP_ACCOUNT})
+DP_ACCOUNT = ev.DP_ACCOUNT  # the dp policy's per-interval record of each queue's account
 DEFAULT_TIMEOUT_S = 3600.0
 CONNECT_TIMEOUT_S = 5.0
 RPC_TIMEOUT_S = 30.0
@@ -154,6 +158,88 @@ async def fetch_events(stub: Any, address: str, page: int = EVENTS_PAGE) -> list
         offset = resp.next_offset
 
 
+class LiveAccounts:
+    """A replay's account changes (``treadle.workload.timeline``) made through the Client
+    service's one account call today, ``SetQueueBudget`` (both values, absolute).
+
+    So each change needs the other value: the rate is the one this driver last set (the
+    queue's declared rate at first); the budget, for ``add_budget`` and a rate change, is
+    the latest the RM logged for the queue (its ``dp_account`` records, read through
+    GetEvents) or this driver's own last setting when that is newer. The RM charges
+    between that record and the call are lost (at most one allocation interval's), and a
+    job's end is seen at the driver's next poll: finer calls (add budget, set the rate
+    alone) will remove both.
+    """
+
+    def __init__(self, stub: Any, address: str, workload: Workload, clock: EmulatedClock) -> None:
+        self.stub = stub
+        self.address = address
+        self.workload = workload
+        self.clock = clock
+        self.timeline = AccountTimeline.of(workload)
+        self.rate = dict(self.timeline.base)
+        leaves = workload.leaf_queues
+        self.budget = {q: b for q, s in leaves.items() if (b := s.budget) is not None}
+        self.set_at: dict[str, float] = {}  # queue -> when this driver last set its budget
+        self.offset = 0  # events read so far
+
+    async def start(self) -> None:
+        """Set every queue the run changes to its declared account: the first call, so a
+        policy without accounts fails here, before any job is submitted."""
+        changed = {a.queue for a in self.workload.admin}
+        changed |= {j.queue for j in self.workload.jobs if j.spending_rate is not None}
+        for q in sorted(changed):
+            try:
+                await self._set(q, self.budget[q], self.rate[q])
+            except TreadleError as e:
+                raise TreadleError(
+                    f"workload {self.workload.name!r} changes queue accounts (admin timeline "
+                    f"or per-job spending_rate), which the RM refused: {e}"
+                ) from None
+
+    async def apply(self, calls: list[AccountCall]) -> None:
+        if not calls:
+            return
+        await self._catch_up()
+        for c in calls:
+            q = c.queue
+            if c.action == SET_BUDGET:
+                await self._set(q, c.amount, self.rate[q])
+            elif c.action == ADD_BUDGET:
+                await self._set(q, self.budget[q] + c.amount, self.rate[q])
+            else:
+                await self._set(q, self.budget[q], c.amount)
+
+    async def _set(self, queue: str, budget: float, rate: float) -> None:
+        request = client_pb.SetQueueBudgetRequest(queue=queue, budget=budget, spending_rate=rate)
+        what = f"SetQueueBudget of queue {queue!r}"
+        await _call(what, self.address, self.stub.SetQueueBudget, request, RPC_TIMEOUT_S)
+        self.budget[queue], self.rate[queue] = budget, rate
+        self.set_at[queue] = self.clock.now()
+
+    async def _catch_up(self) -> None:
+        """The budgets of the RM's ``dp_account`` records since the last read."""
+        while True:
+            resp = await _call(
+                "GetEvents",
+                self.address,
+                self.stub.GetEvents,
+                client_pb.GetEventsRequest(offset=self.offset, limit=EVENTS_PAGE),
+                RPC_TIMEOUT_S,
+            )
+            for line in resp.records:
+                if DP_ACCOUNT not in line:
+                    continue
+                r = json.loads(line)
+                q = r.get("queue")
+                newer = float(r["t"]) >= self.set_at.get(q, -math.inf)
+                if r.get("event") == DP_ACCOUNT and q in self.budget and newer:
+                    self.budget[q] = float(r["budget"])
+            if not resp.records or resp.next_offset <= self.offset:
+                return
+            self.offset = resp.next_offset
+
+
 async def replay(
     rm_address: str,
     workload: Workload,
@@ -199,9 +285,21 @@ async def replay(
             poll_s = min(0.5, max(0.02, clock.wall_seconds(m.heartbeat_interval_s or 1.0)))
         jobs = sorted(workload.jobs, key=lambda j: j.submit_s)
         names: dict[str, str] = {}  # app id -> job name
+        accounts: LiveAccounts | None = None
+        if workload.has_account_timeline:
+            accounts = LiveAccounts(stub, rm_address, workload, clock)
+            await accounts.start()
+        specs = {j.name: j for j in jobs}
+        ended: set[str] = set()  # app ids seen in a final state
 
         followers = closed_loop_followers(workload)
         released = {j.name for js in followers.values() for j, _ in js}
+
+        async def admin_all() -> None:
+            assert accounts is not None
+            for action in workload.admin:
+                await clock.sleep_until(t0 + action.at_s)
+                await accounts.apply(accounts.timeline.admin(action))
 
         async def submit_all() -> None:
             # Closed-loop users: a released job waits for its predecessor's end.
@@ -237,6 +335,8 @@ async def replay(
                 await submit(nxt)
 
         async def submit(job: JobSpec) -> None:
+            if accounts is not None:
+                await accounts.apply(accounts.timeline.job_submitted(job))
             a = (alone or {}).get(job.name)
             request = client_pb.SubmitApplicationRequest(
                 user=job.user,
@@ -252,6 +352,8 @@ async def replay(
             names[resp.app_id] = job.name
 
         submitter = asyncio.create_task(submit_all())
+        # The timeline runs beside the jobs and stops with them, as in the simulator.
+        admin = asyncio.create_task(admin_all()) if accounts and workload.admin else None
         states: dict[str, str] = {}
         try:
             while True:
@@ -261,6 +363,8 @@ async def replay(
                 lag.tick()
                 if submitter.done():
                     submitter.result()  # a failed submission ends the replay
+                if admin is not None and admin.done():
+                    admin.result()  # so does a refused account change
                 listing = await _call(
                     "ListApplications",
                     rm_address,
@@ -269,6 +373,12 @@ async def replay(
                     RPC_TIMEOUT_S,
                 )
                 states = {a.app_id: a.state for a in listing.applications if a.app_id in names}
+                if accounts is not None:
+                    for app_id, state in states.items():
+                        if state in FINAL_STATES and app_id not in ended:
+                            ended.add(app_id)
+                            spec = specs[names[app_id]]
+                            await accounts.apply(accounts.timeline.job_ended(spec))
                 done = sum(1 for s in states.values() if s in FINAL_STATES)
                 if progress is not None:
                     progress(done, len(jobs), max(0.0, clock.now() - t0))
@@ -282,6 +392,11 @@ async def replay(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await submitter
             raise
+        finally:
+            if admin is not None and not admin.done():
+                admin.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await admin
         everything = await fetch_events(stub, rm_address)
     ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
     end = max((float(r["t"]) for r in ours), default=t0)

@@ -3,7 +3,8 @@
 JCT, waiting time and slowdown statistics are over finished (``SUCCEEDED``) jobs only.
 Makespan is the horizon's length when some job has ended, else ``None``. ``jct_groups_s``
 are the JCT rank groups and ``best_user`` / ``worst_user`` the users of lowest and highest
-mean JCT (``treadle.metrics.deadlines``).
+mean JCT (``treadle.metrics.deadlines``). A run with Dynamic Priority's ``dp_account``
+records also gets a ``dp`` section (``treadle.metrics.dp``); other runs' summaries have none.
 """
 
 from __future__ import annotations
@@ -13,11 +14,22 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from treadle.metrics.deadlines import best_and_worst, rank_group_dict
+from treadle.metrics.dp import DP_ACCOUNT, dp_summary
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
 from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
-from treadle.metrics.scan import FAILED, KILLED, SUCCEEDED, UNFINISHED, EventSource, LogFacts, scan
+from treadle.metrics.scan import (
+    FAILED,
+    KILLED,
+    SUCCEEDED,
+    UNFINISHED,
+    EventSource,
+    LogFacts,
+    scan,
+    to_table,
+)
 from treadle.metrics.stats import mean, pct, rounded, worst_fraction_mean
 from treadle.metrics.utilization import mean_utilization, utilization_series_from
 
@@ -115,8 +127,29 @@ def summarize(
     defaults to ``run_started.policy``; ``user_weights`` weigh the per-user Jain's index
     (the log does not carry them).
     """
+    records = _reusable(records)
     log = scan(records)
-    return summary_from(log, job_columns(log), policy, user_weights, window_s)
+    cols = job_columns(log)
+    return _with_dp(records, log, cols, summary_from(log, cols, policy, user_weights, window_s))
+
+
+def _reusable(records: EventSource) -> EventSource:
+    """``records`` in a form that can be read twice (an iterator is read once)."""
+    return records if isinstance(records, pa.Table | list) else list(records)
+
+
+def _with_dp(
+    records: EventSource, log: LogFacts, cols: JobColumns, summary: dict[str, Any]
+) -> dict[str, Any]:
+    """``summary`` with the ``dp`` section when the log has ``dp_account`` records."""
+    if not isinstance(records, pa.Table):
+        if not any(r.get("event") == DP_ACCOUNT for r in records):
+            return summary
+        records = to_table(records)[0]
+    dp = dp_summary(records, log, cols)
+    if dp is not None:
+        summary["dp"] = rounded(dp)
+    return summary
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +168,10 @@ def analyze(
     user_weights: Mapping[str, float] | None = None,
 ) -> RunMetrics:
     """summarize + job_results + utilization_series of one event table (or records)."""
+    records = _reusable(records)
     log = scan(records)
     cols = job_columns(log)
-    summary = summary_from(log, cols, policy, user_weights, JAIN_WINDOW_S)
+    summary = _with_dp(
+        records, log, cols, summary_from(log, cols, policy, user_weights, JAIN_WINDOW_S)
+    )
     return RunMetrics(summary, job_results_from(log, cols), utilization_series_from(log))

@@ -1,9 +1,11 @@
 """The discrete-event simulator: the real RM, NM and AM cores driven by a virtual clock.
 
 Events on the heap are node heartbeats (at each node's phase + k * heartbeat_s), AM
-allocate calls (every ``am_interval_s`` while the job runs), job submissions and policy
-ticks. Nothing else exists: task completions surface on the node's next heartbeat, as in
-YARN.
+allocate calls (every ``am_interval_s`` while the job runs), job submissions, policy
+ticks and the workload's admin timeline (``Workload.admin``: changes to queue accounts,
+first at their instant; per-job spending rates change them at a job's submission and
+end, ``treadle.workload.timeline``). Nothing else exists: task completions surface on the
+node's next heartbeat, as in YARN.
 
 AM calls that cannot change anything are skipped too: when the AM's request would repeat
 its last one (same asks, nothing released or finished, nothing received since), the RM
@@ -33,14 +35,18 @@ from nm.core import NodeManager
 from rm.core import ResourceManager
 from rm.policy import Policy
 from treadle import events as ev
+from treadle.errors import ConflictError
 from treadle.messages import AppSubmission
-from treadle.model import JobSpec, Workload, closed_loop_followers
+from treadle.model import AccountAction, JobSpec, Workload, closed_loop_followers
+from treadle.workload.timeline import AccountCall, AccountTimeline
 
 # Event kinds, in the order they run when they fall at the same instant. A container ends
 # exactly ``duration`` after the AM call that launched it, so the AM's call at that same
 # instant runs first: a real launch takes a moment, and the AM learns of the end on its
 # next call, as on a live cluster.
 _SUBMIT, _AM, _TICK, _HB, _WAKE = 0, 1, 2, 3, 4
+# An admin's account change runs before anything else at its instant: a tick then sees it.
+_ADMIN = -1
 
 ProgressFn = Callable[[int, int, float], None]  # (jobs done, jobs total, sim time)
 
@@ -133,6 +139,21 @@ class Simulation:
         self.stats = {"heartbeats": 0, "allocates": 0, "allocates_skipped": 0, "wakeups": 0}
         self._heartbeats = 0  # counted apart from ``stats``: the hottest counter
         self._on_node_heartbeat = self.rm.on_node_heartbeat
+        #: The account changes this run makes (None: the workload makes none).
+        self._accounts: AccountTimeline | None = None
+        if workload.has_account_timeline:
+            if not self.rm.accounts.enabled:
+                raise ConflictError(
+                    f"workload {workload.name!r} changes queue accounts (admin timeline or "
+                    f"per-job spending_rate) but policy {self.policy_name!r} keeps none; "
+                    "run it under a policy with accounts (dp)"
+                )
+            self._accounts = AccountTimeline.of(workload)
+
+    def _account_calls(self, calls: list[AccountCall]) -> None:
+        accounts = self.rm.accounts
+        for c in calls:
+            getattr(accounts, c.action)(c.queue, c.amount)
 
     def _push(self, t: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -277,6 +298,11 @@ class Simulation:
             if jspec.name not in released:
                 self._push(jspec.submit_s, _SUBMIT, jspec)
         job_names: dict[str, str] = {}  # app id -> job name, for the followers
+        timeline = self._accounts
+        specs: dict[str, JobSpec] = {}  # app id -> job, when jobs change accounts
+        if timeline is not None:
+            for entry in wl.admin:
+                self._push(entry.at_s, _ADMIN, entry)
         tick = rm.policy.tick_interval_s
         if tick:
             self._push(tick, _TICK, tick)
@@ -323,6 +349,8 @@ class Simulation:
                         rm.finish_application(am.app_id, am.final_status, t)
                         del active[am.app_id]
                         finished += 1
+                        if timeline is not None:
+                            self._account_calls(timeline.job_ended(specs.pop(am.app_id)))
                         if followers:
                             for nxt, wait_s in followers.get(job_names[am.app_id], ()):
                                 self._push(t + wait_s, _SUBMIT, nxt)
@@ -344,6 +372,8 @@ class Simulation:
             elif kind == _SUBMIT:
                 job: JobSpec = payload
                 submitted += 1
+                if timeline is not None:
+                    self._account_calls(timeline.job_submitted(job))
                 app_id = rm.submit_application(
                     AppSubmission(
                         job.name, job.user, job.queue, job.tasks, self.alone.get(job.name), job
@@ -352,6 +382,8 @@ class Simulation:
                 )
                 rm.register_application_master(app_id, t)
                 job_names[app_id] = job.name
+                if timeline is not None:
+                    specs[app_id] = job
                 am = ApplicationMaster(
                     job,
                     app_id,
@@ -360,6 +392,10 @@ class Simulation:
                 )
                 active[app_id] = am
                 self._push(t, _AM, am)
+            elif kind == _ADMIN:
+                action: AccountAction = payload
+                assert timeline is not None
+                self._account_calls(timeline.admin(action))
             else:  # _TICK
                 rm.tick(t)
                 self._after_rm_change(t)

@@ -25,6 +25,7 @@ from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
 from treadle.study.alone_cache import AloneCache, context_key, job_key
 from treadle.study.timings import Timings, maybe
+from treadle.workload.timeline import without_accounts
 
 REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
 
@@ -84,8 +85,9 @@ def _reference_settings(options: RunOptions) -> dict[str, Any]:
 
 def _simulated_reference(workload: Workload, job: JobSpec, options: RunOptions) -> float:
     """``job`` alone on ``workload``'s empty cluster, submitted at 0: its finish time."""
-    alone = replace(
-        workload, name=f"{workload.name}:{job.name}", jobs=(replace(job, submit_s=0.0),)
+    # Alone on an empty cluster under fifo: no queue accounts to change.
+    alone = without_accounts(
+        replace(workload, name=f"{workload.name}:{job.name}", jobs=(replace(job, submit_s=0.0),))
     )
     result = _simulate(alone, PolicyChoice(REFERENCE_POLICY, {}), options, None, {})
     for r in reversed(result.records):

@@ -17,8 +17,10 @@ from pathlib import Path
 from treadle.errors import WorkloadError
 from treadle.importers.common import describe_resources
 from treadle.model import (
+    ACCOUNT_ACTIONS,
     DEFAULT_QUEUE,
     ROOT_QUEUE,
+    AccountAction,
     ClusterSpec,
     Follow,
     JobSpec,
@@ -38,6 +40,7 @@ from treadle.workload.schema import (
     MAX_NODES,
     MAX_TASKS,
     MAX_TASKS_PER_STAGE,
+    AdminFile,
     ClusterFile,
     JobFile,
     QueueFile,
@@ -93,13 +96,22 @@ class Builder:
             where = f"generators[{i}]"
             jobs.extend(generate(self, where, g))
         jobs.sort(key=lambda j: j.submit_s)  # stable: ties keep declaration order
+        admin = self._admin(self.doc.admin)
+        self._check_accounts(jobs, admin)
         users = {
             u: UserSpec(u, weight=spec.weight, budget=spec.budget)
             for u, spec in self.doc.users.items()
         }
         try:
             wl = Workload(
-                name, self.cluster, tuple(jobs), self.queues, users, self.doc.seed, self.follows
+                name,
+                self.cluster,
+                tuple(jobs),
+                self.queues,
+                users,
+                self.doc.seed,
+                self.follows,
+                admin,
             )
         except ValueError as e:  # the model re-checks; reaching this is a loader bug
             raise self.error(None, str(e)) from None
@@ -155,7 +167,47 @@ class Builder:
                 f"capacity {q.capacity:g} exceeds max_capacity {q.max_capacity:g}",
             )
         children = self._queue_level(q.queues, f"{where}.queues", seen)
-        return QueueSpec(q.name, q.weight, q.capacity, q.max_capacity, children)
+        if children and (q.budget is not None or q.spending_rate is not None):
+            field_ = "budget" if q.budget is not None else "spending_rate"
+            raise self.error(f"{where}.{field_}", "only a leaf queue has an account")
+        return QueueSpec(
+            q.name,
+            q.weight,
+            q.capacity,
+            q.max_capacity,
+            children,
+            budget=q.budget,
+            spending_rate=q.spending_rate,
+        )
+
+    # Accounts -----------------------------------------------------------------------
+    def _admin(self, declared: list[AdminFile]) -> tuple[AccountAction, ...]:
+        out: list[AccountAction] = []
+        for i, a in enumerate(declared):
+            queue = self.check_queue(a.queue, f"admin[{i}].queue")
+            for action in ACCOUNT_ACTIONS:
+                amount = getattr(a, action)
+                if amount is not None:
+                    out.append(AccountAction(a.at_s, queue, action, float(amount)))
+        out.sort(key=lambda a: a.at_s)  # stable: ties keep declaration order
+        return tuple(out)
+
+    def _check_accounts(self, jobs: list[JobSpec], admin: tuple[AccountAction, ...]) -> None:
+        """A queue the run changes (timeline, per-job rates) declares its whole account:
+        the live driver can only set both values at once, and a boost needs a rate to
+        return to."""
+        leaves = {q.name: q for q in self.queues.walk() if q.is_leaf}
+        named = [(f"admin[{i}]", a.queue) for i, a in enumerate(self.doc.admin)]
+        boosted = [j for j in jobs if j.spending_rate is not None]
+        named += [(f"job {j.name!r} spending_rate", j.queue) for j in boosted]
+        for where, queue in named:
+            q = leaves[queue]
+            if q.budget is None or q.spending_rate is None:
+                raise self.error(
+                    where,
+                    f"changes the account of queue {queue!r}, which must declare both "
+                    "budget and spending_rate",
+                )
 
     def check_queue(self, queue: str | None, where: str) -> str:
         leaves = {q.name: q for q in self.queues.walk() if q.name != ROOT_QUEUE}
@@ -180,7 +232,7 @@ class Builder:
         self.claim_job_name(j.name, f"{where}.name")
         queue = self.check_queue(j.queue, f"{where}.queue")
         stages = self.stages(where, j.stages)
-        return JobSpec(j.name, j.user, j.submit_s, stages, queue)
+        return JobSpec(j.name, j.user, j.submit_s, stages, queue, j.spending_rate)
 
     def stages(self, where: str, declared: list[StageFile]) -> tuple[StageSpec, ...]:
         names = [s.name for s in declared]

@@ -135,13 +135,18 @@ def _poisson(b: BuildContext, where: str, g: PoissonGenerator) -> list[JobSpec]:
         name = f"{prefix}-{k}"
         b.claim_job_name(name, f"{where}.name" if g.name else f"{where}.user")
         stages = b.stages(f"{where}.job", g.job.stages)
-        jobs.append(JobSpec(name, g.user, round(t, 3), stages, queue))
+        jobs.append(JobSpec(name, g.user, round(t, 3), stages, queue, g.job.spending_rate))
     return jobs
 
 
 def _closed_loop(b: BuildContext, where: str, g: ClosedLoopGenerator) -> list[JobSpec]:
     queue = _queue_of(b, where, g)
     prefix = g.name or g.user
+    beyond = sorted(k for k in g.spending_rates if k > g.count)
+    if beyond:
+        raise b.error(
+            f"{where}.spending_rates", f"names job {beyond[0]}; the loop has {g.count} (count)"
+        )
     jobs: list[JobSpec] = []
     earliest = g.start_s  # a follower's submit_s: the earliest it could be submitted
     for k in range(1, g.count + 1):
@@ -152,7 +157,8 @@ def _closed_loop(b: BuildContext, where: str, g: ClosedLoopGenerator) -> list[Jo
             wait = clamp_wait(draw(g.think_s, b.rng))
             b.follows[name] = Follow(jobs[-1].name, wait)
             earliest += wait
-        jobs.append(JobSpec(name, g.user, round(earliest, 3), stages, queue))
+        rate = g.spending_rates.get(k, g.job.spending_rate)
+        jobs.append(JobSpec(name, g.user, round(earliest, 3), stages, queue, rate))
     return jobs
 
 

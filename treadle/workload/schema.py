@@ -60,6 +60,8 @@ PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=Fal
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Percent = Annotated[float, Field(ge=0, le=100)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Credits = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+"""Budget credits or a spending rate (credits per slot per allocation interval)."""
 ResourceMap = Annotated[
     dict[str, Amount],
     Field(
@@ -247,6 +249,14 @@ class QueueFile(_Strict):
     capacity: Percent | None = None
     max_capacity: Percent = 100.0
     queues: list[QueueFile] = Field(default_factory=list, description="Child queues.")
+    budget: Credits | None = Field(
+        default=None, description="A leaf queue's initial Dynamic Priority budget (credits)."
+    )
+    spending_rate: Credits | None = Field(
+        default=None,
+        description="A leaf queue's initial spending rate: credits per slot per allocation "
+        "interval.",
+    )
 
 
 class UserFile(_Strict):
@@ -265,6 +275,12 @@ class StageFile(_Strict):
 class JobTemplate(_Strict):
     queue: Name | None = Field(default=None, description="A leaf queue; default 'default'.")
     stages: Annotated[list[StageFile], Field(min_length=1)]
+    spending_rate: Credits | None = Field(
+        default=None,
+        description="While the job is in the system (submission to end), its queue's "
+        "spending rate is this (the highest such rate of the queue's jobs wins); the queue "
+        "must declare budget and spending_rate.",
+    )
 
 
 class JobFile(JobTemplate):
@@ -304,6 +320,11 @@ class ClosedLoopGenerator(_Strict):
     queue: Name | None = None
     name: Name | None = None
     job: JobTemplate
+    spending_rates: dict[Annotated[int, Field(ge=1)], Credits] = Field(
+        default_factory=dict,
+        description="Job number (1 = the first of the loop) -> that job's spending rate, "
+        "over the template's: {3: 4} boosts the third job (Dynamic Priority's boost).",
+    )
 
 
 class _DagStream(_Strict):
@@ -386,6 +407,26 @@ class PartitionFile(_Strict):
     )
 
 
+class AdminFile(_Strict):
+    """An admin's change to a leaf queue's account at ``at_s`` (seconds from the run's
+    start): one or more of set_budget, add_budget, set_spending_rate, applied in that
+    order."""
+
+    at_s: Seconds
+    queue: Name
+    set_budget: Credits | None = Field(default=None, description="The budget becomes this.")
+    add_budget: Credits | None = Field(default=None, description="Credits added to the budget.")
+    set_spending_rate: Credits | None = Field(
+        default=None, description="The queue's (base) spending rate becomes this."
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> AdminFile:
+        if self.set_budget is None and self.add_budget is None and self.set_spending_rate is None:
+            raise ValueError("give one of set_budget, add_budget, set_spending_rate")
+        return self
+
+
 class WorkloadFile(_Strict):
     """A treadle workload: cluster, queues, users, jobs and job generators."""
 
@@ -399,6 +440,11 @@ class WorkloadFile(_Strict):
     generators: list[Generator] = Field(default_factory=list)
     partition: PartitionFile | None = Field(
         default=None, description="Cut every stage into equal tasks of about atr_s seconds."
+    )
+    admin: list[AdminFile] = Field(
+        default_factory=list,
+        description="Timeline of admin changes to queue accounts (Dynamic Priority); needs "
+        "a policy with accounts.",
     )
 
 
