@@ -8,10 +8,14 @@ AMs of a cluster: it polls the RM for applications awaiting an AM and runs one a
 per application as an asyncio task, each with its own channel and session.
 
 Errors from Allocate: UNAVAILABLE (and other transient codes) are retried at the next
-interval, carrying the unsent releases and completed tasks over; NOT_FOUND and
-FAILED_PRECONDITION mean the application ended or this attempt was replaced, so the AM
-stops quietly; INVALID_ARGUMENT means the job cannot run as asked, so the AM finishes it
-as FAILED with the RM's reason.
+interval, carrying the unsent releases and completed tasks over (an RM being restarted
+is absent for a while); FAILED_PRECONDITION "register again" (the RM restarted and lost
+this attempt's session, YARN's ApplicationMasterNotRegisteredException) makes the attempt
+register again and go on with the tasks done so far (those that were running run again:
+the restart ended their containers); NOT_FOUND and other FAILED_PRECONDITIONs mean the
+application ended or this attempt was replaced, so the AM stops quietly;
+INVALID_ARGUMENT means the job cannot run as asked, so the AM finishes it as FAILED with
+the RM's reason.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ from treadle.rpc.v1 import (
 )
 
 log = structlog.get_logger("am")
+
+#: In a FAILED_PRECONDITION's details: the RM lost this attempt's session (it restarted).
+REGISTER_AGAIN = "register again"
+#: Re-registrations in a row (no Allocate answered between) before the attempt gives up.
+MAX_REREGISTRATIONS = 3
 
 #: The application ended, was killed, or this attempt is no longer the current one.
 GONE = (
@@ -148,9 +157,12 @@ class _Session:
         return resp
 
     def build_core(
-        self, reg: am_pb.RegisterApplicationMasterResponse
+        self,
+        reg: am_pb.RegisterApplicationMasterResponse,
+        also_done: Sequence[tuple[int, int]] = (),
     ) -> tuple[ApplicationMaster | None, str]:
-        """The AM core for the registered job, or None and why the job cannot run."""
+        """The AM core for the registered job (its tasks done: the RM's list and
+        ``also_done``), or None and why the job cannot run."""
         try:
             job = wire.job_from_pb(reg.job, reg.user or "unknown", reg.queue or "default", 0.0)
             params = json.loads(reg.ask_strategy.params_json or "{}")
@@ -159,7 +171,9 @@ class _Session:
             strategy = build("asks", reg.ask_strategy.name or "greedy", params)
         except (TreadleError, ValueError) as e:
             return None, f"the AM cannot run this job: {e}"
-        done = _valid_completed(job, [(t.stage, t.task) for t in reg.completed_tasks])
+        done = _valid_completed(
+            job, [*((t.stage, t.task) for t in reg.completed_tasks), *also_done]
+        )
         core = ApplicationMaster(
             job, self.app_id, strategy, completed_tasks=done, attempt=reg.attempt
         )
@@ -186,6 +200,7 @@ class _Session:
                 strategy=reg.ask_strategy.name or "greedy",
             )
             failing_since: float | None = None
+            reregistered = 0
             t = clock.now()
             while not core.finished:
                 if stop.is_set():
@@ -199,6 +214,16 @@ class _Session:
                     resp = await self.rm.Allocate(msg, timeout=self.timeout)
                 except grpc.aio.AioRpcError as e:
                     code = e.code()
+                    again = code is grpc.StatusCode.FAILED_PRECONDITION and REGISTER_AGAIN in (
+                        e.details() or ""
+                    )
+                    if again and reregistered < MAX_REREGISTRATIONS:
+                        reregistered += 1
+                        core = await self._register_again(core, request)
+                        if core is None:
+                            return await self._gone(e)
+                        failing_since = None
+                        continue
                     if code in GONE:
                         return await self._gone(e)
                     if code is grpc.StatusCode.INVALID_ARGUMENT:
@@ -216,6 +241,7 @@ class _Session:
                     log.warning("allocate_failed", code=code.name, details=e.details())
                 else:
                     failing_since = None
+                    reregistered = 0
                     for c in resp.allocated:
                         self.addresses[c.container_id] = c.node_address
                         self.container_tokens[c.container_id] = c.container_token
@@ -241,6 +267,33 @@ class _Session:
                 reason=core.failed_reason,
             )
             return await self.finish(status, core.failed_reason or "")
+
+    async def _register_again(
+        self, core: ApplicationMaster, unsent: AllocateRequest
+    ) -> ApplicationMaster | None:
+        """Register this attempt again and go on with a fresh core that skips every task
+        done (the RM's list, and this core's, sent again with the next Allocate); the
+        running tasks run again (their containers did not survive the RM's restart). None
+        when the RM gave the application another attempt meanwhile."""
+        done = sorted({*core.completed_tasks(), *unsent.completed_tasks})
+        reg = await self.register()
+        if reg.attempt != self.attempt:
+            log.info("am_attempt_replaced", attempt=reg.attempt)
+            return None
+        fresh, why = self.build_core(reg, done)
+        if fresh is None:  # the same job as before: cannot happen, but never run blind
+            raise AmError(why)
+        log.warning(
+            "am_registered_again",
+            already_done=len(reg.completed_tasks),
+            done_here=len(done),
+            rerun=sum(core.running(i) for i in range(len(core.job.stages))),
+        )
+        self.addresses.clear()
+        self.container_tokens.clear()
+        self._carry_releases = []
+        self._carry_done = done  # the RM may not have heard of all of them
+        return fresh
 
     def _with_carry(self, r: AllocateRequest) -> AllocateRequest:
         if self._carry_releases or self._carry_done:

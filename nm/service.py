@@ -173,16 +173,25 @@ class NodeHost:
         asyncio.get_running_loop().call_later(delay, self.out_of_band, node_id)
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
-        t = self.clock.now()
+        """Heartbeat every interval. The deadlines are times of the clock the last
+        registration handed out: a resync with an RM of another epoch (one restarted
+        without its state) starts them afresh on the new clock, else the loop would sleep
+        for as long as the old clock was ahead."""
+        clock = self.clock
+        t = clock.now()
         while not stop.is_set():
             t += self.interval_s
-            await self.clock.sleep_until(t)
+            await clock.sleep_until(t)
             try:
                 await self.heartbeat_once()
             except grpc.aio.AioRpcError as e:
                 log.warning("heartbeat_failed", code=str(e.code()), details=e.details())
-            if self.clock.now() > t + self.interval_s:
-                t = self.clock.now()  # fell behind: do not fire a burst to catch up
+            if self.clock is not clock:
+                clock = self.clock
+                t = clock.now()
+                log.info("nm_clock_changed", epoch=clock.epoch, dilation=clock.dilation)
+            elif clock.now() > t + self.interval_s:
+                t = clock.now()  # fell behind: do not fire a burst to catch up
 
     def _stop(self, nm: NodeManager, cid: str, now: float, *, by_am: bool = False) -> bool:
         """Stop a container: asked by the RM (a heartbeat's answer) or by its AM

@@ -20,6 +20,7 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.reports import AppReport
+from rm.store import StateStore
 from treadle import events as ev
 from treadle.cluster.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
@@ -59,16 +60,33 @@ class RmSettings:
     advertise: str = ""  # the address NMs' AM processes use to reach this RM
     tls: TlsFiles | None = None  # serve over mutual TLS
     limits: RmLimits = field(default_factory=RmLimits)
+    epoch: float | None = None  # the clock's epoch (unix s): a restarted RM keeps its own
 
 
 class RmServer:
     """The RM core, its clock, and the bookkeeping the adapters share."""
 
-    def __init__(self, rm: ResourceManager, settings: RmSettings, gate: Gate | None = None) -> None:
+    def __init__(
+        self,
+        rm: ResourceManager,
+        settings: RmSettings,
+        gate: Gate | None = None,
+        store: StateStore | None = None,
+    ) -> None:
         self.rm = rm
         self.settings = settings
         self.gate = gate if gate is not None else Gate.open()
-        self.clock = EmulatedClock(dilation=settings.dilation)
+        self.clock = EmulatedClock(settings.epoch, dilation=settings.dilation)
+        #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
+        self.store = store
+        self._stored: dict[str, tuple[object, ...]] = {}  # app id -> signature written
+        self._stored_balances: dict[str, Any] | None = None
+        if store is not None:
+            store.save_clock(self.clock.epoch, self.clock.dilation)
+            for rec in rm.app_records():
+                self._stored[rec.app_id] = rec.signature
+            if rm.accounts.enabled:
+                self._stored_balances = dict(rm.accounts.balances())
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
         # At least the tasks of running applications not yet done: grows with each
@@ -148,6 +166,44 @@ class RmServer:
     def admitted(self, tasks: int) -> None:
         self._pending_bound += tasks
 
+    # ------------------------------------------------------------------ the state store
+    def persist(self, app_ids: Sequence[str] = ()) -> None:
+        """Write to the store what changed since the last write: these applications, or
+        (none named) every application whose stored part changed (state, attempt, tasks
+        done), and the budget accounts' balances. Called after submissions, ends and
+        budget calls, and on every housekeeping pass (each heartbeat interval), so a
+        restart loses at most that interval's finished-task reports."""
+        store = self.store
+        if store is None:
+            return
+        rm = self.rm
+        if app_ids:
+            records = rm.app_records(app_ids)
+        else:
+            st = rm.state
+            stored = self._stored
+            changed = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
+            changed += [a.app_id for a in st.apps.values() if a.app_id not in stored]
+            records = rm.app_records(changed)
+            records += [
+                r
+                for r in rm.app_records(a for a in st.apps if a in stored)
+                if r.signature != stored[r.app_id]
+            ]
+        store.save_apps(records, self.gate.am_tokens)
+        for r in records:
+            self._stored[r.app_id] = r.signature
+        self.persist_balances()
+
+    def persist_balances(self) -> None:
+        """Write the budget accounts' balances if they changed (whichever call did it)."""
+        if self.store is None or not self.rm.accounts.enabled:
+            return
+        balances = dict(self.rm.accounts.balances())
+        if balances != self._stored_balances:
+            self.store.save_balances(balances)
+            self._stored_balances = balances
+
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy."""
         rm = self.rm
@@ -164,6 +220,7 @@ class RmServer:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
+            self.persist()
 
 
 def _limit(amount: int, what: str, name: str, cap: int) -> None:
@@ -214,6 +271,8 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
             )
             s.rm.register_node(reg, s.now())
             s.addresses[reg.node_id] = reg.address
+            if s.store is not None and token and token != request.node_token:
+                s.store.save_node_token(reg.node_id, token)
             log.info("node_registered", address=reg.address, capacity=reg.resources.to_dict())
         return rt_pb.RegisterNodeResponse(
             clock=s.clock_pb(), heartbeat_interval_s=s.rm.heartbeat_s, node_token=token
@@ -305,6 +364,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
             s.rm.finish_application(
                 request.app_id, status, now, request.diagnostics, attempt=request.attempt
             )
+            s.persist([request.app_id])
             s.after_core_calls()
             log.info("app_finished", status=str(status))
         return am_pb.FinishApplicationMasterResponse()
@@ -366,6 +426,7 @@ class ClientServicer(client_grpc.ClientServicer):
         app_id = s.rm.submit_application(sub, now)
         s.admitted(tasks)
         token = s.gate.issue_am_token(app_id)
+        s.persist([app_id])  # before the answer: an acknowledged submission survives
         s.after_core_calls()
         log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
         return client_pb.SubmitApplicationResponse(app_id=app_id, am_token=token)
@@ -420,6 +481,7 @@ class ClientServicer(client_grpc.ClientServicer):
             request.app_id, FinalStatus.KILLED, now, f"killed by {caller.user or 'a client'}"
         )
         log.info("app_killed", app=request.app_id, by=caller.user)
+        s.persist([request.app_id])
         s.after_core_calls()
         return client_pb.KillApplicationResponse()
 
@@ -429,6 +491,7 @@ class ClientServicer(client_grpc.ClientServicer):
         caller = self._caller("SetQueueBudget", request, context)
         self.s.gate.admin_only(caller, "set queue budgets")
         self.s.rm.set_queue_budget(request.queue, request.budget, request.spending_rate)
+        self.s.persist_balances()
         return client_pb.SetQueueBudgetResponse()
 
     async def GetEvents(
@@ -447,11 +510,16 @@ class ClientServicer(client_grpc.ClientServicer):
 
 
 async def serve(
-    rm: ResourceManager, settings: RmSettings, address: str, gate: Gate | None = None
+    rm: ResourceManager,
+    settings: RmSettings,
+    address: str,
+    gate: Gate | None = None,
+    store: StateStore | None = None,
 ) -> tuple[grpc.aio.Server, RmServer, int]:
     """Build and start the RM's server; return it, the shared state and the bound port.
-    Without a ``gate`` every call is let through (in-process tests)."""
-    state = RmServer(rm, settings, gate)
+    Without a ``gate`` every call is let through (in-process tests); without a ``store``
+    nothing survives a restart."""
+    state = RmServer(rm, settings, gate, store)
     # A request over the byte limit is refused by gRPC itself (RESOURCE_EXHAUSTED) before
     # it is decoded; the decoded submission is checked again (check_submission).
     receive = ("grpc.max_receive_message_length", settings.limits.max_request_bytes)

@@ -80,7 +80,7 @@ KERNEL_MODULES = {
     "registry",
 }
 PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
-SERVICE_MODULES = {"service", "__main__"}
+SERVICE_MODULES = {"service", "__main__", "store"}  # rm.store: the RM's SQLite state
 
 
 def layer_of(module: str) -> str | None:

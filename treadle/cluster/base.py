@@ -163,6 +163,7 @@ class ClusterBase(abc.ABC):
         events: str,
         port_file: str | None = None,
         advertise: str | None = None,
+        state_dir: str | None = None,
     ) -> list[str]:
         return rm_command(
             python,
@@ -181,6 +182,7 @@ class ClusterBase(abc.ABC):
             log_level=self.log_level,
             secrets=self.secrets_dir(),
             tls=self.tls_paths(),
+            state_dir=state_dir,
         )
 
     def nm_argv(

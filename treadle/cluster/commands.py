@@ -101,9 +101,11 @@ def rm_command(
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
+    state_dir: str | None = None,
 ) -> list[str]:
     """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
-    ``tls``: certificate, key and CA paths, or nothing."""
+    ``tls``: certificate, key and CA paths, or nothing; ``state_dir``: the RM's state
+    store (a restarted RM reloads it)."""
     return [
         python, "-m", "rm",
         "--policy", policy,
@@ -114,6 +116,7 @@ def rm_command(
         "--dilation", repr(float(dilation)),
         "--config", config,
         "--events", events,
+        *(("--state-dir", state_dir) if state_dir else ()),
         "--heartbeat-s", repr(float(heartbeat_s)),
         "--am-interval-s", repr(float(am_interval_s)),
         "--expiry-intervals", str(expiry_intervals),

@@ -1,0 +1,259 @@
+"""The RM's state store: what a restarted RM needs, in SQLite (WAL) under ``--state-dir``.
+
+It keeps the cluster's clock (epoch and dilation), every application (its submission, job,
+state, attempts and the tasks its AM reported done: ``rm.state.AppRecord``), the AM and
+node tokens the gate issued, and the budget accounts' balances. Each write commits at
+once (WAL, ``synchronous=NORMAL``: a killed process loses nothing committed; a power cut
+may lose the last commits), so a kill -9 of the RM loses at most what the service had not
+written yet (see ``RmServer.persist``). Service layer: the cores never see it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rm.core import ResourceManager
+from rm.policy.accounts import AccountBalance
+from rm.state import AppRecord
+from treadle import events as ev
+from treadle.errors import TreadleError
+from treadle.events import EventLog
+from treadle.live import wire
+from treadle.live.gate import Gate
+from treadle.messages import EXIT_LOST_NODE, AppSubmission, ContainerState
+from treadle.rpc.v1 import common_pb2 as pb
+
+DB_NAME = "rm-state.sqlite"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS apps (
+    app_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, job BLOB, record TEXT NOT NULL,
+    am_token TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS node_tokens (node_id TEXT PRIMARY KEY, token TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS balances (
+    queue TEXT PRIMARY KEY, budget REAL NOT NULL, spending_rate REAL NOT NULL);
+"""
+
+
+@dataclass
+class StoredState:
+    """Everything a store holds, as read at start-up."""
+
+    epoch: float | None = None
+    dilation: float | None = None
+    restarts: int = 0
+    apps: list[AppRecord] = field(default_factory=list)  # in submission order
+    am_tokens: dict[str, str] = field(default_factory=dict)
+    node_tokens: dict[str, str] = field(default_factory=dict)
+    balances: dict[str, AccountBalance] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.epoch is None
+
+
+class StateStore:
+    """One RM's store: ``DIR/rm-state.sqlite``, created on first use."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DB_NAME
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            version = self._meta("schema")
+        except (OSError, sqlite3.Error) as e:
+            raise TreadleError(
+                f"--state-dir {directory}: cannot open the state store: {e}"
+            ) from None
+        if version is None:
+            self._put_meta("schema", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            raise TreadleError(
+                f"--state-dir {directory}: state store schema {version}, this RM reads "
+                f"{SCHEMA_VERSION}"
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ------------------------------------------------------------------ meta
+    def _meta(self, key: str) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def _put_meta(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
+
+    def save_restarts(self, restarts: int) -> None:
+        with self._db:
+            self._put_meta("restarts", restarts)
+
+    def save_clock(self, epoch: float, dilation: float) -> None:
+        with self._db:
+            self._put_meta("epoch", epoch)
+            self._put_meta("dilation", dilation)
+
+    # ------------------------------------------------------------------ applications
+    def save_apps(self, records: Iterable[AppRecord], am_tokens: Mapping[str, str]) -> int:
+        """Write these applications (all or none); the number written."""
+        rows = [
+            (
+                r.app_id,
+                r.seq,
+                _job_bytes(r.submission),
+                json.dumps(r.to_json()),
+                am_tokens.get(r.app_id, ""),
+            )
+            for r in records
+        ]
+        if rows:
+            with self._db:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO apps (app_id, seq, job, record, am_token) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+        return len(rows)
+
+    def save_node_token(self, node_id: str, token: str) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR REPLACE INTO node_tokens (node_id, token) VALUES (?, ?)",
+                (node_id, token),
+            )
+
+    def save_balances(self, balances: Mapping[str, AccountBalance]) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM balances")
+            self._db.executemany(
+                "INSERT INTO balances (queue, budget, spending_rate) VALUES (?, ?, ?)",
+                [(q, b.budget, b.spending_rate) for q, b in balances.items()],
+            )
+
+    # ------------------------------------------------------------------ reading
+    def load(self) -> StoredState:
+        """The whole store (a TreadleError naming the file when a row cannot be read)."""
+        out = StoredState(
+            epoch=self._meta("epoch"),
+            dilation=self._meta("dilation"),
+            restarts=int(self._meta("restarts") or 0),
+        )
+        db = self._db
+        try:
+            for app_id, _seq, job, record, token in db.execute(
+                "SELECT app_id, seq, job, record, am_token FROM apps ORDER BY seq"
+            ):
+                data = json.loads(record)
+                msg = _job_of(job)
+                spec = None
+                if msg is not None:
+                    spec = wire.job_from_pb(msg, data["user"], data["queue"], data["submit_s"])
+                out.apps.append(AppRecord.from_json(data, spec))
+                if token:
+                    out.am_tokens[app_id] = token
+            out.node_tokens = dict(db.execute("SELECT node_id, token FROM node_tokens"))
+            out.balances = {
+                q: AccountBalance(b, r)
+                for q, b, r in db.execute("SELECT queue, budget, spending_rate FROM balances")
+            }
+        except (sqlite3.Error, ValueError, KeyError, TypeError, TreadleError) as e:
+            raise TreadleError(f"{self.path}: unreadable state store: {e}") from None
+        return out
+
+
+def _job_bytes(sub: AppSubmission) -> bytes | None:
+    if sub.job is None:
+        return None
+    return bytes(wire.job_to_pb(sub.job).SerializeToString())
+
+
+def _job_of(data: bytes | None) -> pb.JobSpec | None:
+    if data is None:
+        return None
+    msg = pb.JobSpec()
+    msg.ParseFromString(data)
+    return msg
+
+
+def restore(
+    stored: StoredState,
+    rm: ResourceManager,
+    gate: Gate,
+    event_log: EventLog,
+    dilation: float,
+) -> float:
+    """Reload a stored RM into a fresh core and gate; return the clock's epoch to use (the
+    stored one, or at another dilation the one at which emulated time goes on from where
+    it is). ``event_log`` holds the previous run's records (its event file): containers
+    they leave running are ended there as lost (the NMs' resync kills them; their tasks run
+    again)."""
+    assert stored.epoch is not None
+    assert stored.dilation is not None
+    epoch = stored.epoch
+    if dilation != stored.dilation:
+        wall = time.time()
+        epoch = wall - (wall - stored.epoch) * stored.dilation / dilation
+    now = (time.time() - epoch) * dilation
+    rm.restore(stored.apps, now, stored.restarts + 1)
+    gate.am_tokens.update(stored.am_tokens)
+    gate.node_tokens.update(stored.node_tokens)
+    if rm.accounts.enabled and stored.balances:
+        rm.accounts.restore(stored.balances)
+    _end_dangling(event_log, now)
+    return epoch
+
+
+def _end_dangling(event_log: EventLog, now: float) -> None:
+    open_: dict[str, ev.Record] = {}
+    started: set[str] = set()
+    for r in event_log.records:
+        e, cid = r.get("event"), r.get("container")
+        if cid is None:
+            continue
+        if e == ev.CONTAINER_ALLOCATED:
+            open_[cid] = r
+        elif e == ev.CONTAINER_STARTED:
+            open_.setdefault(cid, r)
+            started.add(cid)
+        elif e in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
+            open_.pop(cid, None)
+    for cid, r in open_.items():
+        job, node = str(r.get("job", "")), str(r.get("node", ""))
+        if cid in started:
+            state = str(ContainerState.LOST)
+            event_log.container_finished(now, job, cid, node, state, EXIT_LOST_NODE)
+        else:
+            event_log.container_released(now, job, cid, node)
+
+
+def read_events(path: str | Path) -> list[ev.Record]:
+    """The records of an RM's event file (a line cut short by a kill is skipped)."""
+    out: list[ev.Record] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    out.append(rec)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise TreadleError(f"--events {path}: cannot read the previous run's events: {e}") from None
+    return out
