@@ -11,11 +11,11 @@ Errors from Allocate: UNAVAILABLE (and other transient codes) are retried at the
 interval, carrying the unsent releases and completed tasks over (an RM being restarted
 is absent for a while); FAILED_PRECONDITION "register again" (the RM restarted and lost
 this attempt's session, YARN's ApplicationMasterNotRegisteredException) makes the attempt
-register again and go on with the tasks done so far (those that were running run again:
-the restart ended their containers); NOT_FOUND and other FAILED_PRECONDITIONs mean the
-application ended or this attempt was replaced, so the AM stops quietly;
-INVALID_ARGUMENT means the job cannot run as asked, so the AM finishes it as FAILED with
-the RM's reason.
+register again and go on where it was: its running containers (which the restarted RM
+recovers from their nodes, or reports lost) and the tasks done so far; NOT_FOUND and
+other FAILED_PRECONDITIONs mean the application ended or this attempt was replaced, so
+the AM stops quietly; INVALID_ARGUMENT means the job cannot run as asked, so the AM
+finishes it as FAILED with the RM's reason.
 """
 
 from __future__ import annotations
@@ -157,12 +157,9 @@ class _Session:
         return resp
 
     def build_core(
-        self,
-        reg: am_pb.RegisterApplicationMasterResponse,
-        also_done: Sequence[tuple[int, int]] = (),
+        self, reg: am_pb.RegisterApplicationMasterResponse
     ) -> tuple[ApplicationMaster | None, str]:
-        """The AM core for the registered job (its tasks done: the RM's list and
-        ``also_done``), or None and why the job cannot run."""
+        """The AM core for the registered job, or None and why the job cannot run."""
         try:
             job = wire.job_from_pb(reg.job, reg.user or "unknown", reg.queue or "default", 0.0)
             params = json.loads(reg.ask_strategy.params_json or "{}")
@@ -171,9 +168,7 @@ class _Session:
             strategy = build("asks", reg.ask_strategy.name or "greedy", params)
         except (TreadleError, ValueError) as e:
             return None, f"the AM cannot run this job: {e}"
-        done = _valid_completed(
-            job, [*((t.stage, t.task) for t in reg.completed_tasks), *also_done]
-        )
+        done = _valid_completed(job, [(t.stage, t.task) for t in reg.completed_tasks])
         core = ApplicationMaster(
             job, self.app_id, strategy, completed_tasks=done, attempt=reg.attempt
         )
@@ -271,29 +266,26 @@ class _Session:
     async def _register_again(
         self, core: ApplicationMaster, unsent: AllocateRequest
     ) -> ApplicationMaster | None:
-        """Register this attempt again and go on with a fresh core that skips every task
-        done (the RM's list, and this core's, sent again with the next Allocate); the
-        running tasks run again (their containers did not survive the RM's restart). None
-        when the RM gave the application another attempt meanwhile."""
+        """Register this attempt again and go on with the same core in a new session; every
+        task done is sent again (the RM may have lost the last reports), and so are the
+        releases not yet sent. None when the RM gave the application another attempt
+        meanwhile."""
         done = sorted({*core.completed_tasks(), *unsent.completed_tasks})
         reg = await self.register()
         if reg.attempt != self.attempt:
             log.info("am_attempt_replaced", attempt=reg.attempt)
             return None
-        fresh, why = self.build_core(reg, done)
-        if fresh is None:  # the same job as before: cannot happen, but never run blind
-            raise AmError(why)
+        core.resync()
+        running = sum(core.running(i) for i in range(len(core.job.stages)))
         log.warning(
             "am_registered_again",
             already_done=len(reg.completed_tasks),
             done_here=len(done),
-            rerun=sum(core.running(i) for i in range(len(core.job.stages))),
+            running=running,
         )
-        self.addresses.clear()
-        self.container_tokens.clear()
-        self._carry_releases = []
-        self._carry_done = done  # the RM may not have heard of all of them
-        return fresh
+        self._carry_releases = list(unsent.releases)
+        self._carry_done = done
+        return core
 
     def _with_carry(self, r: AllocateRequest) -> AllocateRequest:
         if self._carry_releases or self._carry_done:

@@ -12,7 +12,7 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.service import RmSettings, serve
-from rm.store import StateStore, read_events, restore
+from rm.store import StateStore, open_containers, read_events, restore
 from treadle import events as ev
 from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
@@ -169,7 +169,7 @@ async def main_async(argv: list[str]) -> int:
     restarted = False
     if store is not None and stored is not None and not stored.empty:
         restarted = True
-        settings.epoch = restore(stored, rm, gate, log_, args.dilation)
+        settings.epoch = restore(stored, rm, gate, args.dilation)
         store.save_restarts(stored.restarts + 1)
         log.info(
             "rm_restored",
@@ -183,6 +183,8 @@ async def main_async(argv: list[str]) -> int:
         server, state, port = await serve(rm, settings, args.listen, gate, store)
     except (OSError, RuntimeError) as e:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
+    if restarted:
+        state.await_containers(open_containers(log_.records))
     address = host_port(args.listen, port)
     settings.advertise = args.advertise or address
     # The RM's own stream starts when it does; nodes join later (a replay driver writes the

@@ -39,6 +39,7 @@ from rm.state import Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (
+    EXIT_LOST_NODE,
     EXIT_PREEMPTED,
     AllocateRequest,
     AllocateResponse,
@@ -224,6 +225,25 @@ class ResourceManager:
                        key=lambda r: r.finish_s or 0.0)  # fmt: skip
         for rec in (*ended, *(r for r in recs if r.state is AppState.RUNNING)):
             self.apps.restore(rec, now, rm_epoch)
+
+    def end_unrecovered(
+        self, app_id: str, container_id: str, node_id: str, started: bool, now: float
+    ) -> None:
+        """A container of the previous run that no node reported after the restart (its
+        node did not come back in time, or it never started): it ends as lost, and its
+        AM, if the application runs, hears so on its next Allocate and runs the task
+        again."""
+        app = self.state.apps.get(app_id)
+        if app is not None and container_id in app.containers:
+            return  # recovered after all
+        if started:
+            lost = str(ContainerState.LOST)
+            self.log.container_finished(now, app_id, container_id, node_id, lost, EXIT_LOST_NODE)
+        else:
+            self.log.container_released(now, app_id, container_id, node_id)
+        if app is not None:
+            status = ContainerStatus(container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
+            app.completed_reports.append(status)
 
     # ------------------------------------------------------------------ policy timers
     def tick(self, now: float) -> None:

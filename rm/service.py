@@ -81,6 +81,10 @@ class RmServer:
         self.store = store
         self._stored: dict[str, tuple[object, ...]] = {}  # app id -> signature written
         self._stored_balances: dict[str, Any] | None = None
+        # After a restart: the previous run's open containers, until their nodes report
+        # them (container id -> application, node, started), and until when to wait.
+        self.unrecovered: dict[str, tuple[str, str, bool]] = {}
+        self.recovery_deadline = 0.0
         if store is not None:
             store.save_clock(self.clock.epoch, self.clock.dilation)
             for rec in rm.app_records():
@@ -195,6 +199,21 @@ class RmServer:
             self._stored[r.app_id] = r.signature
         self.persist_balances()
 
+    def await_containers(self, open_: dict[str, tuple[str, str, bool]]) -> None:
+        """After a restart, wait one node expiry for the nodes to report these containers
+        (``recover``); the AMs of those still unreported then hear that they were lost."""
+        self.unrecovered = dict(open_)
+        self.recovery_deadline = self.now() + self.rm.nodes.expiry_s
+
+    def recover(self, now: float) -> None:
+        """End the containers no node reported by the deadline (``await_containers``)."""
+        if not self.unrecovered or now < self.recovery_deadline:
+            return
+        lost, self.unrecovered = self.unrecovered, {}
+        for cid, (app_id, node_id, started) in lost.items():
+            self.rm.end_unrecovered(app_id, cid, node_id, started, now)
+        log.warning("containers_not_recovered", count=len(lost))
+
     def persist_balances(self) -> None:
         """Write the budget accounts' balances if they changed (whichever call did it)."""
         if self.store is None or not self.rm.accounts.enabled:
@@ -216,6 +235,7 @@ class RmServer:
                 log.warning("node_lost", node=node)
             for app in rm.expire_am_attempts(now):
                 log.warning("am_attempt_expired", app=app)
+            self.recover(now)
             if now >= next_tick:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
@@ -271,9 +291,16 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
             )
             s.rm.register_node(reg, s.now())
             s.addresses[reg.node_id] = reg.address
+            for c in reg.containers:
+                s.unrecovered.pop(c.container_id, None)
             if s.store is not None and token and token != request.node_token:
                 s.store.save_node_token(reg.node_id, token)
-            log.info("node_registered", address=reg.address, capacity=reg.resources.to_dict())
+            log.info(
+                "node_registered",
+                address=reg.address,
+                capacity=reg.resources.to_dict(),
+                containers=len(reg.containers),
+            )
         return rt_pb.RegisterNodeResponse(
             clock=s.clock_pb(), heartbeat_interval_s=s.rm.heartbeat_s, node_token=token
         )

@@ -23,10 +23,9 @@ from rm.policy.accounts import AccountBalance
 from rm.state import AppRecord
 from treadle import events as ev
 from treadle.errors import TreadleError
-from treadle.events import EventLog
 from treadle.live import wire
 from treadle.live.gate import Gate
-from treadle.messages import EXIT_LOST_NODE, AppSubmission, ContainerState
+from treadle.messages import AppSubmission
 from treadle.rpc.v1 import common_pb2 as pb
 
 DB_NAME = "rm-state.sqlite"
@@ -193,14 +192,12 @@ def restore(
     stored: StoredState,
     rm: ResourceManager,
     gate: Gate,
-    event_log: EventLog,
     dilation: float,
 ) -> float:
     """Reload a stored RM into a fresh core and gate; return the clock's epoch to use (the
     stored one, or at another dilation the one at which emulated time goes on from where
-    it is). ``event_log`` holds the previous run's records (its event file): containers
-    they leave running are ended there as lost (the NMs' resync kills them; their tasks run
-    again)."""
+    it is). Containers come back when their nodes resync (``open_containers`` lists
+    those to wait for)."""
     assert stored.epoch is not None
     assert stored.dilation is not None
     epoch = stored.epoch
@@ -213,31 +210,24 @@ def restore(
     gate.node_tokens.update(stored.node_tokens)
     if rm.accounts.enabled and stored.balances:
         rm.accounts.restore(stored.balances)
-    _end_dangling(event_log, now)
     return epoch
 
 
-def _end_dangling(event_log: EventLog, now: float) -> None:
-    open_: dict[str, ev.Record] = {}
-    started: set[str] = set()
-    for r in event_log.records:
+def open_containers(records: Iterable[ev.Record]) -> dict[str, tuple[str, str, bool]]:
+    """The containers an event log leaves open (allocated or started, never ended):
+    container id -> (application, node, started)."""
+    out: dict[str, tuple[str, str, bool]] = {}
+    for r in records:
         e, cid = r.get("event"), r.get("container")
         if cid is None:
             continue
         if e == ev.CONTAINER_ALLOCATED:
-            open_[cid] = r
+            out[cid] = (str(r.get("job", "")), str(r.get("node", "")), False)
         elif e == ev.CONTAINER_STARTED:
-            open_.setdefault(cid, r)
-            started.add(cid)
+            out[cid] = (str(r.get("job", "")), str(r.get("node", "")), True)
         elif e in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
-            open_.pop(cid, None)
-    for cid, r in open_.items():
-        job, node = str(r.get("job", "")), str(r.get("node", ""))
-        if cid in started:
-            state = str(ContainerState.LOST)
-            event_log.container_finished(now, job, cid, node, state, EXIT_LOST_NODE)
-        else:
-            event_log.container_released(now, job, cid, node)
+            out.pop(cid, None)
+    return out
 
 
 def read_events(path: str | Path) -> list[ev.Record]:
