@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.reports import AppReport
+from rm.state import Application
 from rm.store import StateStore
 from treadle import events as ev
 from treadle.cluster.config import RmLimits
@@ -44,6 +46,8 @@ from treadle.rpc.v1 import (
 log = structlog.get_logger("rm")
 
 INT32_MAX = 2**31 - 1
+#: How often (wall s) the housekeeping loop writes what changed to the state store.
+PERSIST_EVERY_S = 1.0
 
 SERVICES = (
     "treadle.v1.ResourceTracker",
@@ -81,6 +85,7 @@ class RmServer:
         self.store = store
         self._stored: dict[str, tuple[object, ...]] = {}  # app id -> signature written
         self._stored_balances: dict[str, Any] | None = None
+        self._persisted_at = 0.0  # time.monotonic() of the last periodic write
         # After a restart: the previous run's open containers, until their nodes report
         # them (container id -> application, node, started), and until when to wait.
         self.unrecovered: dict[str, tuple[str, str, bool]] = {}
@@ -171,32 +176,37 @@ class RmServer:
         self._pending_bound += tasks
 
     # ------------------------------------------------------------------ the state store
-    def persist(self, app_ids: Sequence[str] = ()) -> None:
+    def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
         """Write to the store what changed since the last write: these applications, or
         (none named) every application whose stored part changed (state, attempt, tasks
-        done), and the budget accounts' balances. Called after submissions, ends and
-        budget calls, and on every housekeeping pass (each heartbeat interval), so a
-        restart loses at most that interval's finished-task reports."""
+        done), and the budget accounts' balances. Submissions, ends and budget calls write
+        at once; the housekeeping loop calls this every ``every_s`` wall seconds (a
+        restart loses at most that much of the done-task reports, which the AMs send
+        again when they register again)."""
         store = self.store
         if store is None:
             return
+        wall = time.monotonic()
+        if not app_ids and wall - self._persisted_at < every_s:
+            return
         rm = self.rm
+        stored = self._stored
         if app_ids:
-            records = rm.app_records(app_ids)
+            ids = list(app_ids)
         else:
+            self._persisted_at = wall
             st = rm.state
-            stored = self._stored
-            changed = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
-            changed += [a.app_id for a in st.apps.values() if a.app_id not in stored]
-            records = rm.app_records(changed)
-            records += [
-                r
-                for r in rm.app_records(a for a in st.apps if a in stored)
-                if r.signature != stored[r.app_id]
-            ]
-        store.save_apps(records, self.gate.am_tokens)
+            ids = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
+            ids += [a.app_id for a in st.apps.values() if stored.get(a.app_id) != _sig(a)]
+        if not ids:
+            self.persist_balances()
+            return
+        records = rm.app_records(ids)
+        fresh = [r for r in records if r.app_id not in stored]
+        store.save_apps(fresh, self.gate.am_tokens, new=True)
+        store.save_apps([r for r in records if r.app_id in stored], {}, new=False)
         for r in records:
-            self._stored[r.app_id] = r.signature
+            stored[r.app_id] = r.signature
         self.persist_balances()
 
     def await_containers(self, open_: dict[str, tuple[str, str, bool]]) -> None:
@@ -240,7 +250,12 @@ class RmServer:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
-            self.persist()
+            self.persist(every_s=PERSIST_EVERY_S)
+
+
+def _sig(app: Application) -> tuple[object, ...]:
+    """``AppRecord.signature`` without building the record."""
+    return (app.state, app.attempt, app.am_registered, len(app.done_tasks))
 
 
 def _limit(amount: int, what: str, name: str, cap: int) -> None:

@@ -407,7 +407,8 @@ class AppRecord:
 
     @property
     def signature(self) -> tuple[object, ...]:
-        """Changes whenever something the store keeps changed."""
+        """Changes whenever something the store keeps changed (the service computes the
+        same from an Application)."""
         return (self.state, self.attempt, self.am_registered, len(self.done_tasks))
 
     def to_json(self) -> dict[str, Any]:

@@ -107,26 +107,32 @@ class StateStore:
             self._put_meta("dilation", dilation)
 
     # ------------------------------------------------------------------ applications
-    def save_apps(self, records: Iterable[AppRecord], am_tokens: Mapping[str, str]) -> int:
-        """Write these applications (all or none); the number written."""
-        rows = [
-            (
-                r.app_id,
-                r.seq,
-                _job_bytes(r.submission),
-                json.dumps(r.to_json()),
-                am_tokens.get(r.app_id, ""),
+    def save_apps(
+        self, records: Iterable[AppRecord], am_tokens: Mapping[str, str], *, new: bool
+    ) -> None:
+        """Write these applications in one transaction: ``new`` ones whole (with their
+        job and AM token), else only what changes (the record)."""
+        if new:
+            rows: list[tuple[Any, ...]] = [
+                (
+                    r.app_id,
+                    r.seq,
+                    _job_bytes(r.submission),
+                    json.dumps(r.to_json()),
+                    am_tokens.get(r.app_id, ""),
+                )
+                for r in records
+            ]
+            sql = (
+                "INSERT OR REPLACE INTO apps (app_id, seq, job, record, am_token) "
+                "VALUES (?, ?, ?, ?, ?)"
             )
-            for r in records
-        ]
+        else:
+            rows = [(json.dumps(r.to_json()), r.app_id) for r in records]
+            sql = "UPDATE apps SET record = ? WHERE app_id = ?"
         if rows:
             with self._db:
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO apps (app_id, seq, job, record, am_token) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
-        return len(rows)
+                self._db.executemany(sql, rows)
 
     def save_node_token(self, node_id: str, token: str) -> None:
         with self._db:

@@ -151,7 +151,7 @@ def test_the_rm_killed_mid_run_restarts_from_its_store_and_every_job_finishes(
             return len(done) >= 4 and len(submitted) >= 3
 
         _wait_for("the run to be under way", mid_run)
-        time.sleep(0.6)  # one housekeeping pass (a heartbeat: 0.5 wall s) writes the store
+        time.sleep(0.6)  # a little further into the run
         os.killpg(rm.pid, signal.SIGKILL)
         _wait_for("the RM to die", lambda: _dead(rm.pid))
         before = _events(events)
