@@ -205,13 +205,17 @@ class ResourceManager:
         self.accounts.set_queue_budget(queue, budget, spending_rate)
 
     # ------------------------------------------------------------------ restart
-    def app_records(self, app_ids: Iterable[str] | None = None) -> list[AppRecord]:
+    def app_records(
+        self, app_ids: Iterable[str] | None = None, done_since: Mapping[str, int] | None = None
+    ) -> list[AppRecord]:
         """What the state store keeps of these applications (default: all, running or
-        ended)."""
+        ended), each with its tasks done since ``done_since[app_id]`` (default: all)."""
         st = self.state
+        since = done_since or {}
         if app_ids is None:
             return [AppRecord.of(a) for a in (*st.finished.values(), *st.apps.values())]
-        return [AppRecord.of(a) for a in map(st.app, app_ids) if a is not None]
+        apps = [a for a in map(st.app, app_ids) if a is not None]
+        return [AppRecord.of(a, since.get(a.app_id, 0)) for a in apps]
 
     def restore(self, records: Iterable[AppRecord], now: float, rm_epoch: int = 1) -> None:
         """Reload the applications of a previous run of this RM (``Applications.restore``),

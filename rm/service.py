@@ -83,7 +83,7 @@ class RmServer:
         self.clock = EmulatedClock(settings.epoch, dilation=settings.dilation)
         #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
         self.store = store
-        self._stored: dict[str, tuple[object, ...]] = {}  # app id -> signature written
+        self._stored: dict[str, Sig] = {}  # app id -> signature written
         self._stored_balances: dict[str, Any] | None = None
         self._persisted_at = 0.0  # time.monotonic() of the last periodic write
         # After a restart: the previous run's open containers, until their nodes report
@@ -92,8 +92,8 @@ class RmServer:
         self.recovery_deadline = 0.0
         if store is not None:
             store.save_clock(self.clock.epoch, self.clock.dilation)
-            for rec in rm.app_records():
-                self._stored[rec.app_id] = rec.signature
+            for app in (*rm.state.finished.values(), *rm.state.apps.values()):
+                self._stored[app.app_id] = _sig(app)
             if rm.accounts.enabled:
                 self._stored_balances = dict(rm.accounts.balances())
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
@@ -201,12 +201,15 @@ class RmServer:
         if not ids:
             self.persist_balances()
             return
-        records = rm.app_records(ids)
+        since = {a: stored[a][3] for a in ids if a in stored}
+        records = rm.app_records(ids, since)
         fresh = [r for r in records if r.app_id not in stored]
         store.save_apps(fresh, self.gate.am_tokens, new=True)
         store.save_apps([r for r in records if r.app_id in stored], {}, new=False)
         for r in records:
-            stored[r.app_id] = r.signature
+            app = rm.state.app(r.app_id)
+            if app is not None:
+                stored[r.app_id] = _sig(app)
         self.persist_balances()
 
     def await_containers(self, open_: dict[str, tuple[str, str, bool]]) -> None:
@@ -253,8 +256,12 @@ class RmServer:
             self.persist(every_s=PERSIST_EVERY_S)
 
 
-def _sig(app: Application) -> tuple[object, ...]:
-    """``AppRecord.signature`` without building the record."""
+Sig = tuple[str, int, bool, int]
+
+
+def _sig(app: Application) -> Sig:
+    """What changes whenever something the store keeps of ``app`` changes (state,
+    attempt, AM registered, tasks done: the last is how many are written)."""
     return (app.state, app.attempt, app.am_registered, len(app.done_tasks))
 
 

@@ -8,9 +8,10 @@ queue's total is the cluster's). Placing and freeing a container updates them al
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 from typing import Any
 
 from rm.pending import PendingIndex
@@ -385,12 +386,14 @@ class AppRecord:
     finish_s: float | None
     attempt: int
     am_registered: bool
+    #: Every task done (as loaded), or those done since ``of``'s ``done_since`` (to write).
     done_tasks: tuple[tuple[int, int], ...]
     progress: float
     diagnostics: str
 
     @classmethod
-    def of(cls, app: Application) -> AppRecord:
+    def of(cls, app: Application, done_since: int = 0) -> AppRecord:
+        done = app.done_tasks
         return cls(
             app.app_id,
             app.seq,
@@ -400,19 +403,14 @@ class AppRecord:
             app.finish_s,
             app.attempt,
             app.am_registered,
-            tuple(app.done_tasks),
+            tuple(islice(done, done_since, None)) if done_since else tuple(done),
             app.progress,
             app.diagnostics,
         )
 
-    @property
-    def signature(self) -> tuple[object, ...]:
-        """Changes whenever something the store keeps changed (the service computes the
-        same from an Application)."""
-        return (self.state, self.attempt, self.am_registered, len(self.done_tasks))
-
     def to_json(self) -> dict[str, Any]:
-        """Everything but the job (the store keeps it as the wire's bytes)."""
+        """Everything but the job (the store keeps it as the wire's bytes) and the done
+        tasks (a table of their own: each is written once)."""
         s = self.submission
         return {
             "app_id": self.app_id,
@@ -430,13 +428,14 @@ class AppRecord:
             "finish_s": self.finish_s,
             "attempt": self.attempt,
             "am_registered": self.am_registered,
-            "done_tasks": [list(t) for t in self.done_tasks],
             "progress": self.progress,
             "diagnostics": self.diagnostics,
         }
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any], job: JobSpec | None) -> AppRecord:
+    def from_json(
+        cls, d: Mapping[str, Any], job: JobSpec | None, done: Iterable[tuple[int, int]]
+    ) -> AppRecord:
         sub = AppSubmission(
             str(d["name"]),
             str(d["user"]),
@@ -458,7 +457,7 @@ class AppRecord:
             None if finish is None else float(finish),
             int(d["attempt"]),
             bool(d["am_registered"]),
-            tuple((int(a), int(b)) for a, b in d["done_tasks"]),
+            tuple(dict.fromkeys(done)),
             float(d["progress"]),
             str(d["diagnostics"]),
         )

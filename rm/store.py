@@ -10,10 +10,11 @@ written yet (see ``RmServer.persist``). Service layer: the cores never see it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS apps (
     app_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, job BLOB, record TEXT NOT NULL,
     am_token TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS done_tasks (
+    app_id TEXT NOT NULL, stage INTEGER NOT NULL, task INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS done_tasks_app ON done_tasks (app_id);
 CREATE TABLE IF NOT EXISTS node_tokens (node_id TEXT PRIMARY KEY, token TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS balances (
     queue TEXT PRIMARY KEY, budget REAL NOT NULL, spending_rate REAL NOT NULL);
@@ -87,6 +91,19 @@ class StateStore:
     def close(self) -> None:
         self._db.close()
 
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One transaction (the connection is in autocommit mode: without it, each row
+        would be a commit of its own)."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
     # ------------------------------------------------------------------ meta
     def _meta(self, key: str) -> Any:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -98,11 +115,11 @@ class StateStore:
         )
 
     def save_restarts(self, restarts: int) -> None:
-        with self._db:
+        with self._tx():
             self._put_meta("restarts", restarts)
 
     def save_clock(self, epoch: float, dilation: float) -> None:
-        with self._db:
+        with self._tx():
             self._put_meta("epoch", epoch)
             self._put_meta("dilation", dilation)
 
@@ -111,7 +128,8 @@ class StateStore:
         self, records: Iterable[AppRecord], am_tokens: Mapping[str, str], *, new: bool
     ) -> None:
         """Write these applications in one transaction: ``new`` ones whole (with their
-        job and AM token), else only what changes (the record)."""
+        job and AM token), else only what changes (the record); and their done tasks
+        (each record carries those not written yet)."""
         if new:
             rows: list[tuple[Any, ...]] = [
                 (
@@ -130,19 +148,23 @@ class StateStore:
         else:
             rows = [(json.dumps(r.to_json()), r.app_id) for r in records]
             sql = "UPDATE apps SET record = ? WHERE app_id = ?"
+        done = [(r.app_id, s, t) for r in records for s, t in r.done_tasks]
         if rows:
-            with self._db:
+            with self._tx():
                 self._db.executemany(sql, rows)
+                self._db.executemany(
+                    "INSERT INTO done_tasks (app_id, stage, task) VALUES (?, ?, ?)", done
+                )
 
     def save_node_token(self, node_id: str, token: str) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute(
                 "INSERT OR REPLACE INTO node_tokens (node_id, token) VALUES (?, ?)",
                 (node_id, token),
             )
 
     def save_balances(self, balances: Mapping[str, AccountBalance]) -> None:
-        with self._db:
+        with self._tx():
             self._db.execute("DELETE FROM balances")
             self._db.executemany(
                 "INSERT INTO balances (queue, budget, spending_rate) VALUES (?, ?, ?)",
@@ -159,6 +181,11 @@ class StateStore:
         )
         db = self._db
         try:
+            done: dict[str, list[tuple[int, int]]] = {}
+            for app_id, stage, task in db.execute(
+                "SELECT app_id, stage, task FROM done_tasks ORDER BY rowid"
+            ):
+                done.setdefault(app_id, []).append((int(stage), int(task)))
             for app_id, _seq, job, record, token in db.execute(
                 "SELECT app_id, seq, job, record, am_token FROM apps ORDER BY seq"
             ):
@@ -167,7 +194,7 @@ class StateStore:
                 spec = None
                 if msg is not None:
                     spec = wire.job_from_pb(msg, data["user"], data["queue"], data["submit_s"])
-                out.apps.append(AppRecord.from_json(data, spec))
+                out.apps.append(AppRecord.from_json(data, spec, done.get(app_id, ())))
                 if token:
                     out.am_tokens[app_id] = token
             out.node_tokens = dict(db.execute("SELECT node_id, token FROM node_tokens"))
