@@ -29,6 +29,7 @@ from typing import Any
 import grpc
 import pytest
 
+from nm.service import NodeHost
 from plugins.policies.fifo import FifoPolicy
 from rm.core import ResourceManager
 from rm.policy.accounts import AccountBalance, AccountInfo
@@ -37,6 +38,8 @@ from rm.store import StateStore, restore
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.live.gate import Gate
 from treadle.live.rpcutil import channel
+from treadle.model import NodeSpec
+from treadle.resources import Resources
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
     application_master_pb2_grpc as am_grpc,
@@ -353,6 +356,45 @@ def test_applications_and_their_done_tasks_survive_an_rm_restart(tmp_path: Path)
                 three = (await client.SubmitApplication(sub, timeout=10)).app_id
                 assert three == "application_00003"
         finally:
+            await server.stop(None)
+
+    asyncio.run(main())
+
+
+def test_nm_heartbeats_follow_the_clock_of_an_rm_restarted_without_its_state() -> None:
+    """An RM restarted without a store starts a new clock at 0: the NMs' heartbeat loop
+    starts its deadlines afresh on it (it used to sleep for as long as the old RM had been
+    up before its next heartbeat)."""
+
+    async def main() -> None:
+        old = RmSettings(epoch=time.time() - 1000.0)  # an RM up for 1000 s
+        server, state, port = await serve(ResourceManager(FifoPolicy()), old, "127.0.0.1:0")
+        address = f"127.0.0.1:{port}"
+        host = NodeHost([NodeSpec("n1", Resources(vcores=4, memory_mb=4096))], address,
+                        batch=True)  # fmt: skip
+        stop = asyncio.Event()
+        await host.connect()
+        await host.register()
+        loop = asyncio.create_task(host.heartbeat_loop(stop))
+        try:
+            await asyncio.sleep(0.3)
+            await server.stop(None)
+            fresh = ResourceManager(FifoPolicy())
+            server, state, _ = await serve(fresh, RmSettings(), address)
+            deadline = time.monotonic() + 8.0
+            while "n1" not in fresh.state.nodes and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert "n1" in fresh.state.nodes, "the NM stayed silent after the RM's restart"
+            seen = fresh.state.nodes["n1"].last_heartbeat_s
+            await asyncio.sleep(2.5)  # heartbeats go on at their interval on the new clock
+            assert fresh.state.nodes["n1"].last_heartbeat_s > seen
+            assert host.clock.epoch == state.clock.epoch
+        finally:
+            stop.set()
+            loop.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop
+            await host.close()
             await server.stop(None)
 
     asyncio.run(main())
