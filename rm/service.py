@@ -3,7 +3,8 @@
 Each RPC converts its request (treadle.live.wire), calls the core with the emulated ``now`` and
 converts the answer back; errors become status codes in treadle.live.rpcutil.map_errors. All
 handlers run on one asyncio loop, so core calls never interleave. Background tasks expire
-silent NMs and AM attempts, tick the policy and launch managed AMs' containers.
+silent NMs and AM attempts, tick the policy, launch managed AMs' containers and write what
+changed to the RM's state store (``rm.store``), if it has one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,8 +21,7 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.reports import AppReport
-from rm.state import Application
-from rm.store import StateStore
+from rm.store import Persister, StateStore
 from treadle import events as ev
 from treadle.cluster.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
@@ -83,19 +82,13 @@ class RmServer:
         self.clock = EmulatedClock(settings.epoch, dilation=settings.dilation)
         #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
         self.store = store
-        self._stored: dict[str, Sig] = {}  # app id -> signature written
-        self._stored_balances: dict[str, Any] | None = None
-        self._persisted_at = 0.0  # time.monotonic() of the last periodic write
+        self.persister = Persister(store, rm, self.gate.am_tokens) if store else None
         # After a restart: the previous run's open containers, until their nodes report
         # them (container id -> application, node, started), and until when to wait.
         self.unrecovered: dict[str, tuple[str, str, bool]] = {}
         self.recovery_deadline = 0.0
         if store is not None:
             store.save_clock(self.clock.epoch, self.clock.dilation)
-            for app in (*rm.state.finished.values(), *rm.state.apps.values()):
-                self._stored[app.app_id] = _sig(app)
-            if rm.accounts.enabled:
-                self._stored_balances = dict(rm.accounts.balances())
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
         # At least the tasks of running applications not yet done: grows with each
@@ -177,40 +170,9 @@ class RmServer:
 
     # ------------------------------------------------------------------ the state store
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
-        """Write to the store what changed since the last write: these applications, or
-        (none named) every application whose stored part changed (state, attempt, tasks
-        done), and the budget accounts' balances. Submissions, ends and budget calls write
-        at once; the housekeeping loop calls this every ``every_s`` wall seconds (a
-        restart loses at most that much of the done-task reports, which the AMs send
-        again when they register again)."""
-        store = self.store
-        if store is None:
-            return
-        wall = time.monotonic()
-        if not app_ids and wall - self._persisted_at < every_s:
-            return
-        rm = self.rm
-        stored = self._stored
-        if app_ids:
-            ids = list(app_ids)
-        else:
-            self._persisted_at = wall
-            st = rm.state
-            ids = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
-            ids += [a.app_id for a in st.apps.values() if stored.get(a.app_id) != _sig(a)]
-        if not ids:
-            self.persist_balances()
-            return
-        since = {a: stored[a][3] for a in ids if a in stored}
-        records = rm.app_records(ids, since)
-        fresh = [r for r in records if r.app_id not in stored]
-        store.save_apps(fresh, self.gate.am_tokens, new=True)
-        store.save_apps([r for r in records if r.app_id in stored], {}, new=False)
-        for r in records:
-            app = rm.state.app(r.app_id)
-            if app is not None:
-                stored[r.app_id] = _sig(app)
-        self.persist_balances()
+        """Write what changed to the store, if there is one (``Persister.persist``)."""
+        if self.persister is not None:
+            self.persister.persist(app_ids, every_s=every_s)
 
     def await_containers(self, open_: dict[str, tuple[str, str, bool]]) -> None:
         """After a restart, wait one node expiry for the nodes to report these containers
@@ -229,12 +191,8 @@ class RmServer:
 
     def persist_balances(self) -> None:
         """Write the budget accounts' balances if they changed (whichever call did it)."""
-        if self.store is None or not self.rm.accounts.enabled:
-            return
-        balances = dict(self.rm.accounts.balances())
-        if balances != self._stored_balances:
-            self.store.save_balances(balances)
-            self._stored_balances = balances
+        if self.persister is not None:
+            self.persister.persist_balances()
 
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy."""
@@ -254,15 +212,6 @@ class RmServer:
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
             self.persist(every_s=PERSIST_EVERY_S)
-
-
-Sig = tuple[str, int, bool, int]
-
-
-def _sig(app: Application) -> Sig:
-    """What changes whenever something the store keeps of ``app`` changes (state,
-    attempt, AM registered, tasks done: the last is how many are written)."""
-    return (app.state, app.attempt, app.am_registered, len(app.done_tasks))
 
 
 def _limit(amount: int, what: str, name: str, cap: int) -> None:

@@ -14,14 +14,14 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rm.core import ResourceManager
 from rm.policy.accounts import AccountBalance
-from rm.state import AppRecord
+from rm.state import Application, AppRecord
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
@@ -205,6 +205,69 @@ class StateStore:
         except (sqlite3.Error, ValueError, KeyError, TypeError, TreadleError) as e:
             raise TreadleError(f"{self.path}: unreadable state store: {e}") from None
         return out
+
+
+Sig = tuple[str, int, bool, int]
+
+
+def _sig(app: Application) -> Sig:
+    """What changes whenever something the store keeps of ``app`` changes (state,
+    attempt, AM registered, tasks done: the last is how many are written)."""
+    return (app.state, app.attempt, app.am_registered, len(app.done_tasks))
+
+
+class Persister:
+    """What an RM service writes to its store, and when: the applications whose stored
+    part changed since the last write, and the budget balances when they changed."""
+
+    def __init__(self, store: StateStore, rm: ResourceManager, am_tokens: Mapping[str, str]):
+        self.store = store
+        self.rm = rm
+        self.am_tokens = am_tokens  # the gate's: an application's is written with it
+        st = rm.state
+        self._stored = {a.app_id: _sig(a) for a in (*st.finished.values(), *st.apps.values())}
+        self._balances = dict(rm.accounts.balances()) if rm.accounts.enabled else None
+        self._at = 0.0  # time.monotonic() of the last periodic write
+
+    def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
+        """Write to the store what changed since the last write: these applications, or
+        (none named) every application whose stored part changed (state, attempt, tasks
+        done), and the budget accounts' balances. Submissions, ends and budget calls write
+        at once; the housekeeping loop calls this every ``every_s`` wall seconds (a
+        restart loses at most that much of the done-task reports, which the AMs send
+        again when they register again)."""
+        wall = time.monotonic()
+        if not app_ids and wall - self._at < every_s:
+            return
+        rm = self.rm
+        stored = self._stored
+        if app_ids:
+            ids = list(app_ids)
+        else:
+            self._at = wall
+            st = rm.state
+            ids = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
+            ids += [a.app_id for a in st.apps.values() if stored.get(a.app_id) != _sig(a)]
+        if ids:
+            since = {a: stored[a][3] for a in ids if a in stored}
+            records = rm.app_records(ids, since)
+            fresh = [r for r in records if r.app_id not in stored]
+            self.store.save_apps(fresh, self.am_tokens, new=True)
+            self.store.save_apps([r for r in records if r.app_id in stored], {}, new=False)
+            for r in records:
+                app = rm.state.app(r.app_id)
+                if app is not None:
+                    stored[r.app_id] = _sig(app)
+        self.persist_balances()
+
+    def persist_balances(self) -> None:
+        """Write the budget accounts' balances if they changed (whichever call did it)."""
+        if not self.rm.accounts.enabled:
+            return
+        balances = dict(self.rm.accounts.balances())
+        if balances != self._balances:
+            self.store.save_balances(balances)
+            self._balances = balances
 
 
 def _job_bytes(sub: AppSubmission) -> bytes | None:
