@@ -278,7 +278,7 @@ async def _rm_on(store_dir: Path) -> tuple[Any, Any, BudgetPolicy, int]:
     gate = Gate.open()
     if not stored.empty:
         settings.epoch = restore(stored, rm, gate, settings.dilation)
-    server, state, port = await serve(rm, settings, "127.0.0.1:0", gate, store)
+    server, state, port = await serve(rm, settings, "127.0.0.1:0", gate, store=store)
     return server, state, policy, port
 
 

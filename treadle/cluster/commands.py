@@ -101,11 +101,14 @@ def rm_command(
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
+    http_port: int | None = None,
+    http_port_file: str | None = None,
     state_dir: str | None = None,
 ) -> list[str]:
     """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
-    ``tls``: certificate, key and CA paths, or nothing; ``state_dir``: the RM's state
-    store (a restarted RM reloads it)."""
+    ``tls``: certificate, key and CA paths, or nothing; ``http_port``: the RM's HTTP port
+    (REST API, metrics, live page; 0: any free one, None: none); ``state_dir``: the RM's
+    state store (a restarted RM reloads it)."""
     return [
         python, "-m", "rm",
         "--policy", policy,
@@ -113,6 +116,8 @@ def rm_command(
         "--listen", listen,
         *(("--port-file", port_file) if port_file else ()),
         *(("--advertise", advertise) if advertise else ()),
+        *(("--http-port", str(http_port)) if http_port is not None else ()),
+        *(("--http-port-file", http_port_file) if http_port_file else ()),
         "--dilation", repr(float(dilation)),
         "--config", config,
         "--events", events,
