@@ -189,6 +189,16 @@ class ApplicationMaster:
             out.extend((i, t) for t in range(s.tasks) if t not in waiting)
         return out
 
+    def resync(self) -> None:
+        """This attempt registered again (its RM restarted): the next request starts a
+        new session (response id 0) and sends the asks afresh; running containers stay
+        (a restarted RM recovers them from their nodes)."""
+        self.response_id = 0
+        self._quiet = False
+        self._repeat = None
+        self._last_asks = None
+        self._version += 1
+
     def allocate_request(self, now: float) -> AllocateRequest:
         asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
         if self._quiet:

@@ -8,10 +8,14 @@ AMs of a cluster: it polls the RM for applications awaiting an AM and runs one a
 per application as an asyncio task, each with its own channel and session.
 
 Errors from Allocate: UNAVAILABLE (and other transient codes) are retried at the next
-interval, carrying the unsent releases and completed tasks over; NOT_FOUND and
-FAILED_PRECONDITION mean the application ended or this attempt was replaced, so the AM
-stops quietly; INVALID_ARGUMENT means the job cannot run as asked, so the AM finishes it
-as FAILED with the RM's reason.
+interval, carrying the unsent releases and completed tasks over (an RM being restarted
+is absent for a while); FAILED_PRECONDITION "register again" (the RM restarted and lost
+this attempt's session, YARN's ApplicationMasterNotRegisteredException) makes the attempt
+register again and go on where it was: its running containers (which the restarted RM
+recovers from their nodes, or reports lost) and the tasks done so far; NOT_FOUND and
+other FAILED_PRECONDITIONs mean the application ended or this attempt was replaced, so
+the AM stops quietly; INVALID_ARGUMENT means the job cannot run as asked, so the AM
+finishes it as FAILED with the RM's reason.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ from treadle.rpc.v1 import (
 )
 
 log = structlog.get_logger("am")
+
+#: In a FAILED_PRECONDITION's details: the RM lost this attempt's session (it restarted).
+REGISTER_AGAIN = "register again"
+#: Re-registrations in a row (no Allocate answered between) before the attempt gives up.
+MAX_REREGISTRATIONS = 3
 
 #: The application ended, was killed, or this attempt is no longer the current one.
 GONE = (
@@ -186,6 +195,7 @@ class _Session:
                 strategy=reg.ask_strategy.name or "greedy",
             )
             failing_since: float | None = None
+            reregistered = 0
             t = clock.now()
             while not core.finished:
                 if stop.is_set():
@@ -199,6 +209,16 @@ class _Session:
                     resp = await self.rm.Allocate(msg, timeout=self.timeout)
                 except grpc.aio.AioRpcError as e:
                     code = e.code()
+                    again = code is grpc.StatusCode.FAILED_PRECONDITION and REGISTER_AGAIN in (
+                        e.details() or ""
+                    )
+                    if again and reregistered < MAX_REREGISTRATIONS:
+                        reregistered += 1
+                        core = await self._register_again(core, request)
+                        if core is None:
+                            return await self._gone(e)
+                        failing_since = None
+                        continue
                     if code in GONE:
                         return await self._gone(e)
                     if code is grpc.StatusCode.INVALID_ARGUMENT:
@@ -216,6 +236,7 @@ class _Session:
                     log.warning("allocate_failed", code=code.name, details=e.details())
                 else:
                     failing_since = None
+                    reregistered = 0
                     for c in resp.allocated:
                         self.addresses[c.container_id] = c.node_address
                         self.container_tokens[c.container_id] = c.container_token
@@ -241,6 +262,30 @@ class _Session:
                 reason=core.failed_reason,
             )
             return await self.finish(status, core.failed_reason or "")
+
+    async def _register_again(
+        self, core: ApplicationMaster, unsent: AllocateRequest
+    ) -> ApplicationMaster | None:
+        """Register this attempt again and go on with the same core in a new session; every
+        task done is sent again (the RM may have lost the last reports), and so are the
+        releases not yet sent. None when the RM gave the application another attempt
+        meanwhile."""
+        done = sorted({*core.completed_tasks(), *unsent.completed_tasks})
+        reg = await self.register()
+        if reg.attempt != self.attempt:
+            log.info("am_attempt_replaced", attempt=reg.attempt)
+            return None
+        core.resync()
+        running = sum(core.running(i) for i in range(len(core.job.stages)))
+        log.warning(
+            "am_registered_again",
+            already_done=len(reg.completed_tasks),
+            done_here=len(done),
+            running=running,
+        )
+        self._carry_releases = list(unsent.releases)
+        self._carry_done = done
+        return core
 
     def _with_carry(self, r: AllocateRequest) -> AllocateRequest:
         if self._carry_releases or self._carry_done:

@@ -29,6 +29,7 @@ from treadle.live import auth, wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import ContainerVerifier
 from treadle.live.rpcutil import channel, map_errors, peer_for
+from treadle.messages import Container, ContainerLaunch
 from treadle.model import NodeSpec
 from treadle.rpc.v1 import (
     container_manager_pb2 as cm_pb,
@@ -62,6 +63,9 @@ class NodeHost:
         self.clock = EmulatedClock()
         self.interval_s = 1.0
         self.processes: dict[str, asyncio.subprocess.Process] = {}
+        # container id -> its launch, from its start until the RM acknowledged its end: what
+        # a resync reports (``register``).
+        self.launches: dict[str, ContainerLaunch] = {}
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
         self._hb_lock = asyncio.Lock()
@@ -97,11 +101,23 @@ class NodeHost:
         if self._channel is not None:
             await self._channel.close()
 
-    async def register(self, node_ids: Sequence[str] | None = None) -> None:
+    async def register(
+        self, node_ids: Sequence[str] | None = None, *, with_containers: bool = False
+    ) -> None:
+        """Register these nodes (default: all); ``with_containers`` (a resync) reports
+        what each still holds, for a restarted RM to recover."""
         for node_id in node_ids or list(self.nms):
             nm = self.nms[node_id]
             req = wire.registration_to_pb(nm.registration(self.address))
             req.node_token = self.tokens.get(node_id, "")
+            if with_containers:
+                held = [x for x in self.launches.values() if x.node_id == node_id]
+                req.containers.extend(
+                    wire.container_to_pb(
+                        Container(x.container_id, x.app_id, node_id, -1, x.resources)
+                    )
+                    for x in held
+                )
             resp = await self._stub.RegisterNode(req, timeout=30)
             if self.tokens.get(node_id) != resp.node_token:
                 self.tokens[node_id] = resp.node_token
@@ -131,24 +147,24 @@ class NodeHost:
                     *(self._stub.NodeHeartbeat(m, timeout=30) for m in msgs)
                 )
             resync = []
+            launches = self.launches
             for hb, answer in zip(hbs, answers, strict=True):
                 nm = self.nms[hb.node_id]
+                if answer.resync:  # nothing applied: the reports go again after it
+                    resync.append(hb.node_id)
+                    continue
                 nm.acknowledge(hb.seq)
+                for s in hb.completed:  # the RM has them now
+                    launches.pop(s.container_id, None)
                 for cid in answer.stop:
                     self._stop(nm, cid, now)
-                if answer.resync:
-                    resync.append(hb.node_id)
         if resync:
-            # The RM lost these nodes and failed their containers: kill what still runs
-            # (the RM would never account for it) and register afresh.
-            for node_id in resync:
-                for cid in self.nms[node_id].reset():
-                    proc = self.processes.pop(cid, None)
-                    if proc is not None:
-                        with contextlib.suppress(ProcessLookupError):
-                            proc.terminate()
+            # The RM does not know these nodes: it restarted, or it lost them. Register
+            # again with what they hold (YARN's NM resync): a restarted RM recovers the
+            # containers of running applications and has the others stopped, as it does
+            # all of a node it had lost (it failed them then).
             log.warning("nm_resync", nodes=resync)
-            await self.register(resync)
+            await self.register(resync, with_containers=True)
 
     def out_of_band(self, node_id: str) -> None:
         """A container ended: report it now rather than at the next regular heartbeat (as
@@ -173,16 +189,25 @@ class NodeHost:
         asyncio.get_running_loop().call_later(delay, self.out_of_band, node_id)
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
-        t = self.clock.now()
+        """Heartbeat every interval. The deadlines are times of the clock the last
+        registration handed out: a resync with an RM of another epoch (one restarted
+        without its state) starts them afresh on the new clock, else the loop would sleep
+        for as long as the old clock was ahead."""
+        clock = self.clock
+        t = clock.now()
         while not stop.is_set():
             t += self.interval_s
-            await self.clock.sleep_until(t)
+            await clock.sleep_until(t)
             try:
                 await self.heartbeat_once()
             except grpc.aio.AioRpcError as e:
                 log.warning("heartbeat_failed", code=str(e.code()), details=e.details())
-            if self.clock.now() > t + self.interval_s:
-                t = self.clock.now()  # fell behind: do not fire a burst to catch up
+            if self.clock is not clock:
+                clock = self.clock
+                t = clock.now()
+                log.info("nm_clock_changed", epoch=clock.epoch, dilation=clock.dilation)
+            elif clock.now() > t + self.interval_s:
+                t = clock.now()  # fell behind: do not fire a burst to catch up
 
     def _stop(self, nm: NodeManager, cid: str, now: float, *, by_am: bool = False) -> bool:
         """Stop a container: asked by the RM (a heartbeat's answer) or by its AM
@@ -274,6 +299,7 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
                         math.inf,
                     )
                 nm.start_container(launch, now)
+                host.launches[launch.container_id] = launch
                 host.schedule_completion(launch.node_id, launch.duration_s)
                 if m.command:
                     await host.launch_process(

@@ -13,6 +13,7 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.service import RmSettings, serve
+from rm.store import StateStore, open_containers, read_events, restore
 from treadle import events as ev
 from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
@@ -71,6 +72,12 @@ def parser() -> ArgumentParser:
     p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
     p.add_argument("--max-am-attempts", type=int, default=2)
     p.add_argument("--events", help="stream the event log to this JSON-lines file")
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep what a restart needs in DIR/rm-state.sqlite and reload it on start "
+        "(README: RM restart); give --events too, so the event log continues",
+    )
     g = p.add_argument_group("limits (default: the config file's, else RmLimits')")
     for name in LIMITS:
         g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=LIMIT_HELP[name])
@@ -151,8 +158,15 @@ async def main_async(argv: list[str]) -> int:
     gate = _gate(args)
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
         fail(PROG, f"--http-port must be between 0 and 65535, got {args.http_port}")
+    try:
+        store = StateStore(args.state_dir) if args.state_dir else None
+        stored = store.load() if store is not None else None
+        previous = read_events(args.events) if args.events and stored and not stored.empty else []
+    except TreadleError as e:
+        fail(PROG, str(e))
     sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115
     log_ = ev.EventLog(sink)
+    log_.records.extend(previous)  # already in the file
     rm = ResourceManager(
         policy,
         queues=queues,
@@ -167,6 +181,19 @@ async def main_async(argv: list[str]) -> int:
     settings = RmSettings(
         dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
     )
+    restarted = False
+    if store is not None and stored is not None and not stored.empty:
+        restarted = True
+        settings.epoch = restore(stored, rm, gate, args.dilation)
+        store.save_restarts(stored.restarts + 1)
+        log.info(
+            "rm_restored",
+            state_dir=args.state_dir,
+            restarts=stored.restarts + 1,
+            running=len(rm.state.apps),
+            ended=len(rm.state.finished),
+            nodes_known=len(stored.node_tokens),
+        )
     metrics: RmMetrics | None = None
     if args.http_port is not None:  # aiohttp and prometheus_client: only when asked for
         from rm.http_metrics import RmMetrics
@@ -174,9 +201,11 @@ async def main_async(argv: list[str]) -> int:
         metrics = RmMetrics()
     hooks = [metrics.interceptor()] if metrics is not None else []
     try:
-        server, state, port = await serve(rm, settings, args.listen, gate, hooks)
+        server, state, port = await serve(rm, settings, args.listen, gate, hooks, store=store)
     except (OSError, RuntimeError) as e:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
+    if restarted:
+        state.await_containers(open_containers(log_.records))
     http: HttpServer | None = None
     if metrics is not None:
         from rm.http import start_http
@@ -191,18 +220,19 @@ async def main_async(argv: list[str]) -> int:
     address = host_port(args.listen, port)
     settings.advertise = args.advertise or address
     # The RM's own stream starts when it does; nodes join later (a replay driver writes the
-    # run's record with the cluster it found).
-    log_.run_started(
-        state.now(),
-        policy=args.policy,
-        workload=None,
-        mode="local",
-        seed=None,
-        dilation=args.dilation,
-        heartbeat_s=heartbeat_s,
-        nodes=0,
-        capacity={},
-    )
+    # run's record with the cluster it found). A restarted RM's stream goes on.
+    if not restarted:
+        log_.run_started(
+            state.now(),
+            policy=args.policy,
+            workload=None,
+            mode="local",
+            seed=None,
+            dilation=args.dilation,
+            heartbeat_s=heartbeat_s,
+            nodes=0,
+            capacity={},
+        )
     stop = asyncio.Event()
     from treadle.live.rpcutil import install_stop_signals
 
@@ -228,9 +258,12 @@ async def main_async(argv: list[str]) -> int:
     await server.stop(grace=2.0)
     housekeeping.cancel()
     lag_log.cancel()
+    state.persist()
     log_.flush()
     if sink is not None:
         sink.close()
+    if store is not None:
+        store.close()
     log.info("rm_stopped", events=len(log_), lag=lag.PROCESS.summary())
     return 0
 

@@ -11,7 +11,7 @@ from rm.blinding import blind_asks, blind_job
 from rm.containers import ContainerLifecycle
 from rm.netting import net_of_undelivered, validate_asks
 from rm.scheduling import AM_PRIORITY, Scheduler
-from rm.state import Application, AppState, ClusterState
+from rm.state import Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (
@@ -95,6 +95,37 @@ class Applications:
             self._ask_am_container(app)
         return app_id
 
+    def restore(self, rec: AppRecord, now: float, rm_epoch: int) -> None:
+        """An application from the state store, after an RM restart: an ended one as it
+        ended; a running one with its attempt, its done tasks and no containers (its AM
+        asks again for what it still needs). An unmanaged AM attempt continues (its AM
+        registers again and has the attempt's expiry to do so); a managed AM's container
+        went with the NMs' resync, so it gets a new one."""
+        st = self._state
+        app = Application(rec.app_id, rec.seq, rec.submission, rec.submit_s)
+        if self.blind and app.job is not None:
+            app.job = blind_job(app.job)
+        # Container ids of this RM epoch (YARN's container_eN_...): those the previous
+        # run granted are never reused.
+        app._cid_prefix = f"container_e{rm_epoch}_{rec.seq + 1:05d}_"
+        app.attempt = rec.attempt
+        app.done_tasks = dict.fromkeys(rec.done_tasks)
+        app.progress = rec.progress
+        app.diagnostics = rec.diagnostics
+        self._seq = max(self._seq, rec.seq + 1)
+        if rec.state is not AppState.RUNNING:
+            app.state = rec.state
+            app.finish_s = rec.finish_s
+            st.finished[app.app_id] = app
+            return
+        st.add_app(app)
+        app.am_last_seen_s = now
+        self._scheduler.policy.on_app_added(app, st)
+        if app.managed_am:
+            self._ask_am_container(app)
+        else:
+            app.am_registered = rec.am_registered
+
     def finish(
         self, app_id: str, status: FinalStatus, now: float, diagnostics: str = "", attempt: int = 0
     ) -> None:
@@ -140,6 +171,11 @@ class Applications:
             app.response_id = 0
             app.last_response = None
             self._log.attempt_started(now, app_id, app.attempt)
+        else:
+            # The attempt's AM registers again (its RM restarted, or it lost track of
+            # the response ids): its session starts afresh.
+            app.response_id = 0
+            app.last_response = None
         app.am_last_seen_s = now
         return AmRegistration(
             app.attempt,

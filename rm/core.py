@@ -24,7 +24,7 @@ completions of the same heartbeat, the other containers of a lost node), in one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from rm.accounts import Accounts
 from rm.applications import Applications
@@ -35,10 +35,11 @@ from rm.nodes import NodeTracker
 from rm.policy import Policy
 from rm.reports import AppReport, ClusterReport, app_report, cluster_report
 from rm.scheduling import AM_PRIORITY, MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridden
-from rm.state import Application, AppState, ClusterState
-from treadle.errors import NotFoundError
+from rm.state import Application, AppRecord, AppState, ClusterState
+from treadle.errors import ConflictError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (
+    EXIT_LOST_NODE,
     EXIT_PREEMPTED,
     AllocateRequest,
     AllocateResponse,
@@ -204,6 +205,51 @@ class ResourceManager:
     def set_queue_budget(self, queue: str, budget: float, spending_rate: float) -> None:
         """An operator sets a queue's budget and spending rate (``rm.accounts``)."""
         self.accounts.set_queue_budget(queue, budget, spending_rate)
+
+    # ------------------------------------------------------------------ restart
+    def app_records(
+        self, app_ids: Iterable[str] | None = None, done_since: Mapping[str, int] | None = None
+    ) -> list[AppRecord]:
+        """What the state store keeps of these applications (default: all, running or
+        ended), each with its tasks done since ``done_since[app_id]`` (default: all)."""
+        st = self.state
+        since = done_since or {}
+        if app_ids is None:
+            return [AppRecord.of(a) for a in (*st.finished.values(), *st.apps.values())]
+        apps = [a for a in map(st.app, app_ids) if a is not None]
+        return [AppRecord.of(a, since.get(a.app_id, 0)) for a in apps]
+
+    def restore(self, records: Iterable[AppRecord], now: float, rm_epoch: int = 1) -> None:
+        """Reload the applications of a previous run of this RM (``Applications.restore``),
+        before any node registers: ended ones in the order they ended, then running ones in
+        submission order. ``rm_epoch`` (how many times the RM restarted) names the
+        containers granted from now on."""
+        if self.state.apps or self.state.finished or self.state.nodes:
+            raise ConflictError("an RM restores its applications before anything else")
+        recs = sorted(records, key=lambda r: r.seq)
+        ended = sorted((r for r in recs if r.state is not AppState.RUNNING),
+                       key=lambda r: r.finish_s or 0.0)  # fmt: skip
+        for rec in (*ended, *(r for r in recs if r.state is AppState.RUNNING)):
+            self.apps.restore(rec, now, rm_epoch)
+
+    def end_unrecovered(
+        self, app_id: str, container_id: str, node_id: str, started: bool, now: float
+    ) -> None:
+        """A container of the previous run that no node reported after the restart (its
+        node did not come back in time, or it never started): it ends as lost, and its
+        AM, if the application runs, hears so on its next Allocate and runs the task
+        again."""
+        app = self.state.apps.get(app_id)
+        if app is not None and container_id in app.containers:
+            return  # recovered after all
+        if started:
+            lost = str(ContainerState.LOST)
+            self.log.container_finished(now, app_id, container_id, node_id, lost, EXIT_LOST_NODE)
+        else:
+            self.log.container_released(now, app_id, container_id, node_id)
+        if app is not None:
+            status = ContainerStatus(container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
+            app.completed_reports.append(status)
 
     # ------------------------------------------------------------------ policy timers
     def tick(self, now: float) -> None:

@@ -4,7 +4,7 @@ silent. Each heartbeat runs the scheduling pass for its node."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rm.containers import ContainerLifecycle
 from rm.effects import Outbox
@@ -15,13 +15,14 @@ from treadle.events import EventLog
 from treadle.frozen import slot_setters
 from treadle.messages import (
     EXIT_LOST_NODE,
+    Container,
     ContainerState,
     ContainerStatus,
     NodeHeartbeat,
     NodeHeartbeatResponse,
     NodeRegistration,
 )
-from treadle.resources import Accumulator, total
+from treadle.resources import Accumulator, add_to_all, total
 
 _new = object.__new__
 _r_stop, _r_resync, _r_interval = slot_setters(
@@ -65,13 +66,41 @@ class NodeTracker:
             existing.last_heartbeat_s = now
             existing.last_seq = -1  # a restarted NM counts its heartbeats from 1 again
             self._new_incarnation(existing, now)
+            # What it still holds belonged to the old incarnation: stopped.
+            existing.to_stop.extend(c.container_id for c in reg.containers)
             return
-        # A new node, or a LOST one coming back empty (its containers were already failed).
+        # A new node, or a LOST one coming back (its containers were already failed).
         node = Node(reg, now)
         st.nodes[reg.node_id] = node
         st.capacity = st.capacity + node.capacity
         st.nodes_changed()
         self._log.node_registered(now, node.node_id, node.rack, node.capacity)
+        if reg.containers:
+            self._recover(node, reg.containers, known=existing is not None)
+
+    def _recover(self, node: Node, containers: Sequence[Container], *, known: bool) -> None:
+        """A node new to this RM (it restarted) holds these containers: those of running
+        applications count again as theirs (work-preserving restart, YARN-556: their AMs
+        see them end as usual); the rest, and every container of a node this RM had
+        already lost (it ended them then), are stopped."""
+        st = self._state
+        free = node._free
+        hook = self._scheduler.policy.on_container_allocated
+        for c in containers:
+            cid = c.container_id
+            app = None if known else st.apps.get(c.app_id)
+            if app is None or cid in app.containers or not free.covers(c.resources):
+                node.to_stop.append(cid)
+                continue
+            free.sub(c.resources)
+            node.containers[cid] = c
+            app.containers[cid] = c
+            add_to_all(app._all_books, c.resources)
+            app.started = True
+            self._containers.started.add(cid)  # its start is in the log already
+            st.pending.touch(app)
+            hook(c, st)
+        st.version += 1
 
     def _new_incarnation(self, node: Node, now: float) -> None:
         """A live node registering again is a new incarnation of it (its NM restarted

@@ -3,7 +3,8 @@
 Each RPC converts its request (treadle.live.wire), calls the core with the emulated ``now`` and
 converts the answer back; errors become status codes in treadle.live.rpcutil.map_errors. All
 handlers run on one asyncio loop, so core calls never interleave. Background tasks expire
-silent NMs and AM attempts, tick the policy and launch managed AMs' containers.
+silent NMs and AM attempts, tick the policy, launch managed AMs' containers and write what
+changed to the RM's state store (``rm.store``), if it has one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import structlog
 from rm import admin_service
 from rm.core import ResourceManager
 from rm.reports import AppReport
+from rm.store import Persister, StateStore
 from treadle import events as ev
 from treadle.cluster.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
@@ -45,6 +47,8 @@ from treadle.rpc.v1 import (
 log = structlog.get_logger("rm")
 
 INT32_MAX = 2**31 - 1
+#: How often (wall s) the housekeeping loop writes what changed to the state store.
+PERSIST_EVERY_S = 1.0
 
 SERVICES = (
     "treadle.v1.ResourceTracker",
@@ -62,16 +66,32 @@ class RmSettings:
     advertise: str = ""  # the address NMs' AM processes use to reach this RM
     tls: TlsFiles | None = None  # serve over mutual TLS
     limits: RmLimits = field(default_factory=RmLimits)
+    epoch: float | None = None  # the clock's epoch (unix s): a restarted RM keeps its own
 
 
 class RmServer:
     """The RM core, its clock, and the bookkeeping the adapters share."""
 
-    def __init__(self, rm: ResourceManager, settings: RmSettings, gate: Gate | None = None) -> None:
+    def __init__(
+        self,
+        rm: ResourceManager,
+        settings: RmSettings,
+        gate: Gate | None = None,
+        store: StateStore | None = None,
+    ) -> None:
         self.rm = rm
         self.settings = settings
         self.gate = gate if gate is not None else Gate.open()
-        self.clock = EmulatedClock(dilation=settings.dilation)
+        self.clock = EmulatedClock(settings.epoch, dilation=settings.dilation)
+        #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
+        self.store = store
+        self.persister = Persister(store, rm, self.gate.am_tokens) if store else None
+        # After a restart: the previous run's open containers, until their nodes report
+        # them (container id -> application, node, started), and until when to wait.
+        self.unrecovered: dict[str, tuple[str, str, bool]] = {}
+        self.recovery_deadline = 0.0
+        if store is not None:
+            store.save_clock(self.clock.epoch, self.clock.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
         # At least the tasks of running applications not yet done: grows with each
@@ -153,6 +173,32 @@ class RmServer:
     def admitted(self, tasks: int) -> None:
         self._pending_bound += tasks
 
+    # ------------------------------------------------------------------ the state store
+    def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
+        """Write what changed to the store, if there is one (``Persister.persist``)."""
+        if self.persister is not None:
+            self.persister.persist(app_ids, every_s=every_s)
+
+    def await_containers(self, open_: dict[str, tuple[str, str, bool]]) -> None:
+        """After a restart, wait one node expiry for the nodes to report these containers
+        (``recover``); the AMs of those still unreported then hear that they were lost."""
+        self.unrecovered = dict(open_)
+        self.recovery_deadline = self.now() + self.rm.nodes.expiry_s
+
+    def recover(self, now: float) -> None:
+        """End the containers no node reported by the deadline (``await_containers``)."""
+        if not self.unrecovered or now < self.recovery_deadline:
+            return
+        lost, self.unrecovered = self.unrecovered, {}
+        for cid, (app_id, node_id, started) in lost.items():
+            self.rm.end_unrecovered(app_id, cid, node_id, started, now)
+        log.warning("containers_not_recovered", count=len(lost))
+
+    def persist_balances(self) -> None:
+        """Write the budget accounts' balances if they changed (whichever call did it)."""
+        if self.persister is not None:
+            self.persister.persist_balances()
+
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy."""
         rm = self.rm
@@ -165,10 +211,12 @@ class RmServer:
                 log.warning("node_lost", node=node)
             for app in rm.expire_am_attempts(now):
                 log.warning("am_attempt_expired", app=app)
+            self.recover(now)
             if now >= next_tick:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
+            self.persist(every_s=PERSIST_EVERY_S)
 
 
 def _limit(amount: int, what: str, name: str, cap: int) -> None:
@@ -220,7 +268,16 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
             s.rm.register_node(reg, s.now())
             s.node_restarts += node is not None
             s.addresses[reg.node_id] = reg.address
-            log.info("node_registered", address=reg.address, capacity=reg.resources.to_dict())
+            for c in reg.containers:
+                s.unrecovered.pop(c.container_id, None)
+            if s.store is not None and token and token != request.node_token:
+                s.store.save_node_token(reg.node_id, token)
+            log.info(
+                "node_registered",
+                address=reg.address,
+                capacity=reg.resources.to_dict(),
+                containers=len(reg.containers),
+            )
         return rt_pb.RegisterNodeResponse(
             clock=s.clock_pb(), heartbeat_interval_s=s.rm.heartbeat_s, node_token=token
         )
@@ -311,6 +368,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
             s.rm.finish_application(
                 request.app_id, status, now, request.diagnostics, attempt=request.attempt
             )
+            s.persist([request.app_id])
             s.after_core_calls()
             log.info("app_finished", status=str(status))
         return am_pb.FinishApplicationMasterResponse()
@@ -372,6 +430,7 @@ class ClientServicer(client_grpc.ClientServicer):
         app_id = s.rm.submit_application(sub, now)
         s.admitted(tasks)
         token = s.gate.issue_am_token(app_id)
+        s.persist([app_id])  # before the answer: an acknowledged submission survives
         s.after_core_calls()
         log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
         return client_pb.SubmitApplicationResponse(app_id=app_id, am_token=token)
@@ -426,6 +485,7 @@ class ClientServicer(client_grpc.ClientServicer):
             request.app_id, FinalStatus.KILLED, now, f"killed by {caller.user or 'a client'}"
         )
         log.info("app_killed", app=request.app_id, by=caller.user)
+        s.persist([request.app_id])
         s.after_core_calls()
         return client_pb.KillApplicationResponse()
 
@@ -435,6 +495,7 @@ class ClientServicer(client_grpc.ClientServicer):
         caller = self._caller("SetQueueBudget", request, context)
         self.s.gate.admin_only(caller, "set queue budgets")
         self.s.rm.set_queue_budget(request.queue, request.budget, request.spending_rate)
+        self.s.persist_balances()
         return client_pb.SetQueueBudgetResponse()
 
     async def GetEvents(
@@ -458,11 +519,13 @@ async def serve(
     address: str,
     gate: Gate | None = None,
     interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
+    store: StateStore | None = None,
 ) -> tuple[grpc.aio.Server, RmServer, int]:
     """Build and start the RM's server; return it, the shared state and the bound port.
     Without a ``gate`` every call is let through (in-process tests); ``interceptors``
-    see every call (the HTTP port's metrics, rm.http_metrics)."""
-    state = RmServer(rm, settings, gate)
+    see every call (the HTTP port's metrics, rm.http_metrics); without a ``store``
+    nothing survives a restart."""
+    state = RmServer(rm, settings, gate, store)
     # A request over the byte limit is refused by gRPC itself (RESOURCE_EXHAUSTED) before
     # it is decoded; the decoded submission is checked again (check_submission).
     receive = ("grpc.max_receive_message_length", settings.limits.max_request_bytes)

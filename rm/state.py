@@ -8,8 +8,10 @@ queue's total is the cluster's). Placing and freeing a container updates them al
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 from typing import Any
 
 from rm.pending import PendingIndex
@@ -22,7 +24,7 @@ from treadle.messages import (
     ContainerStatus,
     NodeRegistration,
 )
-from treadle.model import QueueSpec, UserSpec
+from treadle.model import JobSpec, QueueSpec, UserSpec
 from treadle.resources import ZERO, Accumulator, Resources, sub_from_all
 
 
@@ -372,3 +374,95 @@ class ClusterState:
             self.version += 1
             self.pending.touch(app)
         return app
+
+
+@dataclass(frozen=True)
+class AppRecord:
+    """What the state store keeps of an application (``ResourceManager.app_records``):
+    enough for a restarted RM to report it and, while it runs, to continue it. Containers
+    are not kept (YARN's NMs report theirs on resync; here they are ended, see
+    ``ResourceManager.restore``)."""
+
+    app_id: str
+    seq: int
+    submission: AppSubmission  # with the real job (not blinded)
+    state: AppState
+    submit_s: float
+    finish_s: float | None
+    attempt: int
+    am_registered: bool
+    #: Every task done (as loaded), or those done since ``of``'s ``done_since`` (to write).
+    done_tasks: tuple[tuple[int, int], ...]
+    progress: float
+    diagnostics: str
+
+    @classmethod
+    def of(cls, app: Application, done_since: int = 0) -> AppRecord:
+        done = app.done_tasks
+        return cls(
+            app.app_id,
+            app.seq,
+            app.submission,
+            app.state,
+            app.submit_s,
+            app.finish_s,
+            app.attempt,
+            app.am_registered,
+            tuple(islice(done, done_since, None)) if done_since else tuple(done),
+            app.progress,
+            app.diagnostics,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the job (the store keeps it as the wire's bytes) and the done
+        tasks (a table of their own: each is written once)."""
+        s = self.submission
+        return {
+            "app_id": self.app_id,
+            "seq": self.seq,
+            "name": s.name,
+            "user": s.user,
+            "queue": s.queue,
+            "tasks": s.tasks,
+            "alone_jct_s": s.alone_jct_s,
+            "managed_am": s.managed_am,
+            "ask_strategy": s.ask_strategy,
+            "ask_params_json": s.ask_params_json,
+            "state": str(self.state),
+            "submit_s": self.submit_s,
+            "finish_s": self.finish_s,
+            "attempt": self.attempt,
+            "am_registered": self.am_registered,
+            "progress": self.progress,
+            "diagnostics": self.diagnostics,
+        }
+
+    @classmethod
+    def from_json(
+        cls, d: Mapping[str, Any], job: JobSpec | None, done: Iterable[tuple[int, int]]
+    ) -> AppRecord:
+        sub = AppSubmission(
+            str(d["name"]),
+            str(d["user"]),
+            str(d["queue"]),
+            int(d["tasks"]),
+            None if d["alone_jct_s"] is None else float(d["alone_jct_s"]),
+            job,
+            bool(d["managed_am"]),
+            str(d["ask_strategy"]),
+            str(d["ask_params_json"]),
+        )
+        finish = d["finish_s"]
+        return cls(
+            str(d["app_id"]),
+            int(d["seq"]),
+            sub,
+            AppState(d["state"]),
+            float(d["submit_s"]),
+            None if finish is None else float(finish),
+            int(d["attempt"]),
+            bool(d["am_registered"]),
+            tuple(dict.fromkeys(done)),
+            float(d["progress"]),
+            str(d["diagnostics"]),
+        )

@@ -99,6 +99,8 @@ class NodeRegistration:
     resources: Resources
     rack: str = "default-rack"
     address: str = ""
+    #: What the node still holds when it registers again on a resync (an RM restart).
+    containers: tuple[Container, ...] = ()
 
 
 @dataclass(slots=True)

@@ -80,7 +80,15 @@ KERNEL_MODULES = {
     "registry",
 }
 PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
-SERVICE_MODULES = {"service", "admin_service", "__main__", "http", "http_metrics", "http_auth"}
+SERVICE_MODULES = {
+    "service",
+    "admin_service",
+    "__main__",
+    "http",
+    "http_metrics",
+    "http_auth",
+    "store",
+}
 
 
 def layer_of(module: str) -> str | None:

@@ -470,6 +470,13 @@ def run_live(
         float,
         typer.Option("--rm-wait-s", help="Wait up to this many seconds for the RM to answer."),
     ] = 0.0,
+    rm_absent_s: Annotated[
+        float,
+        typer.Option(
+            "--rm-absent-s",
+            help="During the replay, survive the RM's absence (a restart) this many seconds.",
+        ),
+    ] = 120.0,
     wait_nodes: Annotated[
         int,
         typer.Option("--wait-nodes", help="Start only once the RM has this many nodes."),
@@ -531,6 +538,7 @@ def run_live(
                     managed_am=managed_am,
                     timeout_s=timeout_s,
                     progress=tracker(progress, live.policy or "replay", len(wl.jobs)),
+                    rm_absent_s=rm_absent_s,
                 )
             )
         policy = str(records[0].get("policy") or "unknown")

@@ -167,6 +167,7 @@ class ClusterBase(abc.ABC):
         port_file: str | None = None,
         advertise: str | None = None,
         http_port_file: str | None = None,
+        state_dir: str | None = None,
     ) -> list[str]:
         return rm_command(
             python,
@@ -187,6 +188,7 @@ class ClusterBase(abc.ABC):
             log_level=self.log_level,
             secrets=self.secrets_dir(),
             tls=self.tls_paths(),
+            state_dir=state_dir,
         )
 
     def nm_argv(

@@ -103,10 +103,12 @@ def rm_command(
     advertise: str | None = None,
     http_port: int | None = None,
     http_port_file: str | None = None,
+    state_dir: str | None = None,
 ) -> list[str]:
     """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
     ``tls``: certificate, key and CA paths, or nothing; ``http_port``: the RM's HTTP port
-    (REST API, metrics, live page; 0: any free one, None: none)."""
+    (REST API, metrics, live page; 0: any free one, None: none); ``state_dir``: the RM's
+    state store (a restarted RM reloads it)."""
     return [
         python, "-m", "rm",
         "--policy", policy,
@@ -119,6 +121,7 @@ def rm_command(
         "--dilation", repr(float(dilation)),
         "--config", config,
         "--events", events,
+        *(("--state-dir", state_dir) if state_dir else ()),
         "--heartbeat-s", repr(float(heartbeat_s)),
         "--am-interval-s", repr(float(am_interval_s)),
         "--expiry-intervals", str(expiry_intervals),

@@ -47,6 +47,8 @@ DP_ACCOUNT = ev.DP_ACCOUNT  # the dp policy's per-interval record of each queue'
 DEFAULT_TIMEOUT_S = 3600.0
 CONNECT_TIMEOUT_S = 5.0
 RPC_TIMEOUT_S = 30.0
+#: How long a replay outlives its RM's absence (a restart) by default, in wall seconds.
+RM_ABSENT_S = 120.0
 EVENTS_PAGE = 5000
 
 
@@ -70,6 +72,45 @@ async def _call(what: str, address: str, rpc: Any, request: Any, timeout: float)
         return await rpc(request, timeout=timeout)
     except grpc.aio.AioRpcError as e:
         raise _rpc_error(what, address, e) from None
+
+
+async def _call_through_absence(
+    what: str,
+    address: str,
+    rpc: Any,
+    request: Any,
+    absent_s: float,
+    *,
+    idempotent: bool = True,
+) -> Any:
+    """``_call``, retried with backoff (0.1 s doubling to 2 s) while the RM cannot be
+    reached (UNAVAILABLE; a time-out too when the call may be repeated), for up to
+    ``absent_s`` wall seconds: an RM being restarted comes back on the same address."""
+    loop = asyncio.get_running_loop()
+    since: float | None = None
+    delay = 0.1
+    while True:
+        try:
+            return await rpc(request, timeout=RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            code = e.code()
+            if code != grpc.StatusCode.UNAVAILABLE and not (
+                idempotent and code == grpc.StatusCode.DEADLINE_EXCEEDED
+            ):
+                raise _rpc_error(what, address, e) from None
+            now = loop.time()
+            if since is None:
+                since = now
+                log.warning("rm_unreachable", rm=address, call=what, code=code.name)
+            if now - since >= absent_s:
+                problem = _rpc_error(what, address, e)
+                raise TreadleError(
+                    f"{problem} (still after {absent_s:g} s; --rm-absent-s)"
+                ) from None
+        await asyncio.sleep(delay)
+        delay = min(2 * delay, 2.0)
+        if since is not None and delay >= 2.0:
+            log.info("rm_still_unreachable", rm=address, for_s=round(loop.time() - since, 1))
 
 
 async def probe(rm_address: str, timeout_s: float = CONNECT_TIMEOUT_S) -> client_pb.ClusterMetrics:
@@ -139,17 +180,20 @@ def _check_shape(m: client_pb.ClusterMetrics, workload: Workload, address: str) 
         )
 
 
-async def fetch_events(stub: Any, address: str, page: int = EVENTS_PAGE) -> list[ev.Record]:
-    """The RM's whole event log so far, page by page."""
+async def fetch_events(
+    stub: Any, address: str, page: int = EVENTS_PAGE, absent_s: float = 0.0
+) -> list[ev.Record]:
+    """The RM's whole event log so far, page by page (through ``absent_s`` wall seconds
+    of the RM's absence)."""
     out: list[ev.Record] = []
     offset = 0
     while True:
-        resp = await _call(
+        resp = await _call_through_absence(
             "GetEvents",
             address,
             stub.GetEvents,
             client_pb.GetEventsRequest(offset=offset, limit=page),
-            RPC_TIMEOUT_S,
+            absent_s,
         )
         for line in resp.records:
             out.append(json.loads(line))
@@ -252,12 +296,15 @@ async def replay(
     progress: ProgressFn | None = None,
     mode: str = "live",
     poll_s: float | None = None,
+    rm_absent_s: float = RM_ABSENT_S,
 ) -> list[ev.Record]:
     """Replay ``workload``'s jobs on the cluster whose RM listens at ``rm_address``.
 
     Jobs are submitted at t0 + submit_s in emulated time, t0 being the RM's clock when the
     replay starts. ``timeout_s`` bounds the whole replay in wall seconds; when it runs out
-    the unfinished applications are killed and a TreadleError names them. Returns this
+    the unfinished applications are killed and a TreadleError names them. The replay
+    outlives the RM's absence (a restart on the same address) for ``rm_absent_s`` wall
+    seconds at a time, retrying its calls with backoff. Returns this
     run's records: ``run_started`` (t = t0) first, then every record of the submitted
     applications, every node event and the policy's books of the run's span, sorted by
     time.
@@ -265,6 +312,8 @@ async def replay(
     build("asks", ask_strategy, ask_params or {})  # a bad strategy fails before submitting
     if not timeout_s > 0:
         raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
+    if not rm_absent_s >= 0:
+        raise TreadleError(f"--rm-absent-s must be >= 0, got {rm_absent_s:g}")
     params_json = json.dumps(dict(ask_params or {}))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
@@ -320,12 +369,12 @@ async def replay(
                 await asyncio.sleep(poll_s)
             app_id = next(a for a, n in names.items() if n == job.name)
             while True:
-                report = await _call(
+                report = await _call_through_absence(
                     "GetApplicationReport",
                     rm_address,
                     stub.GetApplicationReport,
                     client_pb.GetApplicationReportRequest(app_id=app_id),
-                    RPC_TIMEOUT_S,
+                    rm_absent_s,
                 )
                 if report.state in FINAL_STATES:
                     break
@@ -348,7 +397,9 @@ async def replay(
                 ask_strategy=pb.AskStrategy(name=ask_strategy, params_json=params_json),
             )
             what = f"SubmitApplication of job {job.name!r}"
-            resp = await _call(what, rm_address, stub.SubmitApplication, request, RPC_TIMEOUT_S)
+            resp = await _call_through_absence(
+                what, rm_address, stub.SubmitApplication, request, rm_absent_s, idempotent=False
+            )
             names[resp.app_id] = job.name
 
         submitter = asyncio.create_task(submit_all())
@@ -365,12 +416,12 @@ async def replay(
                     submitter.result()  # a failed submission ends the replay
                 if admin is not None and admin.done():
                     admin.result()  # so does a refused account change
-                listing = await _call(
+                listing = await _call_through_absence(
                     "ListApplications",
                     rm_address,
                     stub.ListApplications,
                     client_pb.ListApplicationsRequest(),
-                    RPC_TIMEOUT_S,
+                    rm_absent_s,
                 )
                 states = {a.app_id: a.state for a in listing.applications if a.app_id in names}
                 if accounts is not None:
@@ -397,7 +448,7 @@ async def replay(
                 admin.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await admin
-        everything = await fetch_events(stub, rm_address)
+        everything = await fetch_events(stub, rm_address, absent_s=rm_absent_s)
     ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
     end = max((float(r["t"]) for r in ours), default=t0)
     ours += [r for r in everything if r.get("event") in RUN_EVENTS and t0 <= float(r["t"]) <= end]

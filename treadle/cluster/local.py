@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -45,6 +46,7 @@ from treadle.model import NodeSpec
 
 RM_EVENTS = "rm-events.jsonl"
 RM_CONFIG = "rm-config.yaml"
+RM_STATE = "rm-state"  # the RM's state store (python -m rm --state-dir)
 
 
 @dataclass
@@ -66,6 +68,10 @@ class LocalCluster(ClusterBase):
 
     nm_processes: int = 1
     detached: bool = False
+    #: The RM keeps its state in WORKDIR/rm-state (fresh for every start), so that the RM
+    #: process, killed and started again with its recorded command line on its address,
+    #: goes on with the run (README: RM restart).
+    rm_state: bool = True
     python: str = sys.executable
     _procs: list[_Running] = field(default_factory=list, init=False, repr=False)
 
@@ -113,6 +119,7 @@ class LocalCluster(ClusterBase):
         stale += [f"{p.name}/node-tokens.json" for p in self.workdir.glob("nm-*") if p.is_dir()]
         for name in stale:
             (self.workdir / name).unlink(missing_ok=True)
+        shutil.rmtree(self.workdir / RM_STATE, ignore_errors=True)  # a fresh cluster's RM
 
     async def _launch_rm(self, deadline: float) -> str:
         wd = self.workdir
@@ -125,6 +132,7 @@ class LocalCluster(ClusterBase):
             config=str(config),
             events=str(self.events_path),
             http_port_file=str(wd / "rm.http"),
+            state_dir=str(wd / RM_STATE) if self.rm_state else None,
         )
         self._spawn("rm", argv)
         port_file = wd / "rm.port"
@@ -184,6 +192,7 @@ class LocalCluster(ClusterBase):
                 "workload": self.workload.name,
                 "detached": self.detached,
                 "events": str(self.events_path),
+                "rm_state": str(self.workdir / RM_STATE) if self.rm_state else None,
                 "secrets": str(self.workdir / "secrets"),
                 "tls": list(self.tls_paths()) or None,
                 "started_unix": time.time(),

@@ -50,6 +50,11 @@ T = TypeVar("T")
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", 64 * 1024 * 1024),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+    # A peer that went away (an RM being restarted) is tried again at least every second:
+    # gRPC's default backoff grows to 120 s, and a role would stay silent that long.
+    ("grpc.initial_reconnect_backoff_ms", 200),
+    ("grpc.min_reconnect_backoff_ms", 200),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 
 

@@ -132,14 +132,29 @@ def container_from_pb(m: pb.Container) -> Container:
 def registration_from_pb(m: rt_pb.RegisterNodeRequest) -> NodeRegistration:
     if not m.node_id:
         raise InvalidRequestError("node_id must not be empty")
+    containers = tuple(container_from_pb(c) for c in m.containers)
+    for c in containers:
+        if c.node_id != m.node_id or not c.container_id or not c.app_id:
+            raise InvalidRequestError(
+                f"node {m.node_id!r}: a recovered container needs an id, an application "
+                f"and this node (got {c.container_id!r} of {c.app_id!r} on {c.node_id!r})"
+            )
     return NodeRegistration(
-        m.node_id, resources_from_pb(m.capacity, "capacity"), m.rack or "default-rack", m.address
+        m.node_id,
+        resources_from_pb(m.capacity, "capacity"),
+        m.rack or "default-rack",
+        m.address,
+        containers,
     )
 
 
 def registration_to_pb(r: NodeRegistration) -> rt_pb.RegisterNodeRequest:
     return rt_pb.RegisterNodeRequest(
-        node_id=r.node_id, address=r.address, rack=r.rack, capacity=resources_to_pb(r.resources)
+        node_id=r.node_id,
+        address=r.address,
+        rack=r.rack,
+        capacity=resources_to_pb(r.resources),
+        containers=[container_to_pb(c) for c in r.containers],
     )
 
 

@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from treadle.rpc.v1 import common_pb2 as treadle_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!treadle/v1/resource_tracker.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"\x82\x01\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04rack\x18\x03 \x01(\t\x12\'\n\x08\x63\x61pacity\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x12\n\nnode_token\x18\x05 \x01(\t\"j\n\x14RegisterNodeResponse\x12 \n\x05\x63lock\x18\x01 \x01(\x0b\x32\x11.treadle.v1.Clock\x12\x1c\n\x14heartbeat_interval_s\x18\x02 \x01(\x01\x12\x12\n\nnode_token\x18\x03 \x01(\t\"\xb7\x01\n\x14NodeHeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12,\n\x07started\x18\x03 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12.\n\tcompleted\x18\x04 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12\x0f\n\x07running\x18\x05 \x03(\t\x12\x12\n\nnode_token\x18\x06 \x01(\t\"N\n\x15NodeHeartbeatResponse\x12\x0c\n\x04stop\x18\x01 \x03(\t\x12\x0e\n\x06resync\x18\x02 \x01(\x08\x12\x17\n\x0fnext_interval_s\x18\x03 \x01(\x01\"Q\n\x19NodeHeartbeatBatchRequest\x12\x34\n\nheartbeats\x18\x01 \x03(\x0b\x32 .treadle.v1.NodeHeartbeatRequest\"b\n\x1aNodeHeartbeatBatchResponse\x12\x34\n\tresponses\x18\x01 \x03(\x0b\x32!.treadle.v1.NodeHeartbeatResponse\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t2\x9f\x02\n\x0fResourceTracker\x12Q\n\x0cRegisterNode\x12\x1f.treadle.v1.RegisterNodeRequest\x1a .treadle.v1.RegisterNodeResponse\x12T\n\rNodeHeartbeat\x12 .treadle.v1.NodeHeartbeatRequest\x1a!.treadle.v1.NodeHeartbeatResponse\x12\x63\n\x12NodeHeartbeatBatch\x12%.treadle.v1.NodeHeartbeatBatchRequest\x1a&.treadle.v1.NodeHeartbeatBatchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!treadle/v1/resource_tracker.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"\xad\x01\n\x13RegisterNodeRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0c\n\x04rack\x18\x03 \x01(\t\x12\'\n\x08\x63\x61pacity\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x12\n\nnode_token\x18\x05 \x01(\t\x12)\n\ncontainers\x18\x06 \x03(\x0b\x32\x15.treadle.v1.Container\"j\n\x14RegisterNodeResponse\x12 \n\x05\x63lock\x18\x01 \x01(\x0b\x32\x11.treadle.v1.Clock\x12\x1c\n\x14heartbeat_interval_s\x18\x02 \x01(\x01\x12\x12\n\nnode_token\x18\x03 \x01(\t\"\xb7\x01\n\x14NodeHeartbeatRequest\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0b\n\x03seq\x18\x02 \x01(\x03\x12,\n\x07started\x18\x03 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12.\n\tcompleted\x18\x04 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12\x0f\n\x07running\x18\x05 \x03(\t\x12\x12\n\nnode_token\x18\x06 \x01(\t\"N\n\x15NodeHeartbeatResponse\x12\x0c\n\x04stop\x18\x01 \x03(\t\x12\x0e\n\x06resync\x18\x02 \x01(\x08\x12\x17\n\x0fnext_interval_s\x18\x03 \x01(\x01\"Q\n\x19NodeHeartbeatBatchRequest\x12\x34\n\nheartbeats\x18\x01 \x03(\x0b\x32 .treadle.v1.NodeHeartbeatRequest\"b\n\x1aNodeHeartbeatBatchResponse\x12\x34\n\tresponses\x18\x01 \x03(\x0b\x32!.treadle.v1.NodeHeartbeatResponse\x12\x0e\n\x06\x65rrors\x18\x02 \x03(\t2\x9f\x02\n\x0fResourceTracker\x12Q\n\x0cRegisterNode\x12\x1f.treadle.v1.RegisterNodeRequest\x1a .treadle.v1.RegisterNodeResponse\x12T\n\rNodeHeartbeat\x12 .treadle.v1.NodeHeartbeatRequest\x1a!.treadle.v1.NodeHeartbeatResponse\x12\x63\n\x12NodeHeartbeatBatch\x12%.treadle.v1.NodeHeartbeatBatchRequest\x1a&.treadle.v1.NodeHeartbeatBatchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,17 +34,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'treadle.v1.resource_tracker
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REGISTERNODEREQUEST']._serialized_start=75
-  _globals['_REGISTERNODEREQUEST']._serialized_end=205
-  _globals['_REGISTERNODERESPONSE']._serialized_start=207
-  _globals['_REGISTERNODERESPONSE']._serialized_end=313
-  _globals['_NODEHEARTBEATREQUEST']._serialized_start=316
-  _globals['_NODEHEARTBEATREQUEST']._serialized_end=499
-  _globals['_NODEHEARTBEATRESPONSE']._serialized_start=501
-  _globals['_NODEHEARTBEATRESPONSE']._serialized_end=579
-  _globals['_NODEHEARTBEATBATCHREQUEST']._serialized_start=581
-  _globals['_NODEHEARTBEATBATCHREQUEST']._serialized_end=662
-  _globals['_NODEHEARTBEATBATCHRESPONSE']._serialized_start=664
-  _globals['_NODEHEARTBEATBATCHRESPONSE']._serialized_end=762
-  _globals['_RESOURCETRACKER']._serialized_start=765
-  _globals['_RESOURCETRACKER']._serialized_end=1052
+  _globals['_REGISTERNODEREQUEST']._serialized_end=248
+  _globals['_REGISTERNODERESPONSE']._serialized_start=250
+  _globals['_REGISTERNODERESPONSE']._serialized_end=356
+  _globals['_NODEHEARTBEATREQUEST']._serialized_start=359
+  _globals['_NODEHEARTBEATREQUEST']._serialized_end=542
+  _globals['_NODEHEARTBEATRESPONSE']._serialized_start=544
+  _globals['_NODEHEARTBEATRESPONSE']._serialized_end=622
+  _globals['_NODEHEARTBEATBATCHREQUEST']._serialized_start=624
+  _globals['_NODEHEARTBEATBATCHREQUEST']._serialized_end=705
+  _globals['_NODEHEARTBEATBATCHRESPONSE']._serialized_start=707
+  _globals['_NODEHEARTBEATBATCHRESPONSE']._serialized_end=805
+  _globals['_RESOURCETRACKER']._serialized_start=808
+  _globals['_RESOURCETRACKER']._serialized_end=1095
 # @@protoc_insertion_point(module_scope)

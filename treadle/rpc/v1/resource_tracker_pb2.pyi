@@ -29,6 +29,7 @@ class RegisterNodeRequest(_message.Message):
     RACK_FIELD_NUMBER: _builtins.int
     CAPACITY_FIELD_NUMBER: _builtins.int
     NODE_TOKEN_FIELD_NUMBER: _builtins.int
+    CONTAINERS_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     address: _builtins.str
     rack: _builtins.str
@@ -36,6 +37,14 @@ class RegisterNodeRequest(_message.Message):
     """The token the RM issued this node: needed to re-register a node that is alive."""
     @_builtins.property
     def capacity(self) -> _common_pb2.Resources: ...
+    @_builtins.property
+    def containers(self) -> _containers.RepeatedCompositeFieldContainer[_common_pb2.Container]:
+        """On a resync (the RM answered a heartbeat with resync): the containers this node still
+        holds, running or ended but not yet acknowledged, so that a restarted RM recovers
+        those of running applications (YARN's NMContainerStatus). The priority is unknown to
+        the NM (-1).
+        """
+
     def __init__(
         self,
         *,
@@ -44,10 +53,11 @@ class RegisterNodeRequest(_message.Message):
         rack: _builtins.str = ...,
         capacity: _common_pb2.Resources | None = ...,
         node_token: _builtins.str = ...,
+        containers: _abc.Iterable[_common_pb2.Container] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["capacity", b"capacity"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "capacity", b"capacity", "node_id", b"node_id", "node_token", b"node_token", "rack", b"rack"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "capacity", b"capacity", "containers", b"containers", "node_id", b"node_id", "node_token", b"node_token", "rack", b"rack"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
