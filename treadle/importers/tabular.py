@@ -126,10 +126,9 @@ class Row:
 
 def check_columns(source: str, line: int, names: tuple[str, ...], fields: list[str]) -> None:
     if len(fields) != len(names):
+        listed = f" ({', '.join(names)})" if len(names) <= 8 else ""
         raise WorkloadError(
-            source,
-            f"line {line}",
-            f"has {len(fields)} fields, expected {len(names)} ({', '.join(names)})",
+            source, f"line {line}", f"has {len(fields)} fields, expected {len(names)}{listed}"
         )
 
 
@@ -196,11 +195,16 @@ class Reshape:
         if self.target_load is not None and jobs:
             slots = self.slots or wl.cluster.capacity.get("vcores") or float(len(wl.cluster.nodes))
             jobs = stretch(jobs, stretch_factor(jobs, slots, self.target_load))
-        if self.limit_jobs is not None:
-            jobs = sorted(jobs, key=lambda j: j.submit_s)[: self.limit_jobs]
         if not jobs:
             raise WorkloadError(wl.name, None, "no job is left after the width cap")
-        return replace(wl, jobs=tuple(jobs))
+        return first_jobs(replace(wl, jobs=tuple(jobs)), self.limit_jobs)
+
+
+def first_jobs(wl: Workload, n: int | None) -> Workload:
+    """``wl`` with only its first ``n`` jobs by submit time (all of them for None)."""
+    if n is None or n >= len(wl.jobs):
+        return wl
+    return replace(wl, jobs=tuple(sorted(wl.jobs, key=lambda j: j.submit_s)[:n]))
 
 
 def cap_width(jobs: list[JobSpec], cap: int, mode: str) -> list[JobSpec]:
