@@ -331,3 +331,13 @@ def test_alibaba2017_malformed_row(tmp_path: Path, row: str, expected: str) -> N
     path.write_text(BATCH + row + "\n")
     with pytest.raises(WorkloadError, match=expected):
         load_workload(str(path), "alibaba2017")
+
+
+def test_a_task_longer_than_the_stall_window_is_not_a_stall(tmp_path: Path) -> None:
+    # The last job's one task runs 10,000 s after every submission: the simulator's stall
+    # detector (nothing logged for 3,600 s) must not stop the run while it runs.
+    text = "; MaxNodes: 1\n1 0 -1 10000 1 -1 -1 1 -1 -1 1 1 1 -1 -1 -1 -1 -1\n"
+    wl = load_workload(str(_swf(tmp_path, text)), "swf")
+    _, run = run_sim(wl, PolicyChoice("fifo", {}), options=RunOptions(slowdown=False))
+    assert run.summary["finished"] == 1
+    assert run.summary["makespan_s"] >= 10000
