@@ -36,8 +36,8 @@ def treadle(*args: str) -> subprocess.CompletedProcess[str]:
     ("trace", "fmt", "limit", "policy"),
     [
         ("swf/NASA-iPSC-1993-3.1-cln.swf.gz", "swf", 1500, "fifo"),
-        ("alibaba/openb_pod_list_gpushare40.csv", "alibaba2023", 300, "drf"),
-        ("alibaba/batch_task_2017.csv", "alibaba2017", 200, "fifo"),
+        ("alibaba/openb_pod_list_gpushare40.csv", "alibaba2023", 50, "drf"),
+        ("alibaba/batch_task_2017.csv", "alibaba2017", 1000, "fifo"),
         ("swim/FB-2009_samples_24_times_1hr_0_first50jobs.tsv", "swim", None, "fair"),
         ("swim/FB-2010_samples_24_times_1hr_withInputPaths_0.tsv", "swim", 400, "fifo"),
     ],

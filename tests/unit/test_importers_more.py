@@ -13,7 +13,7 @@ from treadle.errors import WorkloadError
 from treadle.importers import FORMATS, sniff_format
 from treadle.importers.alibaba2017 import Alibaba2017Options, load_alibaba2017
 from treadle.importers.swim import SwimOptions, load_swim, tasks_of
-from treadle.importers.tabular import Reshape, stretch_factor
+from treadle.importers.tabular import Reshape, split_history, stretch_factor, write_history
 from treadle.metrics.jobs import job_results
 from treadle.model import DEFAULT_QUEUE
 from treadle.study.runner import PolicyChoice, RunOptions, run_sim
@@ -299,19 +299,17 @@ def test_alibaba2017_mapping(tmp_path: Path) -> None:
     assert len(wl.cluster.nodes) == 1300
 
 
-def test_alibaba2017_width_cap_compresses_instances(tmp_path: Path) -> None:
+def test_alibaba2017_width_cap_drops_or_compresses(tmp_path: Path) -> None:
     path = tmp_path / "batch_task.csv"
     path.write_text(BATCH)
-    wl = load_workload(str(path))  # the format's default: compress to 150 tasks
+    assert [j.name for j in load_workload(str(path)).jobs] == ["job9"]  # the format drops
+    compress = Reshape(width_cap=150, cap_mode="compress")
+    wl = load_alibaba2017(path, Alibaba2017Options(spread=0, reshape=compress))
     j7 = wl.jobs[0]
     # 402 instances: k = 3; 400 -> 133 tasks of 3 and one of 1; 2 -> one task of 2.
     assert [s.tasks for s in j7.stages] == [1, 134]
-    exact = load_alibaba2017(path, Alibaba2017Options(spread=0))
-    assert exact.jobs[0].stages[1].durations == (30.0,) * 133 + (10.0,)
-    dropped = load_alibaba2017(
-        path, Alibaba2017Options(reshape=Reshape(width_cap=150, cap_mode="drop"))
-    )
-    assert [j.name for j in dropped.jobs] == ["job9"]
+    assert j7.stages[1].durations == (30.0,) * 133 + (10.0,)
+    assert j7.stages[0].durations == (60.0,)
 
 
 @pytest.mark.parametrize(
@@ -341,3 +339,21 @@ def test_a_task_longer_than_the_stall_window_is_not_a_stall(tmp_path: Path) -> N
     _, run = run_sim(wl, PolicyChoice("fifo", {}), options=RunOptions(slowdown=False))
     assert run.summary["finished"] == 1
     assert run.summary["makespan_s"] >= 10000
+
+
+def test_history_split_feeds_the_history_estimators(tmp_path: Path) -> None:
+    from rm.estimator import read_history
+
+    path = tmp_path / "w.tsv"
+    path.write_text("".join(f"job{i}\t{10 * i}\t10\t100\t0\t0\n" for i in range(10)))
+    run, history = split_history(load_swim(path), 0.3)
+    assert [j.name for j in history] == ["job0", "job1", "job2"]
+    assert run.jobs[0].name == "job3"
+    assert run.jobs[0].submit_s == 0
+    assert history[0].submit_s == -30
+    write_history(history, tmp_path / "h.csv")
+    past = read_history(str(tmp_path / "h.csv"))
+    assert [(h.name, h.submit_s, h.tasks) for h in past] == [
+        (j.name, j.submit_s, j.tasks) for j in history
+    ]
+    assert past[0].mean_task_s == pytest.approx(history[0].work_s / history[0].tasks)

@@ -10,10 +10,12 @@ in a workload (treadle's workload-file bounds).
 
 from __future__ import annotations
 
+import csv
 import gzip
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from treadle.errors import WorkloadError
 from treadle.importers.common import MAX_INPUT_BYTES, TraceFile
@@ -239,3 +241,35 @@ def stretch(jobs: list[JobSpec], k: float) -> list[JobSpec]:
     """Submit times multiplied by ``k`` from the first one (rounded to the millisecond)."""
     first = min(j.submit_s for j in jobs)
     return [replace(j, submit_s=first + round((j.submit_s - first) * k, 3)) for j in jobs]
+
+
+HISTORY_COLUMNS = ("name", "user", "submit_s", "tasks", "mean_task_s", "vcores", "memory_mb")
+"""The history CSV the history estimators read (``rm.estimator.HISTORY_COLUMNS``)."""
+
+
+def split_history(wl: Workload, fraction: float) -> tuple[Workload, tuple[JobSpec, ...]]:
+    """The trace split in time (spec A3, §4.3 step 1): the first ``fraction`` of its jobs
+    by submit time as history, the rest as the workload. Times are shifted so that the
+    workload starts at 0; the history's are then negative."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction}")
+    jobs = sorted(wl.jobs, key=lambda j: j.submit_s)
+    cut = round(len(jobs) * fraction)
+    if not 0 < cut < len(jobs):
+        raise WorkloadError(wl.name, None, f"{len(jobs)} jobs cannot be split at {fraction:g}")
+    t0 = jobs[cut].submit_s
+    moved = [replace(j, submit_s=round(j.submit_s - t0, 3)) for j in jobs]
+    return replace(wl, jobs=tuple(moved[cut:])), tuple(moved[:cut])
+
+
+def write_history(jobs: tuple[JobSpec, ...] | list[JobSpec], path: Path) -> None:
+    """``jobs`` as a history CSV (``HISTORY_COLUMNS``: each job's mean task run time over
+    all its tasks, its first stage's vcores and memory), for ``--set gs.point.history=``."""
+    with path.open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(HISTORY_COLUMNS)
+        for j in jobs:
+            r = j.stages[0].resources
+            mean = j.work_s / j.tasks
+            vcores, memory = r.get("vcores", 0.0), r.get("memory_mb", 0.0)
+            out.writerow((j.name, j.user, j.submit_s, j.tasks, mean, vcores, memory))
