@@ -108,7 +108,9 @@ def sniff(trace: TraceFile) -> bool:
 
 def load_trace(trace: TraceFile, nodes_file: str | None) -> Workload:
     if nodes_file is not None:
-        raise WorkloadError(trace.source, None, "a nodes file applies only to SLS and Rumen traces")
+        raise WorkloadError(
+            trace.source, None, "a nodes file applies only to SLS, Rumen and Alibaba 2023 traces"
+        )
     return load_batch_tasks(trace, Alibaba2017Options())
 
 
