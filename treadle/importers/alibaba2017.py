@@ -43,12 +43,13 @@ file, the line and the column.
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+import structlog
 
 from treadle.errors import WorkloadError
 from treadle.importers.common import TraceFile, check_fits, default_users
@@ -65,7 +66,7 @@ from treadle.importers.tabular import (
 from treadle.model import DEFAULT_RACK, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("importers")
 
 COLUMNS = (
     "task_create_time",
@@ -175,7 +176,7 @@ def load_batch_tasks(trace: TraceFile, o: Alibaba2017Options) -> Workload:
             raise row.error(COLUMNS[6], "the task asks for nothing")
         jobs.setdefault(job, []).append(_Row(n, task, instances, end - start, ask))
     if unfinished:
-        log.info("%s: left out %d jobs not all Terminated", source, len(unfinished))
+        log.info("left out", trace=source, what=f"{len(unfinished)} jobs not all Terminated")
     if not jobs:
         raise WorkloadError(source, None, "no job whose tasks all terminated")
     node = Resources(vcores=o.node_vcores, memory_mb=o.machine_memory_mb)

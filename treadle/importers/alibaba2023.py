@@ -42,9 +42,10 @@ no node is an error naming the pod's line.
 from __future__ import annotations
 
 import csv
-import logging
 from collections import Counter
 from pathlib import Path
+
+import structlog
 
 from treadle.errors import WorkloadError
 from treadle.importers.common import (
@@ -57,7 +58,7 @@ from treadle.importers.tabular import MAX_SECONDS, Row, check_columns, duration,
 from treadle.model import DEFAULT_RACK, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("importers")
 
 POD_COLUMNS = (
     "name",

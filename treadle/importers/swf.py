@@ -37,10 +37,11 @@ the file, the line and the field.
 
 from __future__ import annotations
 
-import logging
 import re
 from collections import Counter
 from dataclasses import dataclass
+
+import structlog
 
 from treadle.errors import WorkloadError
 from treadle.importers.common import TraceFile, default_users, flat_queues
@@ -64,7 +65,7 @@ from treadle.model import (
 )
 from treadle.resources import Resources
 
-log = logging.getLogger(__name__)
+log = structlog.get_logger("importers")
 
 FIELDS = (
     "job_number",
