@@ -22,6 +22,9 @@ from treadle.cli.cluster import (
     identify,
 )
 from treadle.cli.common import (
+    FAILED,
+    UNFAITHFUL,
+    USAGE,
     DilationOpt,
     FormatOpt,
     LogLevelOpt,
@@ -39,6 +42,7 @@ from treadle.cli.common import (
     num,
     out,
     progress_bars,
+    say,
     tracker,
 )
 from treadle.errors import TreadleError
@@ -56,8 +60,34 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Try cluster scheduling policies: simulate or emulate a YARN-style cluster.",
+    # Help texts are plain text: rich markup would take "[default: ...]" for a tag.
+    rich_markup_mode=None,
+    help="Try cluster scheduling policies: simulate or emulate a YARN-style cluster. "
+    f"Exit status: 0 done, {USAGE} a wrong command line or input (nothing ran), "
+    f"{FAILED} a run failed, {UNFAITHFUL} an emulation was unfaithful (compare).",
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        say(f"treadle {version('treadle')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    _: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
+
+
 AsksOpt = Annotated[
     str | None,
     typer.Option(
@@ -99,7 +129,7 @@ EventsOpt = Annotated[
 
 def check_events(events: str) -> str:
     if events not in ("parquet", "jsonl", "none"):
-        fail(f"unknown --events {events!r}; use parquet, jsonl or none", 2)
+        fail(f"unknown --events {events!r}; use parquet, jsonl or none", USAGE)
     return events
 
 
@@ -158,7 +188,7 @@ def partitioning(partition: str | None) -> Any:
     try:
         return parse_partition(partition)
     except ValueError as e:
-        fail(str(e), 2)
+        fail(str(e), USAGE)
 
 
 def partitioned(wl: Any, p: Any) -> Any:
@@ -217,7 +247,7 @@ def workloads() -> None:
     from treadle.workload import builtin_workloads
 
     for name, doc in builtin_workloads().items():
-        out.print(f"{name}\t{doc}", markup=False, highlight=False)
+        say(f"{name}\t{doc}")
 
 
 @app.command()
@@ -225,11 +255,9 @@ def validate(workload: WorkloadArg, fmt: FormatOpt = None, nodes_file: NodesFile
     """Check a workload and print what it holds."""
     with errors():
         wl = load(workload, fmt, nodes_file)
-    out.print(
+    say(
         f"{wl.name}: {len(wl.cluster.nodes)} nodes ({wl.cluster.capacity}), "
-        f"{len(wl.jobs)} jobs, {wl.tasks} tasks, {len(wl.leaf_queues)} leaf queues",
-        markup=False,
-        highlight=False,
+        f"{len(wl.jobs)} jobs, {wl.tasks} tasks, {len(wl.leaf_queues)} leaf queues"
     )
 
 
@@ -272,6 +300,8 @@ def sim(
             phase_seed=phase_seed,
             alone_cache=not no_cache,
             events=events,
+            workload_source=workload,
+            partition=partition,
         )
         from treadle.study.runner import build_policy
         from treadle.study.timings import Timings
@@ -291,11 +321,9 @@ def sim(
                 timings=clock,
             )
     s = run.summary
-    out.print(
+    say(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {s['makespan_s']} s, "
-        f"mean JCT {s['mean_jct_s']} s -> {out_dir}",
-        markup=False,
-        highlight=False,
+        f"mean JCT {s['mean_jct_s']} s -> {out_dir}"
     )
     if clock is not None:
         err.print(clock.line(), markup=False, highlight=False, soft_wrap=True)
@@ -364,25 +392,25 @@ def compare(
         logs.configure(log_level)
         check_events(events)
         if mode not in ("sim", "local", "docker"):
-            fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
+            fail(f"unknown --mode {mode!r}; use sim, local or docker", USAGE)
         if workers is None:
             from treadle.study.parallel import usable_cores
 
             workers = usable_cores()
         elif workers < 1:
-            fail(f"--workers must be >= 1, got {workers}", 2)
+            fail(f"--workers must be >= 1, got {workers}", USAGE)
         if phase_seed and mode != "sim":
-            fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
+            fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", USAGE)
         if cluster is not None and mode != "sim":
-            fail("--cluster applies to --mode sim (a live cluster runs on its own machines)", 2)
+            fail("--cluster applies to --mode sim (a live cluster runs on its own machines)", USAGE)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
-            fail(f"--baseline {baseline!r} is not among the compared policies {names}", 2)
+            fail(f"--baseline {baseline!r} is not among the compared policies {names}", USAGE)
         if baseline is None and "fifo" in names and len(names) > 1:
             baseline = "fifo"
         if reference is not None and reference not in names:
-            fail(f"--reference {reference!r} is not among the compared policies {names}", 2)
+            fail(f"--reference {reference!r} is not among the compared policies {names}", USAGE)
         options = RunOptions(
             asks,
             parse_settings(ask_settings or [], "--ask-set"),
@@ -390,6 +418,8 @@ def compare(
             phase_seed=phase_seed,
             alone_cache=not no_cache,
             events=events,
+            workload_source=workload,
+            partition=partition,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
@@ -435,13 +465,13 @@ def compare(
             num(s["mean_slowdown"]),
         )
     out.print(table)
-    out.print(f"report: {result.report}", markup=False, highlight=False)
+    say(f"report: {result.report}")
     stalled = [n for n, r in result.results.items() if r.stalled]
     if stalled:
         fail(f"simulation stalled under {', '.join(stalled)}")
     unfaithful = [f"{n}: {r.unfaithful}" for n, r in result.results.items() if r.unfaithful]
     if unfaithful:
-        fail("; ".join(unfaithful), 3)
+        fail("; ".join(unfaithful), UNFAITHFUL)
 
 
 @app.command("run")
@@ -502,12 +532,12 @@ def run_live(
             build_policy(expected)
             build("asks", *asks_for(expected, RunOptions(asks, params)))
         elif settings:
-            fail("--set needs --policy (the policy whose parameters they are)", 2)
+            fail("--set needs --policy (the policy whose parameters they are)", USAGE)
         if not rm_wait_s >= 0:
-            fail(f"--rm-wait-s must be >= 0, got {rm_wait_s:g}", 2)
+            fail(f"--rm-wait-s must be >= 0, got {rm_wait_s:g}", USAGE)
         # An unreachable RM fails before the simulations.
         if wait_nodes < 0:
-            fail(f"--wait-nodes must be >= 0, got {wait_nodes}", 2)
+            fail(f"--wait-nodes must be >= 0, got {wait_nodes}", USAGE)
         live = run_async(wait_for_rm(rm, rm_wait_s, wait_nodes))
         if expect_policy is not None and live.policy != expect_policy:
             fail(f"the RM at {rm} runs policy {live.policy!r}, not {expect_policy!r}")
@@ -537,11 +567,9 @@ def run_live(
         s = metrics.write_run_outputs(
             records, out_dir, policy=policy, user_weights=weights, events=events
         )
-    out.print(
+    say(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
-        f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}",
-        markup=False,
-        highlight=False,
+        f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}"
     )
 
 
