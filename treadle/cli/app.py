@@ -477,8 +477,16 @@ def compare(
 @app.command("run")
 def run_live(
     workload: WorkloadArg,
-    rm: Annotated[str, typer.Option("--rm", help="The RM's host:port.")],
     out_dir: OutOpt,
+    rm: Annotated[
+        str | None,
+        typer.Option(
+            "--rm",
+            help="The RM's host:port [default: the cluster `treadle cluster up` recorded in "
+            "--cluster-dir].",
+            show_default=False,
+        ),
+    ] = None,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
     asks: AsksOpt = None,
@@ -512,12 +520,20 @@ def run_live(
     tls_ca: TlsCaOpt = None,
     cluster_dir: ClusterDirOpt = DEFAULT_CLUSTER_DIR,
 ) -> None:
-    """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does.
-    It signs its calls as --user (or $TREADLE_USER), else as the driver of the cluster
-    `treadle cluster up` recorded in --cluster-dir, if that is the RM at --rm."""
+    """Replay WORKLOAD on a live cluster (RM at --rm, else the one `treadle cluster up`
+    recorded); write the files `treadle sim` does. It signs its calls as --user (or
+    $TREADLE_USER), else as the driver of the cluster recorded in --cluster-dir, if that
+    is the RM at --rm."""
     with errors():
         logs.configure(log_level)
         check_events(events)
+        if rm is None:
+            from treadle.cluster.procs import read_state
+
+            state = read_state(cluster_dir)
+            if state is None or not state.get("rm"):
+                fail(f"give --rm HOST:PORT (no cluster is recorded in {cluster_dir})", USAGE)
+            rm = str(state["rm"])
         identify(rm, user, key_file, (tls_cert, tls_key, tls_ca), cluster_dir)
         from treadle import metrics
         from treadle.cluster.driver import replay, run_async, wait_for_rm
