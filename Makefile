@@ -44,7 +44,7 @@ test: lint typecheck
 	$(BIN)/pytest
 
 docs: setup  # the documentation site in site/ (strict: a warning fails the build)
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 BENCH ?= sim
 bench: setup  # make bench BENCH=sim|heartbeats|fidelity|decisions|carbyne
