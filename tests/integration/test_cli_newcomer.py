@@ -205,3 +205,30 @@ def test_license_matches_pyproject() -> None:
         "                                 Apache License",
         "                           Version 2.0, January 2004",
     ]
+
+
+@pytest.mark.slow
+def test_run_replays_on_the_cluster_cluster_up_recorded(tmp_path: Path) -> None:
+    """The README's emulation lines as written: ``cluster up``, then ``run`` without --rm."""
+
+    def cli(*args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*TREADLE, *args], cwd=cwd, capture_output=True, text=True, timeout=120
+        )
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    nothing = cli("run", "tiny", "--out", "out", cwd=elsewhere)
+    assert nothing.returncode == USAGE
+    assert error_line(nothing) == (
+        "error: give --rm HOST:PORT (no cluster is recorded in .treadle/cluster)"
+    )
+    up = cli("cluster", "up", "--workload", "tiny", "--policy", "fifo", "--dilation", "20")
+    try:
+        assert up.returncode == 0, up.stderr
+        run = cli("run", "tiny", "--out", "out", "--no-slowdown")
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.startswith("fifo: 2/2 jobs")
+    finally:
+        down = cli("cluster", "down")
+    assert down.returncode == 0, down.stderr
