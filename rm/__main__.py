@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import gc
 import sys
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -31,6 +32,10 @@ from treadle.live.proc import (
 from treadle.live.rpcutil import configure
 from treadle.registry import build, parse_settings
 
+if TYPE_CHECKING:
+    from rm.http import HttpServer
+    from rm.http_metrics import RmMetrics
+
 PROG = "python -m rm"
 LIMIT_HELP = {
     "max_tasks_per_job": "most tasks one submission may have",
@@ -49,6 +54,14 @@ def parser() -> ArgumentParser:
     )
     p.add_argument("--listen", default="127.0.0.1:0", help="host:port to serve on (port 0: any)")
     p.add_argument("--advertise", help="host:port AM processes use to reach this RM")
+    p.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        help="serve YARN's REST API, /metrics and the live page on this port of the --listen "
+        "host (0: any free port; default: no HTTP port)",
+    )
+    p.add_argument("--http-port-file", metavar="FILE", help="write the HTTP port's URL here")
     p.add_argument("--dilation", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument(
         "--config", metavar="FILE", help="queues, users and heartbeat_s (YAML; see README)"
@@ -136,6 +149,8 @@ async def main_async(argv: list[str]) -> int:
     if not heartbeat_s > 0:
         fail(PROG, f"--heartbeat-s must be > 0, got {heartbeat_s}")
     gate = _gate(args)
+    if args.http_port is not None and not 0 <= args.http_port <= 65535:
+        fail(PROG, f"--http-port must be between 0 and 65535, got {args.http_port}")
     sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115
     log_ = ev.EventLog(sink)
     rm = ResourceManager(
@@ -152,10 +167,27 @@ async def main_async(argv: list[str]) -> int:
     settings = RmSettings(
         dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
     )
+    metrics: RmMetrics | None = None
+    if args.http_port is not None:  # aiohttp and prometheus_client: only when asked for
+        from rm.http_metrics import RmMetrics
+
+        metrics = RmMetrics()
+    hooks = [metrics.interceptor()] if metrics is not None else []
     try:
-        server, state, port = await serve(rm, settings, args.listen, gate)
+        server, state, port = await serve(rm, settings, args.listen, gate, hooks)
     except (OSError, RuntimeError) as e:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
+    http: HttpServer | None = None
+    if metrics is not None:
+        from rm.http import start_http
+
+        metrics.attach(state)
+        host = args.listen.rsplit(":", 1)[0].strip("[]")
+        try:
+            http = await start_http(state, metrics, host, args.http_port, peer.tls)
+        except OSError as e:
+            fail(PROG, f"--http-port: cannot serve on {host}:{args.http_port}: {e}", 1)
+        write_port_file(args.http_port_file, http.url)
     address = host_port(args.listen, port)
     settings.advertise = args.advertise or address
     # The RM's own stream starts when it does; nodes join later (a replay driver writes the
@@ -182,9 +214,17 @@ async def main_async(argv: list[str]) -> int:
     # does not stall heartbeats for tens of milliseconds (measured in the heartbeat bench).
     gc.collect()
     gc.freeze()
-    log.info("rm_started", address=address, policy=args.policy, dilation=args.dilation)
+    log.info(
+        "rm_started",
+        address=address,
+        http=http.url if http else None,
+        policy=args.policy,
+        dilation=args.dilation,
+    )
     await stop.wait()
     log.info("rm_stopping")
+    if http is not None:
+        await http.stop()
     await server.stop(grace=2.0)
     housekeeping.cancel()
     lag_log.cancel()

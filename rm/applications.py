@@ -20,9 +20,12 @@ from treadle.messages import (
     AmRegistration,
     AppSubmission,
     Ask,
+    ContainerState,
     FinalStatus,
 )
 from treadle.resources import Resources
+
+_PREEMPTED = ContainerState.PREEMPTED
 
 _END_STATE = {
     FinalStatus.SUCCEEDED: AppState.FINISHED,
@@ -226,9 +229,14 @@ class Applications:
             pending.update(app, was_pending)
             st.version += 1  # demand changed: shares may too
         app.progress = req.progress
+        completed = app.completed_reports
         resp = AllocateResponse(
             allocated=app.undelivered,
-            completed=app.completed_reports,
+            completed=completed,
+            # YARN's PreemptionMessage: the containers the RM took back (already ended).
+            preempted=[s.container_id for s in completed if s.state is _PREEMPTED]
+            if completed
+            else [],
             share=self._scheduler.share_of(app.app_id),
             cluster=st.capacity,
             num_nodes=st.live_nodes,

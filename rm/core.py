@@ -120,6 +120,8 @@ class ResourceManager:
         self.on_node_heartbeat: Callable[[NodeHeartbeat, float], NodeHeartbeatResponse] = (
             self.nodes.heartbeat
         )
+        self._tick_books = overridden(policy, "tick_books")
+        policy.on_start(st)
 
     # ------------------------------------------------------------------ settings
     @property
@@ -207,6 +209,20 @@ class ResourceManager:
     def tick(self, now: float) -> None:
         self.state.now = now
         self.policy.tick(self.state)
+        if self._tick_books is not None:
+            log = self.log
+            for b in self._tick_books():
+                log.dp_account(
+                    now,
+                    b.queue,
+                    b.price,
+                    b.budget,
+                    b.spending_rate,
+                    b.share,
+                    b.used,
+                    b.pending,
+                    b.charged,
+                )
         for cid in self.policy.preempt(self.state):
             self._preempt(cid, now)
         self._settle(now)
@@ -220,6 +236,9 @@ class ResourceManager:
         for node in self.state.nodes.values():
             c = node.containers.get(container_id)
             if c is not None:
+                app = self.state.apps.get(c.app_id)
+                queue = app.queue if app is not None else ""
+                self.log.container_preempted(now, c.app_id, container_id, node.node_id, queue)
                 status = ContainerStatus(
                     container_id, ContainerState.PREEMPTED, EXIT_PREEMPTED, now, now
                 )

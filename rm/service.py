@@ -74,6 +74,8 @@ class RmServer:
         # At least the tasks of running applications not yet done: grows with each
         # admission, counted afresh only when it would refuse one (so rarely).
         self._pending_bound = 0
+        #: Registrations of nodes already known (NM restarts): a metric (rm.http_metrics).
+        self.node_restarts = 0
 
     def now(self) -> float:
         return self.clock.now()
@@ -213,6 +215,7 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
                 live=node is not None and node.alive,
             )
             s.rm.register_node(reg, s.now())
+            s.node_restarts += node is not None
             s.addresses[reg.node_id] = reg.address
             log.info("node_registered", address=reg.address, capacity=reg.resources.to_dict())
         return rt_pb.RegisterNodeResponse(
@@ -447,16 +450,23 @@ class ClientServicer(client_grpc.ClientServicer):
 
 
 async def serve(
-    rm: ResourceManager, settings: RmSettings, address: str, gate: Gate | None = None
+    rm: ResourceManager,
+    settings: RmSettings,
+    address: str,
+    gate: Gate | None = None,
+    interceptors: Sequence[grpc.aio.ServerInterceptor] = (),
 ) -> tuple[grpc.aio.Server, RmServer, int]:
     """Build and start the RM's server; return it, the shared state and the bound port.
-    Without a ``gate`` every call is let through (in-process tests)."""
+    Without a ``gate`` every call is let through (in-process tests); ``interceptors``
+    see every call (the HTTP port's metrics, rm.http_metrics)."""
     state = RmServer(rm, settings, gate)
     # A request over the byte limit is refused by gRPC itself (RESOURCE_EXHAUSTED) before
     # it is decoded; the decoded submission is checked again (check_submission).
     receive = ("grpc.max_receive_message_length", settings.limits.max_request_bytes)
     options = [o for o in CHANNEL_OPTIONS if o[0] != receive[0]]
-    server = grpc.aio.server(options=[("grpc.so_reuseport", 0), *options, receive])
+    server = grpc.aio.server(
+        interceptors=interceptors, options=[("grpc.so_reuseport", 0), *options, receive]
+    )
     rt_grpc.add_ResourceTrackerServicer_to_server(ResourceTrackerServicer(state), server)
     am_grpc.add_ApplicationMasterServicer_to_server(ApplicationMasterServicer(state), server)
     client_grpc.add_ClientServicer_to_server(ClientServicer(state), server)

@@ -215,12 +215,14 @@ class Queue:
         "_used",
         "abs_capacity",
         "abs_max_capacity",
+        "budget",
         "capacity",
         "children",
         "max_capacity",
         "name",
         "parent",
         "path",
+        "spending_rate",
         "weight",
     )
 
@@ -239,6 +241,9 @@ class Queue:
         self.abs_max_capacity = self.max_capacity * (parent.abs_max_capacity if parent else 1.0)
         self._used = Accumulator()
         self.children: list[Queue] = []
+        #: A budget account's initial values (Dynamic Priority), if the workload sets them.
+        self.budget: float | None = getattr(spec, "budget", None)
+        self.spending_rate: float | None = getattr(spec, "spending_rate", None)
 
     @property
     def used(self) -> Resources:

@@ -495,12 +495,53 @@ class ColumnarEventLog(ev.EventLog):
     ) -> None:
         self._push((_PR, _t(t), node, job, priority, reason))
 
+    def container_preempted(
+        self, t: float, job: str, container: str, node: str, queue: str
+    ) -> None:
+        self._push((_CP, _t(t), job, container, node, queue))
+
+    def dp_account(
+        self,
+        t: float,
+        queue: str,
+        price: float,
+        budget: float,
+        spending_rate: float,
+        share: float,
+        used: float,
+        pending: int,
+        charged: float,
+    ) -> None:
+        self._push(
+            (
+                _DPA,
+                _t(t),
+                queue,
+                float(price),
+                float(budget),
+                float(spending_rate),
+                float(share),
+                float(used),
+                int(pending),
+                float(charged),
+            )
+        )
+
 
 _RS, _RF, _NR, _NL = (_CODE[e] for e in ev.SCHEMA if e.startswith(("run_", "node_")))
 _JSUB, _JST, _JF, _JX = (_CODE[e] for e in ev.SCHEMA if e.startswith("job_"))
 _AS, _AF = _CODE[ev.ATTEMPT_STARTED], _CODE[ev.ATTEMPT_FAILED]
-_CA, _CS, _CF, _CR = (_CODE[e] for e in ev.SCHEMA if e.startswith("container_"))
+_CA, _CS, _CF, _CR = (
+    _CODE[e]
+    for e in (
+        ev.CONTAINER_ALLOCATED,
+        ev.CONTAINER_STARTED,
+        ev.CONTAINER_FINISHED,
+        ev.CONTAINER_RELEASED,
+    )
+)
 _PR = _CODE[ev.PLACEMENT_REJECTED]
+_CP, _DPA = _CODE[ev.CONTAINER_PREEMPTED], _CODE[ev.DP_ACCOUNT]
 #: Where a row tuple holds a resource vector, by event code.
 _RES_POS = {_RS: 9, _NR: 4, _CA: 5}
 

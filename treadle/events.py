@@ -35,6 +35,8 @@ CONTAINER_STARTED = "container_started"
 CONTAINER_FINISHED = "container_finished"
 CONTAINER_RELEASED = "container_released"
 PLACEMENT_REJECTED = "placement_rejected"
+CONTAINER_PREEMPTED = "container_preempted"
+DP_ACCOUNT = "dp_account"
 
 Record = dict[str, Any]
 
@@ -206,6 +208,27 @@ SCHEMA: dict[str, EventType] = {
                 _f("job", "str", "the placement's application", nullable=True),
                 _f("priority", "int", "the placement's priority", nullable=True),
                 _f("reason", "str", "why"),
+            ),
+        ),
+        EventType(
+            CONTAINER_PREEMPTED,
+            "the policy took a running container back (its container_finished follows, "
+            "PREEMPTED; its task runs again, not counted as a failed attempt)",
+            (_JOB, _CONTAINER, _NODE, _QUEUE),
+        ),
+        EventType(
+            DP_ACCOUNT,
+            "one budget account after an allocation interval (Dynamic Priority; one per "
+            "queue per interval)",
+            (
+                _QUEUE,
+                _f("price", "float", "sum of the eligible accounts' spending rates"),
+                _f("budget", "float", "credits left after the charge"),
+                _f("spending_rate", "float", "credits per slot per interval"),
+                _f("share", "float", "fraction of the slots granted for the next interval"),
+                _f("used", "float", "slots charged for (held, capped at the quota)"),
+                _f("pending", "int", "tasks the queue's applications ask for"),
+                _f("charged", "float", "credits charged for the interval that ended"),
             ),
         ),
     )
@@ -448,6 +471,47 @@ class EventLog:
                 "job": job,
                 "priority": priority,
                 "reason": reason,
+            }
+        )
+
+    def container_preempted(
+        self, t: float, job: str, container: str, node: str, queue: str
+    ) -> None:
+        self.add(
+            {
+                "t": round(float(t), 6),
+                "event": CONTAINER_PREEMPTED,
+                "job": job,
+                "container": container,
+                "node": node,
+                "queue": queue,
+            }
+        )
+
+    def dp_account(
+        self,
+        t: float,
+        queue: str,
+        price: float,
+        budget: float,
+        spending_rate: float,
+        share: float,
+        used: float,
+        pending: int,
+        charged: float,
+    ) -> None:
+        self.add(
+            {
+                "t": round(float(t), 6),
+                "event": DP_ACCOUNT,
+                "queue": queue,
+                "price": float(price),
+                "budget": float(budget),
+                "spending_rate": float(spending_rate),
+                "share": float(share),
+                "used": float(used),
+                "pending": int(pending),
+                "charged": float(charged),
             }
         )
 

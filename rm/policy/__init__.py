@@ -8,6 +8,9 @@
 - ``packing``: Tetris' alignment, remaining work and the shape index of asks;
 - ``fairshare``: DRF progressive filling and entitlements, water-filling;
 - ``stageorder``: ``StageOrderingPolicy`` (an order over task sets: one stage's asks).
+- ``accounts``: ``AccountsPolicy``, what a policy with per-queue budgets offers the RM;
+- ``dynprio``: Dynamic Priority's books of one allocation interval (``allocate``) and its
+  choice of preemption victims (``choose_victims``).
 - ``tracking``: the RM's feed of changed applications and entries filed by ask shape,
   which keep the helpers' order between heartbeats.
 
@@ -16,7 +19,9 @@ Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
 
 from __future__ import annotations
 
+from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo, AccountsPolicy
 from rm.policy.base import NoParams, P, Placement, Policy
+from rm.policy.dynprio import Account, Allocation, Book, Held, allocate, choose_victims
 from rm.policy.fairshare import drf_entitlements, progressive_fill, water_fill
 from rm.policy.ordering import OrderingPolicy, fill_node, first_fit_ask
 from rm.policy.packing import (
@@ -49,14 +54,22 @@ ENTRY_POINT_GROUP = "treadle.policies"
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "Account",
+    "AccountBalance",
+    "AccountBook",
+    "AccountInfo",
+    "AccountsPolicy",
+    "Allocation",
     "AppView",
     "AskIndex",
+    "Book",
     "ByShape",
     "CachedShares",
     "Changes",
     "ClusterView",
     "Entry",
     "FairWindow",
+    "Held",
     "NoParams",
     "NodeView",
     "OrderingPolicy",
@@ -73,7 +86,9 @@ __all__ = [
     "TaskSet",
     "UserView",
     "alignment",
+    "allocate",
     "best_scored",
+    "choose_victims",
     "drf_entitlements",
     "fill_node",
     "fill_task_set",

@@ -39,6 +39,24 @@ class AccountBalance:
     spending_rate: float
 
 
+@dataclass(frozen=True, slots=True)
+class AccountBook:
+    """One account's books for one allocation interval (a ``dp_account`` event): the
+    price and the queue's share for the interval that begins, its budget after the charge
+    for the interval that ended."""
+
+    queue: str
+    price: float
+    budget: float
+    spending_rate: float
+    share: float
+    #: Slots charged for (held during the interval, capped at the quota).
+    used: float
+    #: Tasks the queue's applications ask for.
+    pending: int
+    charged: float
+
+
 @runtime_checkable
 class AccountsPolicy(Protocol):
     """A policy with per-queue budget accounts (one account per leaf queue)."""

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, cast, get_args, get_origin
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypeVar
 
+from rm.policy.accounts import AccountBook
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.frozen import slot_setters
 from treadle.messages import Container, ContainerStatus
@@ -70,8 +71,10 @@ class Policy(ABC, Generic[P]):
     description: ClassVar[str] = ""
     #: The parameters' model (from the type argument unless the class sets it).
     Params: ClassVar[type[BaseModel]] = NoParams
-    #: Call ``tick`` every this many emulated seconds (None: never).
-    tick_interval_s: ClassVar[float | None] = None
+    #: Call ``tick`` every this many emulated seconds (None: never). A class attribute
+    #: that an instance may set from its parameters (Dynamic Priority's ``interval_s``);
+    #: hosts read it from the instance.
+    tick_interval_s: float | None = None
     #: The AM ask strategy (a ``treadle.asks`` plugin) the policy is designed with, used
     #: when a run does not name one (Carbyne's RM pairs with its altruistic AMs).
     ask_strategy: ClassVar[str] = "greedy"
@@ -121,6 +124,10 @@ class Policy(ABC, Generic[P]):
         return False
 
     # Optional hooks ------------------------------------------------------------------
+    def on_start(self, cluster: ClusterView) -> None:
+        """The RM was built (called once, before any other hook): the cluster's queues and
+        users are known; no nodes nor applications yet."""
+
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
         """An application was submitted."""
 
@@ -145,6 +152,11 @@ class Policy(ABC, Generic[P]):
 
     def tick(self, cluster: ClusterView) -> None:
         """Periodic work (virtual clocks, budgets), every ``tick_interval_s``."""
+
+    def tick_books(self) -> Sequence[AccountBook]:
+        """What the last ``tick`` booked per budget account (a policy with accounts); the
+        RM logs each as a ``dp_account`` record right after ``tick``."""
+        return ()
 
 
 def _params_argument(cls: type) -> type[BaseModel] | None:

@@ -80,7 +80,7 @@ KERNEL_MODULES = {
     "registry",
 }
 PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
-SERVICE_MODULES = {"service", "__main__"}
+SERVICE_MODULES = {"service", "__main__", "http", "http_metrics", "http_auth"}
 
 
 def layer_of(module: str) -> str | None:

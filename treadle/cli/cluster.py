@@ -117,6 +117,14 @@ def cluster_up(
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
+    http_port: Annotated[
+        int,
+        typer.Option(
+            "--http-port",
+            help="The RM's HTTP port: YARN REST API, /metrics, live page (0: any free port).",
+        ),
+    ] = 0,
+    no_http: Annotated[bool, typer.Option("--no-http", help="No HTTP port on the RM.")] = False,
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
@@ -141,6 +149,8 @@ def cluster_up(
             fail("give --nodes N (and --resources) or --workload WL for the cluster's nodes", 2)
         hb = heartbeat_s or (like.cluster.heartbeat_s if like is not None else 1.0)
         tls = tls_files((tls_cert, tls_key, tls_ca))
+        if not 0 <= http_port <= 65535:
+            fail(f"--http-port must be between 0 and 65535, got {http_port}", 2)
         cluster = LocalCluster(
             cluster_workload(specs, hb, like),
             policy,
@@ -151,11 +161,13 @@ def cluster_up(
             managed_am=managed_am,
             detached=True,
             tls=tls,
+            http_port=None if no_http else http_port,
         )
         address = run_async(cluster.start())
     say(address)
+    web = f"; web (REST API, /metrics, live page) at {cluster.http_url}" if cluster.http_url else ""
     err.print(
-        f"cluster up: {len(specs)} nodes, policy {policy}, dilation {dilation:g}; state in "
+        f"cluster up: {len(specs)} nodes, policy {policy}, dilation {dilation:g}{web}; state in "
         f"{cluster_dir}; stop it with: treadle cluster down --dir {cluster_dir}",
         markup=False,
         highlight=False,
@@ -217,6 +229,8 @@ def cluster_status(
         f"rm {state.get('rm')}  policy {state.get('policy')}  dilation {state.get('dilation')}  "
         f"nodes {state.get('nodes')}  ({running}/{len(procs)} processes running)"
     )
+    if state.get("http"):
+        say(f"  web    {state.get('http')}  (YARN REST API /ws/v1/cluster, /metrics, live page)")
     for p in procs:
         say(f"  {p.name:<6} pid {p.pid:<8} {'running' if alive[p.name] else 'exited'}  {p.log}")
         lag = lag_summary(p.log)  # the last one it logged (every few seconds, and on exit)

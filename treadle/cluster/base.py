@@ -73,7 +73,10 @@ class ClusterBase(abc.ABC):
     stop_grace_s: float = 5.0
     log_level: str = "info"
     tls: TlsFiles | None = None  # every role's channels over mutual TLS (one cert for all)
+    http_port: int | None = None  # the RM's HTTP port (rm.http; 0: any free one)
     rm_address: str = field(default="", init=False)
+    #: The RM's HTTP port's URL from this machine, once started (when it has one).
+    http_url: str = field(default="", init=False)
     #: Fresh for every start (treadle.cluster.secrets): the ACL, the node secret, the keys.
     secrets: ClusterSecrets = field(default_factory=ClusterSecrets.generate, init=False)
     _expected_exit: set[str] = field(default_factory=set, init=False, repr=False)
@@ -163,6 +166,7 @@ class ClusterBase(abc.ABC):
         events: str,
         port_file: str | None = None,
         advertise: str | None = None,
+        http_port_file: str | None = None,
     ) -> list[str]:
         return rm_command(
             python,
@@ -171,6 +175,8 @@ class ClusterBase(abc.ABC):
             listen=listen,
             port_file=port_file,
             advertise=advertise,
+            http_port=self.http_port,
+            http_port_file=http_port_file if self.http_port is not None else None,
             dilation=self.dilation,
             config=config,
             events=events,

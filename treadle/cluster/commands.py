@@ -101,9 +101,12 @@ def rm_command(
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
+    http_port: int | None = None,
+    http_port_file: str | None = None,
 ) -> list[str]:
     """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
-    ``tls``: certificate, key and CA paths, or nothing."""
+    ``tls``: certificate, key and CA paths, or nothing; ``http_port``: the RM's HTTP port
+    (REST API, metrics, live page; 0: any free one, None: none)."""
     return [
         python, "-m", "rm",
         "--policy", policy,
@@ -111,6 +114,8 @@ def rm_command(
         "--listen", listen,
         *(("--port-file", port_file) if port_file else ()),
         *(("--advertise", advertise) if advertise else ()),
+        *(("--http-port", str(http_port)) if http_port is not None else ()),
+        *(("--http-port-file", http_port_file) if http_port_file else ()),
         "--dilation", repr(float(dilation)),
         "--config", config,
         "--events", events,

@@ -38,6 +38,8 @@ T = TypeVar("T")
 
 FINAL_STATES = frozenset({"FINISHED", "FAILED", "KILLED"})
 NODE_EVENTS = frozenset({ev.NODE_REGISTERED, ev.NODE_LOST})
+#: The RM's own records of no application, kept from the run's start on (a policy's books).
+RUN_EVENTS = frozenset({ev.DP_ACCOUNT})
 DEFAULT_TIMEOUT_S = 3600.0
 CONNECT_TIMEOUT_S = 5.0
 RPC_TIMEOUT_S = 30.0
@@ -171,7 +173,8 @@ async def replay(
     replay starts. ``timeout_s`` bounds the whole replay in wall seconds; when it runs out
     the unfinished applications are killed and a TreadleError names them. Returns this
     run's records: ``run_started`` (t = t0) first, then every record of the submitted
-    applications and every node event, sorted by time.
+    applications, every node event and the policy's books of the run's span, sorted by
+    time.
     """
     build("asks", ask_strategy, ask_params or {})  # a bad strategy fails before submitting
     if not timeout_s > 0:
@@ -281,8 +284,9 @@ async def replay(
             raise
         everything = await fetch_events(stub, rm_address)
     ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
-    ours.sort(key=lambda r: float(r["t"]))
     end = max((float(r["t"]) for r in ours), default=t0)
+    ours += [r for r in everything if r.get("event") in RUN_EVENTS and t0 <= float(r["t"]) <= end]
+    ours.sort(key=lambda r: float(r["t"]))
     finished = sum(1 for s in states.values() if s == "FINISHED")
     tail = ev.EventLog()
     tail.run_finished(

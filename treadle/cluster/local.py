@@ -109,7 +109,7 @@ class LocalCluster(ClusterBase):
             (self.workdir / STATE_FILE).unlink()
         self.secrets = ClusterSecrets.generate()
         self.secrets.write(self.workdir / "secrets")
-        stale = [RM_EVENTS, "rm.port", *(p.name for p in self.workdir.glob("nm-*.port"))]
+        stale = [RM_EVENTS, "rm.port", "rm.http", *(p.name for p in self.workdir.glob("nm-*.port"))]
         stale += [f"{p.name}/node-tokens.json" for p in self.workdir.glob("nm-*") if p.is_dir()]
         for name in stale:
             (self.workdir / name).unlink(missing_ok=True)
@@ -124,11 +124,14 @@ class LocalCluster(ClusterBase):
             port_file=str(wd / "rm.port"),
             config=str(config),
             events=str(self.events_path),
+            http_port_file=str(wd / "rm.http"),
         )
         self._spawn("rm", argv)
         port_file = wd / "rm.port"
-        return await self._wait_until(lambda: _read_text(port_file), deadline, "rm",
-                                      "wrote no port file")  # fmt: skip
+        address = await self._wait_until(lambda: _read_text(port_file), deadline, "rm",
+                                         "wrote no port file")  # fmt: skip
+        self.http_url = _read_text(wd / "rm.http") or ""  # written before the port file
+        return address
 
     async def _launch_nm(self, name: str, nodes: Sequence[NodeSpec]) -> None:
         spec = self.workdir / f"nodes-{name.removeprefix('nm-')}.json"
@@ -170,6 +173,7 @@ class LocalCluster(ClusterBase):
             self.workdir,
             {
                 "rm": self.rm_address,
+                "http": self.http_url or None,
                 "policy": self.policy,
                 "params": dict(self.params),
                 "dilation": self.dilation,

@@ -1,0 +1,255 @@
+"""dp: Dynamic Priority (Sandholm & Lai, "Dynamic Proportional Share Scheduling in Hadoop";
+treadle's spec B1). One budget account per leaf queue (one queue per user, as in the
+paper); the books of each allocation interval are ``rm.policy.dynprio.allocate``.
+
+Every ``interval_s`` (the tick): each queue is charged for the interval that ended, and
+the price, its share and its quota for the next interval are computed from the spending
+rates in force (``semantics``: ``paper`` or ``hadoop``, see ``rm.policy.dynprio``). Before
+the first tick no queue has a quota. Charged usage: the mean number of containers the
+queue held over the interval (``paper``) or those it holds at the tick (``hadoop``),
+capped at its quota, so work-conserving extra containers are free.
+
+Quotas count containers, Hadoop's slots: ``round(share x slots)`` with ``slots`` = the
+cluster's vcores / ``slot_vcores``, and every container counts one slot whatever its
+size. Chosen over dominant-share entitlements because the paper and the code count slots,
+its experiments run uniform one-core tasks, and its hand-checkable figures (Fig. 1's
+8/3/4, quotas ``round(120n/55)``) are rounded slot counts that entitlements (which floor)
+do not give; a workload of mixed task sizes is served by container count.
+
+Placement on each heartbeat, in two passes (Hadoop's ``PriorityScheduler``): NO_FILL gives
+the node's room to the pending applications in submission order whose queue holds fewer
+containers than its quota, one container at a time while the queue stays under it; FILL
+then gives what is left to the applications in submission order, ignoring quotas. So a
+workload without credits anywhere (the defaults: queues the workload does not configure
+hold ``budget=0`` credits) runs as FIFO.
+
+Initial accounts: a queue's ``budget`` and ``spending_rate`` from the workload's queue
+(when its ``QueueSpec`` has them), else the budget of the user named like the queue, else
+these parameters. The RM's admin calls (``rm.accounts``) change them; a change takes
+effect at the next tick.
+
+Preemption (``kill_interval_s`` > 0, checked after each tick, so effectively a multiple of
+the interval, at least that long after the last kill): the under-quota queues are owed
+``sum min(pending, quota - held)`` containers; they are taken from the over-quota queues
+by ``rm.policy.dynprio.choose_victims`` (the most recently started queue first; its
+containers least elapsed first). The RM ends each PREEMPTED; its task runs again in full
+and does not count as a failed attempt. AM containers are never taken.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, fill_node
+from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo
+from rm.policy.base import _placement
+from rm.policy.dynprio import Account, Held, allocate, choose_victims
+from rm.policy.ordering import first_fit_ask
+from treadle.messages import Container, ContainerStatus
+from treadle.resources import VCORES
+
+
+class DpParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: The allocation interval (seconds).
+    interval_s: float = Field(20.0, gt=0, allow_inf_nan=False)
+    semantics: Literal["paper", "hadoop"] = "paper"
+    #: Preempt at most this often (0: never).
+    kill_interval_s: float = Field(0.0, ge=0, allow_inf_nan=False)
+    #: A queue's initial budget and spending rate when the workload sets none.
+    budget: float = Field(0.0, ge=0, allow_inf_nan=False)
+    spending_rate: float = Field(1.0, ge=0, allow_inf_nan=False)
+    #: vcores per slot (the cluster's slots: its vcores / this).
+    slot_vcores: float = Field(1.0, gt=0, allow_inf_nan=False)
+
+
+class DpPolicy(Policy[DpParams]):
+    description = "Dynamic Priority: budgets and spending rates buy shares per interval"
+
+    def __init__(self, params: DpParams | None = None) -> None:
+        super().__init__(params)
+        self.tick_interval_s = self.params.interval_s
+        self._accounts: dict[str, Account] = {}
+        self._price = 0.0
+        self._share: dict[str, float] = {}
+        self._quota: dict[str, int] = {}
+        self._books: list[AccountBook] = []
+        self._running: dict[str, int] = {}  # queue -> containers held
+        self._area: dict[str, float] = {}  # queue -> container-seconds this interval
+        self._since: dict[str, float] = {}  # queue -> when _area was last brought up
+        self._interval_start = 0.0
+        self._queue_of: dict[str, str] = {}  # live container -> its queue
+        self._held: dict[str, tuple[str, str, float]] = {}  # task cid -> (app, queue, t)
+        self._app_start: dict[str, float] = {}
+        self._last_kill = -math.inf
+
+    # ------------------------------------------------------------------ accounts
+    def on_start(self, cluster: ClusterView) -> None:
+        p = self.params
+        users = cluster.users
+        for q in sorted(cluster.queues.values(), key=lambda q: q.name):
+            if not q.is_leaf or q.name in self._accounts:
+                continue
+            budget = getattr(q, "budget", None)
+            if budget is None and q.name in users:
+                budget = users[q.name].budget
+            rate = getattr(q, "spending_rate", None)
+            self._accounts[q.name] = Account(
+                float(budget if budget is not None else p.budget),
+                float(rate if rate is not None else p.spending_rate),
+            )
+
+    def _account(self, queue: str) -> Account:
+        a = self._accounts.get(queue)
+        if a is None:
+            a = self._accounts[queue] = Account(self.params.budget, self.params.spending_rate)
+        return a
+
+    def price(self) -> float:
+        return self._price
+
+    def account_infos(self, cluster: ClusterView) -> Sequence[AccountInfo]:
+        pending = _pending_by_queue(cluster)
+        return [
+            AccountInfo(
+                q,
+                a.budget,
+                a.spending_rate,
+                self._share.get(q, 0.0),
+                self._running.get(q, 0),
+                pending.get(q, 0),
+            )
+            for q, a in sorted(self._accounts.items())
+        ]
+
+    def set_spending_rate(self, queue: str, rate: float) -> None:
+        self._accounts[queue] = Account(self._account(queue).budget, rate)
+
+    def set_budget(self, queue: str, budget: float) -> None:
+        self._accounts[queue] = Account(budget, self._account(queue).spending_rate)
+
+    def add_budget(self, queue: str, credits: float) -> None:
+        a = self._account(queue)
+        self._accounts[queue] = Account(a.budget + credits, a.spending_rate)
+
+    def balances(self) -> Mapping[str, AccountBalance]:
+        return {
+            q: AccountBalance(a.budget, a.spending_rate) for q, a in sorted(self._accounts.items())
+        }
+
+    def restore_balances(self, balances: Mapping[str, AccountBalance]) -> None:
+        for q, b in balances.items():
+            self._accounts[q] = Account(b.budget, b.spending_rate)
+
+    # ------------------------------------------------------------------ the interval
+    def _bring_up(self, queue: str, now: float) -> None:
+        self._area[queue] = self._area.get(queue, 0.0) + self._running.get(queue, 0) * (
+            now - self._since.get(queue, self._interval_start)
+        )
+        self._since[queue] = now
+
+    def tick(self, cluster: ClusterView) -> None:
+        now = cluster.now
+        span = now - self._interval_start
+        pending = _pending_by_queue(cluster)
+        running = self._running
+        hadoop = self.params.semantics == "hadoop"
+        used: dict[str, float] = {}
+        for q in self._accounts:
+            self._bring_up(q, now)
+            held = running.get(q, 0) if hadoop or span <= 0 else self._area[q] / span
+            used[q] = min(held, self._quota.get(q, 0))
+        slots = int(cluster.capacity[VCORES] / self.params.slot_vcores + 1e-9)
+        alloc = allocate(
+            dict(sorted(self._accounts.items())),
+            used,
+            pending,
+            slots,
+            self.params.semantics,
+            running=running,
+        )
+        self._price = alloc.price
+        self._books = []
+        for q, b in alloc.books.items():
+            self._accounts[q] = Account(b.budget, b.spending_rate)
+            self._share[q] = b.share
+            self._quota[q] = b.quota
+            self._books.append(
+                AccountBook(
+                    q, alloc.price, b.budget, b.spending_rate, b.share, b.used, b.pending, b.charged
+                )
+            )
+        self._area = dict.fromkeys(self._area, 0.0)
+        self._interval_start = now
+
+    def tick_books(self) -> Sequence[AccountBook]:
+        return self._books
+
+    def preempt(self, cluster: ClusterView) -> Sequence[str]:
+        kill = self.params.kill_interval_s
+        now = cluster.now
+        if kill <= 0 or now - self._last_kill < kill - 1e-9:
+            return ()
+        running = self._running
+        left = {q: self._quota.get(q, 0) - running.get(q, 0) for q in self._accounts}
+        apps = cluster.apps
+        held = [
+            Held(cid, q, apps[a].seq, self._app_start.get(a, t), t)
+            for cid, (a, q, t) in self._held.items()
+            if a in apps
+        ]
+        victims = choose_victims(left, _pending_by_queue(cluster), held)
+        if victims:
+            self._last_kill = now
+        return victims
+
+    # ------------------------------------------------------------------ placement
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        quota, running = self._quota, self._running
+        if quota:  # NO_FILL: within quota, in submission order
+            for app in list(cluster.pending_apps()):
+                q = app.queue
+                app_id = app.app_id
+                while quota.get(q, 0) - running.get(q, 0) >= 1 and app.pending > 0:
+                    ask = first_fit_ask(app, node.free)
+                    if ask is None:
+                        break
+                    yield _placement(app_id, ask.priority)
+        for app in list(cluster.pending_apps()):  # FILL: work conservation, free
+            yield from fill_node(app, node)
+
+    def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
+        app = cluster.apps[container.app_id]
+        q, now, cid = app.queue, cluster.now, container.container_id
+        self._bring_up(q, now)
+        self._running[q] = self._running.get(q, 0) + 1
+        self._queue_of[cid] = q
+        self._app_start.setdefault(app.app_id, now)
+        if container.priority >= 0:  # AM containers are never preempted
+            self._held[cid] = (app.app_id, q, now)
+
+    def on_container_finished(
+        self, container: Container, status: ContainerStatus, cluster: ClusterView
+    ) -> None:
+        cid = container.container_id
+        q = self._queue_of.pop(cid, None)
+        if q is None:
+            return
+        self._held.pop(cid, None)
+        self._bring_up(q, cluster.now)
+        self._running[q] -= 1
+
+    def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
+        self._app_start.pop(app.app_id, None)
+
+
+def _pending_by_queue(cluster: ClusterView) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for app in cluster.pending_apps():
+        out[app.queue] = out.get(app.queue, 0) + app.pending
+    return out

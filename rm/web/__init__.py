@@ -1,0 +1,1 @@
+"""The RM's live page: static assets served by rm.http (no code)."""
