@@ -1,22 +1,33 @@
 # One gate for CI, pre-commit and people: `make test`. `make demo` runs the main job.
+# Two installs into one venv: `install` (treadle and what running it needs, for `make
+# demo`) and `setup` (that plus the `dev` extra: tests, linters, docs, for `make test`).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BIN := $(VENV)/bin
 PYTHON ?= python3
 OUT ?= results/demo
 
-.PHONY: setup demo test lint typecheck unit bench clean
+.PHONY: install setup demo test lint typecheck unit docs bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+install: $(VENV)/.installed-run
+
+$(VENV)/.installed-run: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	touch $@
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+$(VENV)/.installed: pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $@
+	touch $@ $(VENV)/.installed-run
 
-demo: setup
+demo: install
 	$(BIN)/treadle compare demo --policies all --out $(OUT)
+	@echo "treadle is in $(BIN): run '. $(BIN)/activate' to put it on your PATH"
 
 lint: setup
 	$(PY) -m treadle.rpc.protogen --check
@@ -32,9 +43,12 @@ unit: setup
 test: lint typecheck
 	$(BIN)/pytest
 
+docs: setup  # the documentation site in site/ (strict: a warning fails the build)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 BENCH ?= sim
 bench: setup  # make bench BENCH=sim|heartbeats|fidelity|decisions|carbyne|dp
 	$(PY) -m tests.benchmarks $(BENCH)
 
 clean:
-	rm -rf $(VENV) results .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) results site .mypy_cache .pytest_cache .ruff_cache

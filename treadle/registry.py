@@ -17,6 +17,7 @@ for a test that installs or fakes plugins within one process.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
 from collections.abc import Callable, Iterable, Mapping
@@ -133,8 +134,17 @@ def lookup(kind: str, name: str, eps: Iterable[EntryPoint] | None = None) -> Plu
     found = _discovered(kind) if eps is None else _discover(kind, eps)
     if name not in found:
         known = ", ".join(found) or "none installed"
-        raise PluginError(f"unknown {KIND_NAMES[kind]} {name!r} (installed: {known})")
+        raise PluginError(
+            f"unknown {KIND_NAMES[kind]} {name!r} (installed: {known}){did_you_mean(name, found)}"
+        )
     return found[name]
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'X'?"`` for the known name closest to a misspelled ``name``, or
+    ``""`` when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def parse_settings(items: Iterable[str], option: str = "--set") -> dict[str, Any]:
@@ -187,7 +197,8 @@ def instantiate(cls: type, info: PluginInfo, params: Mapping[str, Any]) -> Any:
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             allowed = ", ".join(model.model_fields) or "none"
-            msg = f"unknown parameter (allowed: {allowed})"
+            hint = did_you_mean(str(err["loc"][-1]), model.model_fields) if err["loc"] else ""
+            msg = f"unknown parameter (allowed: {allowed}){hint}"
         raise PluginError(f"{what}: parameter {field!r}: {msg}") from None
     try:
         obj = cls(validated)

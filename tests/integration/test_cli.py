@@ -283,16 +283,18 @@ def _files(root: Path) -> dict[str, bytes]:
 
 def test_compare_mode_sim_is_the_one_compare_path_on_the_simulator(tmp_path: Path) -> None:
     """``treadle compare --mode sim`` and the library's one compare path with the
-    simulator backend write the same files."""
+    simulator backend write the same files (told, as the CLI is, where the workload came
+    from: summary.json records it)."""
     from treadle.study.compare import SimBackend, compare, make_backend
-    from treadle.study.runner import PolicyChoice
+    from treadle.study.runner import PolicyChoice, RunOptions
     from treadle.workload import load_workload
 
     wl = load_workload("tiny")
     choices = [PolicyChoice("fifo", {}), PolicyChoice("drf", {"across": "jobs"})]
     backend = make_backend("sim", wl)
     assert isinstance(backend, SimBackend)
-    result = compare(wl, choices, tmp_path / "lib", backend, baseline="fifo")
+    options = RunOptions(workload_source="tiny")
+    result = compare(wl, choices, tmp_path / "lib", backend, options=options, baseline="fifo")
     proc = treadle(
         "compare", "tiny", "--mode", "sim", "--policies", "fifo,drf", "--set",
         "drf.across=jobs", "--out", str(tmp_path / "cli"),

@@ -392,6 +392,8 @@ def test_carbyne_shares_and_altruistic_asks_travel_over_grpc(tmp_path: Path) -> 
     result = compare(wl, [PolicyChoice("carbyne", {})], tmp_path / "out", backend)
     records = result.results["carbyne"].records()
     assert result.runs["carbyne"].summary["finished"] == 2
+    # A live run records what it was asked to do as a simulated one does.
+    assert result.runs["carbyne"].summary["parameters"]["asks"]["name"] == "altruistic"
     kinds = Counter((int(r["priority"]) // 2, str(r["kind"])) for r in records
                     if r["event"] == ev.CONTAINER_ALLOCATED)  # fmt: skip
     # The short branch yields (most of its 8 tasks); the chain mostly asks DEFAULT.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import nullcontext
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -23,6 +23,9 @@ from treadle.cli.cluster import (
     identify,
 )
 from treadle.cli.common import (
+    FAILED,
+    UNFAITHFUL,
+    USAGE,
     DilationOpt,
     FormatOpt,
     LogLevelOpt,
@@ -40,7 +43,27 @@ from treadle.cli.common import (
     num,
     out,
     progress_bars,
+    say,
     tracker,
+)
+from treadle.cli.options import (
+    LIVE_TIMEOUT_S,
+    AskSetOpt,
+    AsksOpt,
+    ClusterOpt,
+    EventsOpt,
+    ImageOpt,
+    NmContainersOpt,
+    NoCacheOpt,
+    PartitionOpt,
+    PhaseSeedOpt,
+    SlowdownOpt,
+    TimeoutOpt,
+    TimingsOpt,
+    WorkersOpt,
+    check_events,
+    partitioned,
+    partitioning,
 )
 from treadle.errors import TreadleError
 from treadle.importers.tabular import first_jobs
@@ -58,139 +81,32 @@ app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    help="Try cluster scheduling policies: simulate or emulate a YARN-style cluster.",
+    # Help texts are plain text: rich markup would take "[default: ...]" for a tag.
+    rich_markup_mode=None,
+    help="Try cluster scheduling policies: simulate or emulate a YARN-style cluster. "
+    f"Exit status: 0 done, {USAGE} a wrong command line or input (nothing ran), "
+    f"{FAILED} a run failed, {UNFAITHFUL} an emulation was unfaithful (compare).",
 )
-AsksOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--asks",
-        help="AM ask strategy [default: each policy's own: altruistic for carbyne, else greedy].",
-        show_default=False,
-    ),
-]
-AskSetOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--ask-set", help="Ask-strategy parameter key=value, or STRATEGY.key=value for one."
-    ),
-]
-SlowdownOpt = Annotated[
-    bool,
-    typer.Option(
-        "--slowdown/--no-slowdown",
-        help="Simulate each job alone on the empty cluster for slowdown figures.",
-    ),
-]
-NoCacheOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-cache",
-        help="Simulate the alone references again; neither read nor write the on-disk cache "
-        "($TREADLE_CACHE_DIR, else ~/.cache/treadle).",
-    ),
-]
-EventsOpt = Annotated[
-    str,
-    typer.Option(
-        "--events",
-        help="The event log's file: parquet (events.parquet, written as the run goes), "
-        "jsonl (events.jsonl, one JSON object per line in time order) or none.",
-    ),
-]
 
 
-def check_events(events: str) -> str:
-    if events not in ("parquet", "jsonl", "none"):
-        fail(f"unknown --events {events!r}; use parquet, jsonl or none", 2)
-    return events
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        say(f"treadle {version('treadle')}")
+        raise typer.Exit()
 
 
-LIVE_TIMEOUT_S = 3600.0
-NmContainersOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--nm-containers",
-        help="Docker: NM host containers to spread nodes over [default: 2, or 1 for one node].",
-        show_default=False,
-    ),
-]
-ImageOpt = Annotated[
-    str,
-    typer.Option("--image", help="Docker: the treadle image (deploy/build-image.sh builds it)."),
-]
-PhaseSeedOpt = Annotated[
-    int,
-    typer.Option(
-        "--phase-seed",
-        min=0,
-        help="Simulator: draw the nodes' heartbeat phases with this seed (with the "
-        "workload's). Results move a little with the phases, as a live cluster's do; vary "
-        "it to see that spread.",
-    ),
-]
-WorkersOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--workers",
-        help="Simulator: run up to N policies at once, each in a process of its own "
-        "[default: the machine's cores]; 1 runs them one after another in this process. "
-        "Live modes run one policy at a time whatever N is (a cluster uses the machine).",
-        show_default=False,
-    ),
-]
-PartitionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--partition",
-        help="Runtime partitioning (the UWFQ paper's -P): cut every stage into equal tasks of "
-        "about ATR seconds, max(N_min, ceil(work / ATR)) of them (N_min: the cluster's vcores "
-        "per task's vcores), the same for every policy; or 'loopcustom' for the authors' rule.",
-        metavar="ATR",
-        show_default=False,
-    ),
-]
-
-
-def partitioning(partition: str | None) -> Any:
-    """``--partition``'s value as a ``Partitioning`` (None without it); a bad one fails."""
-    if partition is None:
-        return None
-    from treadle.workload.partition import parse_partition
-
-    try:
-        return parse_partition(partition)
-    except ValueError as e:
-        fail(str(e), 2)
-
-
-def partitioned(wl: Any, p: Any) -> Any:
-    """``wl`` partitioned by ``p`` (unchanged when None)."""
-    from treadle.workload.partition import partition_workload
-
-    return wl if p is None else partition_workload(wl, p)
-
-
-TimingsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--timings",
-        help="Print on stderr where the wall time went (load, alone references, simulate, "
-        "metrics, write) and the peak RSS, as one line of JSON.",
-    ),
-]
-ClusterOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--cluster",
-        help="Simulator: send the runs to the Dask scheduler at tcp://HOST:PORT (its workers "
-        "need this treadle installed; the files come back here). Needs treadle[dask].",
-        show_default=False,
-    ),
-]
-TimeoutOpt = Annotated[
-    float,
-    typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
-]
+@app.callback()
+def _main(
+    _: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    pass
 
 
 @app.command()
@@ -219,7 +135,7 @@ def workloads() -> None:
     from treadle.workload import builtin_workloads
 
     for name, doc in builtin_workloads().items():
-        out.print(f"{name}\t{doc}", markup=False, highlight=False)
+        say(f"{name}\t{doc}")
 
 
 @app.command()
@@ -227,11 +143,9 @@ def validate(workload: WorkloadArg, fmt: FormatOpt = None, nodes_file: NodesFile
     """Check a workload and print what it holds."""
     with errors():
         wl = load(workload, fmt, nodes_file)
-    out.print(
+    say(
         f"{wl.name}: {len(wl.cluster.nodes)} nodes ({wl.cluster.capacity}), "
-        f"{len(wl.jobs)} jobs, {wl.tasks} tasks, {len(wl.leaf_queues)} leaf queues",
-        markup=False,
-        highlight=False,
+        f"{len(wl.jobs)} jobs, {wl.tasks} tasks, {len(wl.leaf_queues)} leaf queues"
     )
 
 
@@ -278,6 +192,8 @@ def sim(
             phase_seed=phase_seed,
             alone_cache=not no_cache,
             events=events,
+            workload_source=workload,
+            partition=partition,
         )
         from treadle.study.runner import build_policy
         from treadle.study.timings import Timings
@@ -297,11 +213,9 @@ def sim(
                 timings=clock,
             )
     s = run.summary
-    out.print(
+    say(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {s['makespan_s']} s, "
-        f"mean JCT {s['mean_jct_s']} s -> {out_dir}",
-        markup=False,
-        highlight=False,
+        f"mean JCT {s['mean_jct_s']} s -> {out_dir}"
     )
     if clock is not None:
         err.print(clock.line(), markup=False, highlight=False, soft_wrap=True)
@@ -370,25 +284,25 @@ def compare(
         logs.configure(log_level)
         check_events(events)
         if mode not in ("sim", "local", "docker"):
-            fail(f"unknown --mode {mode!r}; use sim, local or docker", 2)
+            fail(f"unknown --mode {mode!r}; use sim, local or docker", USAGE)
         if workers is None:
             from treadle.study.parallel import usable_cores
 
             workers = usable_cores()
         elif workers < 1:
-            fail(f"--workers must be >= 1, got {workers}", 2)
+            fail(f"--workers must be >= 1, got {workers}", USAGE)
         if phase_seed and mode != "sim":
-            fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", 2)
+            fail("--phase-seed applies to --mode sim (live nodes heartbeat when they do)", USAGE)
         if cluster is not None and mode != "sim":
-            fail("--cluster applies to --mode sim (a live cluster runs on its own machines)", 2)
+            fail("--cluster applies to --mode sim (a live cluster runs on its own machines)", USAGE)
         names = resolve_policies(policies)
         per_policy = split_policy_settings(parse_settings(settings or []), names)
         if baseline is not None and baseline not in names:
-            fail(f"--baseline {baseline!r} is not among the compared policies {names}", 2)
+            fail(f"--baseline {baseline!r} is not among the compared policies {names}", USAGE)
         if baseline is None and "fifo" in names and len(names) > 1:
             baseline = "fifo"
         if reference is not None and reference not in names:
-            fail(f"--reference {reference!r} is not among the compared policies {names}", 2)
+            fail(f"--reference {reference!r} is not among the compared policies {names}", USAGE)
         options = RunOptions(
             asks,
             parse_settings(ask_settings or [], "--ask-set"),
@@ -396,6 +310,8 @@ def compare(
             phase_seed=phase_seed,
             alone_cache=not no_cache,
             events=events,
+            workload_source=workload,
+            partition=partition,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
@@ -441,20 +357,28 @@ def compare(
             num(s["mean_slowdown"]),
         )
     out.print(table)
-    out.print(f"report: {result.report}", markup=False, highlight=False)
+    say(f"report: {result.report}")
     stalled = [n for n, r in result.results.items() if r.stalled]
     if stalled:
         fail(f"simulation stalled under {', '.join(stalled)}")
     unfaithful = [f"{n}: {r.unfaithful}" for n, r in result.results.items() if r.unfaithful]
     if unfaithful:
-        fail("; ".join(unfaithful), 3)
+        fail("; ".join(unfaithful), UNFAITHFUL)
 
 
 @app.command("run")
 def run_live(
     workload: WorkloadArg,
-    rm: Annotated[str, typer.Option("--rm", help="The RM's host:port.")],
     out_dir: OutOpt,
+    rm: Annotated[
+        str | None,
+        typer.Option(
+            "--rm",
+            help="The RM's host:port [default: the cluster `treadle cluster up` recorded in "
+            "--cluster-dir].",
+            show_default=False,
+        ),
+    ] = None,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
     asks: AsksOpt = None,
@@ -495,12 +419,20 @@ def run_live(
     tls_ca: TlsCaOpt = None,
     cluster_dir: ClusterDirOpt = DEFAULT_CLUSTER_DIR,
 ) -> None:
-    """Replay WORKLOAD on a live cluster (RM at --rm); write the files `treadle sim` does.
-    It signs its calls as --user (or $TREADLE_USER), else as the driver of the cluster
-    `treadle cluster up` recorded in --cluster-dir, if that is the RM at --rm."""
+    """Replay WORKLOAD on a live cluster (RM at --rm, else the one `treadle cluster up`
+    recorded); write the files `treadle sim` does. It signs its calls as --user (or
+    $TREADLE_USER), else as the driver of the cluster recorded in --cluster-dir, if that
+    is the RM at --rm."""
     with errors():
         logs.configure(log_level)
         check_events(events)
+        if rm is None:
+            from treadle.cluster.procs import read_state
+
+            state = read_state(cluster_dir)
+            if state is None or not state.get("rm"):
+                fail(f"give --rm HOST:PORT (no cluster is recorded in {cluster_dir})", USAGE)
+            rm = str(state["rm"])
         identify(rm, user, key_file, (tls_cert, tls_key, tls_ca), cluster_dir)
         from treadle import metrics
         from treadle.cluster.driver import replay, run_async, wait_for_rm
@@ -515,12 +447,12 @@ def run_live(
             build_policy(expected)
             build("asks", *asks_for(expected, RunOptions(asks, params)))
         elif settings:
-            fail("--set needs --policy (the policy whose parameters they are)", 2)
+            fail("--set needs --policy (the policy whose parameters they are)", USAGE)
         if not rm_wait_s >= 0:
-            fail(f"--rm-wait-s must be >= 0, got {rm_wait_s:g}", 2)
+            fail(f"--rm-wait-s must be >= 0, got {rm_wait_s:g}", USAGE)
         # An unreachable RM fails before the simulations.
         if wait_nodes < 0:
-            fail(f"--wait-nodes must be >= 0, got {wait_nodes}", 2)
+            fail(f"--wait-nodes must be >= 0, got {wait_nodes}", USAGE)
         live = run_async(wait_for_rm(rm, rm_wait_s, wait_nodes))
         if expect_policy is not None and live.policy != expect_policy:
             fail(f"the RM at {rm} runs policy {live.policy!r}, not {expect_policy!r}")
@@ -551,11 +483,9 @@ def run_live(
         s = metrics.write_run_outputs(
             records, out_dir, policy=policy, user_weights=weights, events=events
         )
-    out.print(
+    say(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
-        f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}",
-        markup=False,
-        highlight=False,
+        f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}"
     )
 
 

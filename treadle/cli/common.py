@@ -21,7 +21,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from treadle.errors import TreadleError
+from treadle.errors import InputError, PluginError, TreadleError
 from treadle.importers import FORMATS as TRACE_FORMATS, or_list
 from treadle.live.logs import LEVELS
 from treadle.sim import ProgressFn
@@ -75,26 +75,44 @@ ManagedAmOpt = Annotated[
 ]
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
+#: Exit statuses. USAGE is click's own for a bad flag: every wrong command line or input
+#: (an unknown name, a bad --set value, a workload that does not load, a missing file)
+#: exits with it, before anything runs.
+FAILED, USAGE, UNFAITHFUL = 1, 2, 3
+
+
+def fail(message: str, code: int = FAILED) -> NoReturn:
     err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
+#: Files that are not there (or not files): the path the user gave is wrong.
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+
 @contextmanager
 def errors() -> Iterator[None]:
-    """Every expected failure becomes one line on stderr and a non-zero exit."""
+    """Every expected failure becomes one line on stderr and a non-zero exit: USAGE for
+    wrong input (``InputError``, a ``PluginError`` of a name or parameter, a missing
+    file), FAILED for the rest (a plugin that crashes while running raises its
+    ``PluginError`` from the crash)."""
     try:
         yield
+    except (InputError, PluginError) as e:
+        fail(str(e), USAGE if e.__cause__ is None else FAILED)
     except TreadleError as e:
         fail(str(e))
     except OSError as e:
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
-        fail(f"{e.strerror or e}{':' if where else ''}{where}")
+        fail(
+            f"{e.strerror or e}{':' if where else ''}{where}",
+            USAGE if isinstance(e, _MISSING) else FAILED,
+        )
 
 
 def say(text: str) -> None:
-    """One plain line on stdout."""
-    out.print(text, markup=False, highlight=False)
+    """One plain line on stdout (never wrapped: a pipe gets it whole)."""
+    out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
 def load(workload: str, fmt: str | None, nodes_file: Path | None) -> Any:
@@ -104,6 +122,8 @@ def load(workload: str, fmt: str | None, nodes_file: Path | None) -> Any:
 
 
 def progress_bars() -> Progress:
+    """One run's bar with its ETA, on a terminal only (the command's result line says the
+    rest)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -111,6 +131,7 @@ def progress_bars() -> Progress:
         TextColumn("jobs"),
         TextColumn("t={task.fields[sim_t]:.0f}s"),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=err,
         transient=False,
         disable=not err.is_terminal,

@@ -22,12 +22,15 @@ from __future__ import annotations
 import bisect
 import gc
 import heapq
+import logging
 import math
 import operator
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import structlog
 
 from am.asks import AskStrategy
 from am.core import ApplicationMaster
@@ -149,6 +152,9 @@ class Simulation:
                     "run it under a policy with accounts (dp)"
                 )
             self._accounts = AccountTimeline.of(workload)
+
+        if structlog.is_configured() and _log.is_enabled_for(logging.DEBUG):
+            self._on_node_heartbeat = _logging_decisions(policy, self.policy_name, self.rm)
 
     def _account_calls(self, calls: list[AccountCall]) -> None:
         accounts = self.rm.accounts
@@ -410,6 +416,33 @@ class Simulation:
         return SimResult(
             canonical_order(self.log.records), total, finished, t, stalled, dict(stats)
         )
+
+
+_log = structlog.get_logger("sim")
+
+
+def _logging_decisions(policy: Policy, name: str, rm: ResourceManager) -> Any:
+    """At debug level (DESIGN.md: one line per scheduling decision), the RM's heartbeat
+    with every placement ``policy`` yields logged; otherwise nothing is wrapped."""
+    now = [0.0]
+    decide = policy.on_node_heartbeat
+
+    def on_node_heartbeat(node: Any, cluster: Any) -> Any:
+        for p in decide(node, cluster):
+            app, prio = getattr(p, "app_id", None), getattr(p, "priority", None)
+            _log.debug(
+                "placement", t=now[0], policy=name, node=node.node_id, app=app, priority=prio
+            )
+            yield p
+
+    policy.on_node_heartbeat = on_node_heartbeat  # type: ignore[method-assign]
+    heartbeat = rm.on_node_heartbeat
+
+    def timed(hb: Any, t: float) -> Any:
+        now[0] = t
+        return heartbeat(hb, t)
+
+    return timed
 
 
 _STARTED = ev.CONTAINER_STARTED

@@ -43,6 +43,7 @@ from treadle.study.runner import (
     alone_jcts,
     asks_for,
     build_policy,
+    run_parameters,
     run_sim,
 )
 
@@ -232,6 +233,7 @@ class ClusterBackend:
         records = run_async(replay_on_cluster())
         weights = {name: u.weight for name, u in workload.users.items()}
         run = metrics.analyze(records, policy=choice.name, user_weights=weights)
+        run.summary["parameters"] = run_parameters(workload, choice, options)
         metrics.write_run_outputs(
             records,
             run_dir,

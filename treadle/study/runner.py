@@ -20,7 +20,7 @@ from treadle import metrics
 from treadle.errors import InputError, PluginError
 from treadle.event_columns import ParquetEventLog
 from treadle.model import ClusterSpec, JobSpec, Workload
-from treadle.registry import build, discover, factory
+from treadle.registry import build, did_you_mean, discover, factory
 from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
 from treadle.study.alone_cache import AloneCache, context_key, job_key
@@ -56,6 +56,10 @@ class RunOptions:
     #: (today's lines, in time order) or none (metrics still computed, from a temporary
     #: Parquet file that is deleted).
     events: str = "parquet"
+    #: What the workload was loaded from (a path or a built-in name, as given), and the
+    #: ``--partition`` applied to it: recorded in ``summary.json``'s ``parameters``.
+    workload_source: str | None = None
+    partition: str | None = None
 
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
@@ -293,6 +297,7 @@ def run_sim(
             result = _simulate(workload, choice, options, progress, alone)
         with maybe(timings, "metrics"):
             run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
+            run.summary["parameters"] = run_parameters(workload, choice, options)
         if out_dir is not None:
             with maybe(timings, "write"):
                 metrics.write_run_outputs(
@@ -321,12 +326,48 @@ def run_sim(
             log.close()
         with maybe(timings, "metrics"):
             run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
+            run.summary["parameters"] = run_parameters(workload, choice, options)
     finally:
         if options.events == "none":
             path.unlink(missing_ok=True)
     with maybe(timings, "write"):
         metrics.write_run_files(run, out_dir)
     return result, run
+
+
+def _resolved(plugin: Any) -> dict[str, Any]:
+    return dict(plugin.params.model_dump(mode="json"))
+
+
+def run_parameters(workload: Workload, choice: PolicyChoice, options: RunOptions) -> dict[str, Any]:
+    """What a run was asked to do, every default filled in: the policy's parameters, the
+    AMs' ask strategy and its parameters, the policy's estimator (``None`` without one),
+    the workload (name, where it came from, seed, partitioning) and the simulator's
+    settings. ``summary.json`` carries it as ``parameters``."""
+    policy = build_policy(choice)
+    strategy, strategy_params = asks_for(choice, options)
+    estimator = getattr(policy.params, "estimator", None)
+    return {
+        "policy": {"name": choice.name, "params": _resolved(policy)},
+        "asks": {"name": strategy, "params": _resolved(build("asks", strategy, strategy_params))},
+        "estimator": None
+        if not isinstance(estimator, str)
+        else {
+            "name": estimator,
+            "params": _resolved(
+                build("estimators", estimator, getattr(policy.params, "estimator_params", {}))
+            ),
+        },
+        "workload": {
+            "name": workload.name,
+            "source": options.workload_source,
+            "seed": workload.seed,
+            "partition": options.partition,
+        },
+        "phase_seed": options.phase_seed,
+        "slowdown": options.slowdown,
+        "am_interval_s": options.am_interval_s,
+    }
 
 
 def resolve_policies(spec: str) -> list[str]:
@@ -341,6 +382,7 @@ def resolve_policies(spec: str) -> list[str]:
     if unknown:
         raise PluginError(
             f"unknown policy {unknown[0]!r} in --policies (installed: {', '.join(installed)})"
+            + did_you_mean(unknown[0], installed)
         )
     if len(set(names)) != len(names):
         raise InputError("--policies", None, "a policy is named twice")

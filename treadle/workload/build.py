@@ -9,7 +9,9 @@ declaration order: the explicit jobs (stage by stage, task by task), then each g
 
 from __future__ import annotations
 
+import difflib
 import random
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +33,7 @@ from treadle.model import (
     Workload,
     topological_stages,
 )
+from treadle.registry import did_you_mean
 from treadle.resources import Resources
 from treadle.workload.errors import join, parse_resources
 from treadle.workload.generators import clamp, generate
@@ -94,6 +97,11 @@ class Builder:
         jobs = [self._job(f"jobs[{i}]", j) for i, j in enumerate(self.doc.jobs)]
         for i, g in enumerate(self.doc.generators):
             where = f"generators[{i}]"
+            user = getattr(g, "user", None)
+            if user is not None:
+                self.check_user(user, f"{where}.user")
+            for user in getattr(g, "users", None) or ():
+                self.check_user(user, f"{where}.users")
             jobs.extend(generate(self, where, g))
         jobs.sort(key=lambda j: j.submit_s)  # stable: ties keep declaration order
         admin = self._admin(self.doc.admin)
@@ -215,12 +223,29 @@ class Builder:
         name = queue or DEFAULT_QUEUE
         if name not in leaves:
             problem = f"unknown queue {name!r}" if queue else "no queue given and none is 'default'"
-            raise self.error(where, f"{problem}; leaf queues: {leaf_names}")
+            leaf = [n for n, q in leaves.items() if q.is_leaf]
+            hint = did_you_mean(name, leaf) if queue else ""
+            raise self.error(where, f"{problem}; leaf queues: {leaf_names}{hint}")
         if not leaves[name].is_leaf:
             raise self.error(
                 where, f"queue {name!r} has child queues; jobs go to leaf queues: {leaf_names}"
             )
         return name
+
+    def check_user(self, user: str, where: str) -> None:
+        """A user the ``users`` mapping does not declare takes the defaults, unless its name
+        is a near miss of a declared one (a typo): that is an error. Names that differ only
+        in digits (``user_1``, ``user_10``) are a family, not a typo."""
+        declared = self.doc.users
+        if not declared or user in declared:
+            return
+        for close in difflib.get_close_matches(user, list(declared), n=3, cutoff=0.8):
+            if _digitless(close) != _digitless(user):
+                raise self.error(
+                    where,
+                    f"user {user!r} is not declared in users ({join(list(declared))}); "
+                    f"did you mean {close!r}? (declare {user!r} to add a user)",
+                )
 
     # Jobs ---------------------------------------------------------------------------
     def claim_job_name(self, name: str, where: str) -> None:
@@ -231,6 +256,7 @@ class Builder:
     def _job(self, where: str, j: JobFile) -> JobSpec:
         self.claim_job_name(j.name, f"{where}.name")
         queue = self.check_queue(j.queue, f"{where}.queue")
+        self.check_user(j.user, f"{where}.user")
         stages = self.stages(where, j.stages)
         return JobSpec(j.name, j.user, j.submit_s, stages, queue, j.spending_rate)
 
@@ -262,6 +288,15 @@ class Builder:
     def _task_resources(self, values: Mapping[str, float], where: str) -> Resources:
         res = parse_resources(values, self.source, where)
         if not self.cluster.fits_some_node(res):
+            on_nodes = list(self.cluster.capacity)
+            for name in res:
+                if name not in on_nodes and res[name] > 0:
+                    raise self.error(
+                        f"{where}.{name}",
+                        f"no node has resource {name!r} (the nodes have "
+                        f"{join(on_nodes)}){did_you_mean(name, on_nodes)}",
+                    )
+
             raise self.error(
                 where,
                 f"a task needs {describe_resources(res)} and fits no node; the largest node "
@@ -278,3 +313,7 @@ class Builder:
         if isinstance(spec, int | float):
             return (float(spec),) * s.tasks
         return tuple(clamp(spec.draw(self.rng)) for _ in range(s.tasks))
+
+
+def _digitless(name: str) -> str:
+    return re.sub(r"\d+", "", name)

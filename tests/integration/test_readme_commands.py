@@ -1,0 +1,63 @@
+"""The README's first commands as a newcomer types them: after ``make demo``, activating
+the venv puts ``treadle`` on the PATH, and every command of "Using it" works copied as
+written, in order, from the repository root (here: a directory standing for the checkout
+beside ``../shared``, so that the outputs land in a temporary place)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SHARED = ROOT.parent / "shared"
+
+
+def block_after(heading: str) -> list[str]:
+    """The command lines of the first ``sh`` block after ``heading``."""
+    rest = README[README.index(heading) :]
+    body = re.search(r"```sh\n(.*?)```", rest, re.S)
+    assert body is not None, heading
+    return [line for line in body.group(1).splitlines() if line.strip()]
+
+
+def test_the_first_lines_say_how_treadle_gets_on_the_path() -> None:
+    first = block_after("# treadle")
+    assert first[0].startswith("make demo")
+    assert first[1].startswith(". .venv/bin/activate")
+    assert first[2].startswith("treadle --version")
+    venv = ROOT / ".venv"
+    if not (venv / "bin" / "activate").exists():
+        pytest.skip("no .venv in the checkout (make demo or make setup makes it)")
+    found = subprocess.run(
+        ["bash", "-c", ". .venv/bin/activate && command -v treadle && treadle --version"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"},
+    )
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[0] == str(venv / "bin" / "treadle")
+    assert found.stdout.splitlines()[1].startswith("treadle ")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"{SHARED} is absent (the README's traces)")
+def test_using_it_commands_work_as_written(tmp_path: Path) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "treadle").symlink_to(ROOT / "treadle")  # treadle/workloads/demo.yaml
+    (tmp_path / "shared").symlink_to(SHARED)
+    bin_dir = str(Path(sys.executable).parent)  # what activating the venv does
+    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    for line in block_after("## Using it"):
+        proc = subprocess.run(
+            ["bash", "-c", line], cwd=checkout, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stderr}"
+    assert (checkout / "out" / "dags-long" / "report.md").exists()
