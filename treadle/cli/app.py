@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -442,6 +443,20 @@ def compare(
     unfaithful = [f"{n}: {r.unfaithful}" for n, r in result.results.items() if r.unfaithful]
     if unfaithful:
         fail("; ".join(unfaithful), 3)
+
+
+@app.command("report")
+def report_cmd(
+    results: Annotated[
+        Path, typer.Argument(help="A `treadle compare` output directory.", show_default=False)
+    ],
+) -> None:
+    """Build report.md and report.html again from a comparison's results directory."""
+    with errors():
+        from treadle.report.rebuild import rebuild
+
+        path = rebuild(results)
+    out.print(f"report: {path} and {path.with_suffix('.html')}", markup=False, highlight=False)
 
 
 @app.command("run")
