@@ -211,3 +211,21 @@ def test_dp_and_estimation_sections_appear_with_their_records(tmp_path: Path) ->
     assert "estimation-table" in page.tables
     text = (out / "report.html").read_text(encoding="utf-8")
     assert text.count('<tr data-policy="drf"') >= 1
+
+
+def test_jain_over_time_agrees_with_the_results_table(demo_all: Path) -> None:
+    """The plotted windows average to the summary's Jain means (same windows, weights)."""
+    import math
+
+    from treadle.report.logdata import read_extras
+
+    weights = json.loads((demo_all / "report_inputs.json").read_text())["user_weights"]
+    for name in ("fifo", "drf", "uwfq"):
+        summary = json.loads((demo_all / name / "summary.json").read_text())
+        jain = read_extras(demo_all / name, weights).jain
+        assert jain is not None
+        assert jain.window_s == summary["jain_window_s"]
+        for series, key in ((jain.users, "jain_users"), (jain.jobs, "jain_jobs")):
+            values = [v for v in series.tolist() if not math.isnan(v)]
+            assert len(values) == summary[f"{key}_windows"]
+            assert sum(values) / len(values) == pytest.approx(summary[f"{key}_mean"], abs=1e-6)

@@ -436,7 +436,8 @@ def compare(
             num(s["mean_slowdown"]),
         )
     out.print(table)
-    out.print(f"report: {result.report}", markup=False, highlight=False)
+    html_path = result.report.with_suffix(".html")
+    out.print(f"report: {result.report} and {html_path}", markup=False, highlight=False)
     stalled = [n for n, r in result.results.items() if r.stalled]
     if stalled:
         fail(f"simulation stalled under {', '.join(stalled)}")

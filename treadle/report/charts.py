@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 from treadle.metrics import JobResult
 from treadle.report.logdata import JainSeries
@@ -51,11 +51,20 @@ def data_uri(fig: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def seconds_axis(ax: Any, axis: str = "x") -> None:
-    """Plain seconds on ``axis``: no offset, no scientific notation."""
+def seconds_axis(ax: Any, axis: str = "x", ticks: int | None = None) -> None:
+    """Plain seconds on ``axis``: no offset, no scientific notation (and at most about
+    ``ticks`` ticks: a panel's drawing time goes mostly to its ticks)."""
     fmt = ScalarFormatter(useOffset=False)
     fmt.set_scientific(False)
-    (ax.xaxis if axis == "x" else ax.yaxis).set_major_formatter(fmt)
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_formatter(fmt)
+    if ticks is not None:
+        target.set_major_locator(MaxNLocator(ticks))
+
+
+def _fraction_axis(ax: Any) -> None:
+    ax.set_ylim(0.0, 1.05)
+    ax.set_yticks([0.0, 0.5, 1.0])
 
 
 def _empty(ax: Any, text: str) -> None:
@@ -142,10 +151,10 @@ def utilization_panel(
         drawn = True
     if drawn:
         ax.set_xlim(0.0, max(t_max, 1e-9))
-        ax.set_ylim(0.0, 1.05)
+        _fraction_axis(ax)
         ax.legend(loc="lower left", fontsize="x-small", ncol=3)
         ax.grid(True, alpha=0.3)
-        seconds_axis(ax)
+        seconds_axis(ax, ticks=6)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("allocated fraction")
     else:
@@ -175,10 +184,10 @@ def jain_panel(
             if isinstance(mean, int | float):
                 ax.axhline(mean, color="#999999", lw=0.7, linestyle=ls)
         ax.set_xlim(0.0, max(t_max, 1e-9))
-        ax.set_ylim(0.0, 1.05)
+        _fraction_axis(ax)
         ax.legend(loc="lower left", fontsize="x-small", ncol=2)
         ax.grid(True, alpha=0.3)
-        seconds_axis(ax)
+        seconds_axis(ax, ticks=6)
         ax.set_xlabel(f"time (s), {jain.window_s:g} s windows")
         ax.set_ylabel("Jain's index")
     ax.set_title(name, fontsize="medium")
@@ -229,7 +238,7 @@ def gantt_panel(name: str, jobs: Sequence[JobResult], queues: Sequence[str], t_m
             )
         ax.set_xlim(0.0, max(t_max, 1e-9))
         ax.set_ylim(n - 0.5, -0.5)
-        seconds_axis(ax)
+        seconds_axis(ax, ticks=6)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("job (by submission)")
         ax.grid(True, axis="x", alpha=0.3)
@@ -290,7 +299,7 @@ def lines_panel(
         ax.set_xlim(0.0, max(t_max, 1e-9))
         ax.legend(loc="best", fontsize="x-small", ncol=2)
         ax.grid(True, alpha=0.3)
-        seconds_axis(ax)
+        seconds_axis(ax, ticks=6)
         ax.set_xlabel("time (s)")
         ax.set_ylabel(ylabel)
     ax.set_title(name, fontsize="medium")

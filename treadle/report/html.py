@@ -121,6 +121,17 @@ def _note(text: str) -> str:
     return f'<p class="note">{_e(text)}</p>'
 
 
+#: Long tables (one row per user or queue and policy) show at most this many rows.
+MAX_LONG_ROWS = 5000
+
+
+def _long(header: Sequence[str], rows: Sequence[Row], what: str) -> str:
+    shown = table(header, rows[:MAX_LONG_ROWS])
+    if len(rows) > MAX_LONG_ROWS:
+        shown += _note(f"The first {MAX_LONG_ROWS} of {len(rows)} rows; all in comparison.json.")
+    return f"<details><summary>Every {what} under every policy</summary>{shown}</details>"
+
+
 # ------------------------------------------------------------------------- sections
 
 
@@ -263,6 +274,13 @@ def _matrix(
     return table([label, *names], [[k, *[cell(k, n) for n in names]] for k in keys])
 
 
+_USER_COLUMNS = ["user", "policy", "jobs", "finished", "mean JCT (s)", "mean slowdown"]
+_USER_COLUMNS += ["mean wait (s)"]
+_QUEUE_COLUMNS = ["queue", "policy", "jobs", "finished", "mean JCT (s)", "P95 JCT (s)"]
+_QUEUE_COLUMNS += ["mean slowdown", "mean wait (s)"]
+_QUEUE_KEYS = ("jobs", "finished", "mean_jct_s", "p95_jct_s", "mean_slowdown", "mean_wait_s")
+
+
 def per_user(runs: Mapping[str, RunMetrics], extra: Mapping[str, Mapping[str, Any]]) -> list[str]:
     users = sorted({u for run in runs.values() for u in run.summary.get("per_user", {})})
     if not users:
@@ -298,20 +316,7 @@ def per_user(runs: Mapping[str, RunMetrics], extra: Mapping[str, Mapping[str, An
             "Mean JCT (s) of each user under each policy; in brackets, relative to the "
             "reference (mean RT / mean RT under the reference - 1) where there is one."
         ),
-        "<details><summary>Every user under every policy</summary>",
-        table(
-            [
-                "user",
-                "policy",
-                "jobs",
-                "finished",
-                "mean JCT (s)",
-                "mean slowdown",
-                "mean wait (s)",
-            ],
-            rows,
-        ),
-        "</details>",
+        _long(_USER_COLUMNS, rows, "user"),
     ]
 
 
@@ -345,41 +350,11 @@ def per_queue(runs: Mapping[str, RunMetrics]) -> list[str]:
         for n in names:
             e = stats[n].get(q)
             if e is not None:
-                rows.append(
-                    [
-                        q,
-                        n,
-                        *[
-                            _num(e[k])
-                            for k in (
-                                "jobs",
-                                "finished",
-                                "mean_jct_s",
-                                "p95_jct_s",
-                                "mean_slowdown",
-                                "mean_wait_s",
-                            )
-                        ],
-                    ]
-                )
+                rows.append([q, n, *[_num(e[k]) for k in _QUEUE_KEYS]])
     return [
         _matrix(queues, names, lambda q, n: _num(stats[n].get(q, {}).get("mean_jct_s")), "queue"),
         _note("Mean JCT (s) of each queue's succeeded jobs under each policy."),
-        "<details><summary>Every queue under every policy</summary>",
-        table(
-            [
-                "queue",
-                "policy",
-                "jobs",
-                "finished",
-                "mean JCT (s)",
-                "P95 JCT (s)",
-                "mean slowdown",
-                "mean wait (s)",
-            ],
-            rows,
-        ),
-        "</details>",
+        _long(_QUEUE_COLUMNS, rows, "queue"),
     ]
 
 
