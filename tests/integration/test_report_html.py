@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from treadle.event_columns import read_events
+
 TREADLE = [sys.executable, "-m", "treadle.cli"]
 
 
@@ -159,47 +161,49 @@ def _dp_records(queues: list[str], t0: float, t1: float) -> list[dict[str, objec
     return out
 
 
-def test_dp_and_estimation_sections_appear_with_their_records(tmp_path: Path) -> None:
+def _append(log: Path, extra: list[dict[str, object]]) -> None:
+    """Add records to a run's log as a run that logs them would (a Parquet log gets their
+    fields as columns, null on the other rows)."""
+    if log.suffix == ".jsonl":
+        with log.open("a", encoding="utf-8") as f:
+            for r in extra:
+                f.write(json.dumps(r) + "\n")
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(log)
+    for r in extra:
+        if r["event"] == "job_estimated":
+            r["queue"] = str(r["queue"])  # one column, one type
+    keys = list(dict.fromkeys(k for r in extra for k in r))
+    rows = pa.table({k: [r.get(k) for r in extra] for k in keys})
+    merged = pa.concat_tables([table, rows], promote_options="default")
+    pq.write_table(merged, log)
+
+
+@pytest.mark.parametrize("events", ["jsonl", "parquet"])
+def test_dp_and_estimation_sections_appear_with_their_records(tmp_path: Path, events: str) -> None:
     out = tmp_path / "dp"
-    proc = treadle(
-        "compare",
-        "demo",
-        "--policies",
-        "fifo,drf",
-        "--events",
-        "jsonl",
-        "--no-slowdown",
-        "--workers",
-        "1",
-        "--out",
-        str(out),
-    )
+    proc = treadle("compare", "demo", "--policies", "fifo,drf", "--events", events,
+                   "--no-slowdown", "--workers", "1", "--out", str(out))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     page = Page((out / "report.html").read_text(encoding="utf-8"))
     assert "dp-accounts" not in page.sections
     assert "estimation" not in page.sections
     assert "vs-reference" not in page.sections  # ujf, the default reference, is not compared
 
-    log = out / "drf" / "events.jsonl"
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    log = out / "drf" / f"events.{events}"
+    records = read_events(log)
     jobs = [r for r in records if r["event"] == "job_submitted"]
     t_end = max(r["t"] for r in records)
     extra = _dp_records(sorted({r["queue"] for r in jobs}), 0.0, t_end)
     extra += [
-        {
-            "t": r["t"] + 1.0,
-            "event": "job_estimated",
-            "job": r["job"],
-            "estimate_s": 100.0,
-            "queue": 1,
-            "sr": 0.03,
-            "pilots": 1,
-        }
+        {"t": r["t"] + 1.0, "event": "job_estimated", "job": r["job"], "estimate_s": 100.0,
+         "queue": 1, "sr": 0.03, "pilots": 1}
         for r in jobs[:5]
-    ]
-    with log.open("a", encoding="utf-8") as f:
-        for r in extra:
-            f.write(json.dumps(r) + "\n")
+    ]  # fmt: skip
+    _append(log, extra)
 
     proc = treadle("report", str(out))
     assert proc.returncode == 0, proc.stderr
@@ -210,7 +214,8 @@ def test_dp_and_estimation_sections_appear_with_their_records(tmp_path: Path) ->
     assert "dp-table" in page.tables
     assert "estimation-table" in page.tables
     text = (out / "report.html").read_text(encoding="utf-8")
-    assert text.count('<tr data-policy="drf"') >= 1
+    # drf's estimation row: 5 estimated jobs, 5 with an observed size.
+    assert '<tr data-policy="drf"><td>drf</td><td class="n">5</td><td class="n">5</td>' in text
 
 
 def test_jain_over_time_agrees_with_the_results_table(demo_all: Path) -> None:

@@ -13,7 +13,11 @@ computes from that policy's event log, and writes to ``out_dir``:
   users, the deadline table against the reference, the factor-of-improvement table and
   the two plots as relative image links;
 * ``jct_cdf.png``: JCT CDF per policy (log x when the JCTs span more than two decades);
-* ``utilization.png``: allocated fraction of capacity over time, one subplot per resource.
+* ``utilization.png``: allocated fraction of capacity over time (seconds), one subplot
+  per resource;
+* ``report.html`` (``treadle.report.page``): all of it and more on one self-contained page;
+* ``report_inputs.json`` (``treadle.report.inputs``): what ``treadle report DIR`` needs to
+  build the report again.
 
 Plots use ``matplotlib.figure.Figure`` directly (no pyplot, no global backend state).
 """

@@ -398,4 +398,5 @@ def compare(
 
 def _load_report() -> None:
     """Import the report's plotting (matplotlib) while the last runs go on."""
-    import treadle.report.markdown  # noqa: F401
+    import treadle.report.markdown
+    import treadle.report.page  # noqa: F401
