@@ -31,7 +31,9 @@ class Page(HTMLParser):
         self.images: list[str] = []
         self.param_rows: dict[str, str] = {}  # policy -> the text of its parameters row
         self.tables: list[str] = []
+        self.run_params = ""  # the text of the run parameters table
         self._row: str | None = None
+        self._done_run = False
         self._text: list[str] = []
         self.feed(text)
 
@@ -60,10 +62,13 @@ class Page(HTMLParser):
             self._row = None
         if tag == "table":
             self._in_params = False
+            self._done_run = bool(self.tables and self.tables[-1] == "run-parameters")
 
     def handle_data(self, data: str) -> None:
         if self._row is not None:
             self._text.append(data)
+        if self.tables and self.tables[-1] == "run-parameters" and not self._done_run:
+            self.run_params += data + " "
 
 
 ALWAYS = ["parameters", "results", "groups", "per-user", "per-queue", "improvement", "cdfs"]
@@ -119,6 +124,8 @@ def test_compare_all_writes_a_self_contained_page(demo_all: Path) -> None:
     assert "across" in page.param_rows["drf"]  # a default no --set named
     assert "altruistic" in page.param_rows["carbyne"]
     assert "oracle" in page.param_rows["gs"]  # gs's estimator
+    assert "phase seed" in page.run_params  # the run options, the same for every policy
+    assert "demo" in page.run_params  # the workload
     for table in ("run-parameters", "policy-parameters", "results-table", "dvr-dsr"):
         assert table in page.tables
 

@@ -162,6 +162,17 @@ _RUN_PARAMS = (
 )
 
 
+_OPTIONS = (
+    ("phase_seed", "phase seed (heartbeat phases)"),
+    ("ask_strategy", "ask strategy for every policy (--asks)"),
+    ("ask_params", "ask parameters (--ask-set)"),
+    ("am_interval_s", "AM allocate interval (s)"),
+    ("stall_s", "stall limit (s)"),
+    ("slowdown", "slowdown (alone references)"),
+    ("events", "event log"),
+)
+
+
 def parameters(runs: Mapping[str, RunMetrics], inputs: ReportInputs) -> list[str]:
     rows = []
     for key, label in _RUN_PARAMS:
@@ -173,6 +184,10 @@ def parameters(runs: Mapping[str, RunMetrics], inputs: ReportInputs) -> list[str
             else "; ".join(f"{n}: {v}" for n, v in values.items())
         )
         rows.append([label, text])
+    for key, label in _OPTIONS:
+        if key in inputs.options:
+            v = inputs.options[key]
+            rows.append([label, "-" if v is None else _value(v)])
     rows.append(["baseline (factor of improvement)", inputs.baseline or "-"])
     rows.append(["reference (DVR, DSR)", inputs.reference or "-"])
     out = [table(["parameter", "value"], rows, tid="run-parameters")]

@@ -5,11 +5,13 @@ users and their weights, and every policy's resolved parameters.
 
 A policy's parameters are its pydantic ``Params`` with the defaults filled in, its AM ask
 strategy with that strategy's resolved parameters, and, for a policy that sizes jobs with
-an estimator (``gs``), the estimator and its resolved parameters.
+an estimator (``gs``), the estimator and its resolved parameters. The run options (phase
+seed, a forced ask strategy, slowdown, the event log's format...) are the same for all.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -37,6 +39,8 @@ class ReportInputs:
     user_weights: dict[str, float] | None = None
     #: Per policy: {"params", "asks": {"name", "params"}, "estimator": {"name", "params"}}.
     parameters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The run options every policy ran with (``treadle.study.runner.RunOptions``).
+    options: dict[str, Any] = field(default_factory=dict)
 
     def write(self, out_dir: Path) -> None:
         text = json.dumps(asdict(self), sort_keys=True, indent=2, allow_nan=False, default=str)
@@ -53,6 +57,12 @@ class ReportInputs:
             return cls(**known)
         except (json.JSONDecodeError, TypeError) as e:
             raise InputError(str(path), None, f"not a report inputs file: {e}") from None
+
+
+def run_options(options: RunOptions) -> dict[str, Any]:
+    """The run options as JSON values."""
+    out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(options), default=str))
+    return out
 
 
 def _dump(params: Any) -> dict[str, Any]:

@@ -72,6 +72,7 @@ def write_comparison(
     users: Sequence[str] | None = None,
     user_weights: Mapping[str, float] | None = None,
     parameters: Mapping[str, Mapping[str, Any]] | None = None,
+    options: Mapping[str, Any] | None = None,
     notes: str = "",
 ) -> Path:
     """Write comparison.json, report.md, jct_cdf.png, utilization.png, report.html and
@@ -82,7 +83,8 @@ def write_comparison(
     (and its figures omitted), not raised. ``users``: the workload's declared users (the
     ``paper_compat`` figures collect jobs by them); ``user_weights`` weigh their Jain's
     index over time in report.html; ``parameters``: each policy's resolved parameters
-    (``treadle.report.inputs.policy_parameters``); ``notes``: Markdown appended to
+    (``treadle.report.inputs.policy_parameters``); ``options``: the run options
+    (``treadle.report.inputs.run_options``); ``notes``: Markdown appended to
     report.md (and shown in report.html), the live runs' lag and fidelity.
     The HTML page reads each run's event log from ``out_dir/POLICY/``.
     """
@@ -127,6 +129,7 @@ def write_comparison(
         users=list(users) if users is not None else None,
         user_weights=dict(user_weights) if user_weights is not None else None,
         parameters={k: dict(v) for k, v in (parameters or {}).items()},
+        options=dict(options or {}),
     )
     inputs.write(out_dir)
     write_html(runs, out_dir, inputs, foi, rounded(extra), notes)

@@ -114,5 +114,6 @@ def rebuild(out_dir: Path) -> Path:
         users=inputs.users,
         user_weights=inputs.user_weights,
         parameters=inputs.parameters,
+        options=inputs.options,
         notes=notes,
     )

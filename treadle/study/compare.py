@@ -378,7 +378,7 @@ def compare(
     results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
     runs = {c.name: done[c.name][1] for c in choices}
     from treadle import report
-    from treadle.report.inputs import policy_parameters
+    from treadle.report.inputs import policy_parameters, run_options
 
     notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
     path = report.write_comparison(
@@ -391,6 +391,7 @@ def compare(
         users=list(workload.users),
         user_weights={name: u.weight for name, u in workload.users.items()},
         parameters=policy_parameters(choices, options),
+        options=run_options(options),
         notes=notes() if notes is not None else "",
     )
     return Comparison(runs, results, path)
