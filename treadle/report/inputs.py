@@ -60,8 +60,9 @@ class ReportInputs:
 
 
 def run_options(options: RunOptions) -> dict[str, Any]:
-    """The run options as JSON values."""
+    """The run options as JSON values (no ask parameters: ``{}``, however given)."""
     out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(options), default=str))
+    out["ask_params"] = out.get("ask_params") or {}
     return out
 
 
