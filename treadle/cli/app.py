@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import nullcontext
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -357,13 +358,27 @@ def compare(
             num(s["mean_slowdown"]),
         )
     out.print(table)
-    say(f"report: {result.report}")
+    say(f"report: {result.report} and {result.report.with_suffix('.html')}")
     stalled = [n for n, r in result.results.items() if r.stalled]
     if stalled:
         fail(f"simulation stalled under {', '.join(stalled)}")
     unfaithful = [f"{n}: {r.unfaithful}" for n, r in result.results.items() if r.unfaithful]
     if unfaithful:
         fail("; ".join(unfaithful), UNFAITHFUL)
+
+
+@app.command("report")
+def report_cmd(
+    results: Annotated[
+        Path, typer.Argument(help="A `treadle compare` output directory.", show_default=False)
+    ],
+) -> None:
+    """Build report.md and report.html again from a comparison's results directory."""
+    with errors():
+        from treadle.report.rebuild import rebuild
+
+        path = rebuild(results)
+    say(f"report: {path} and {path.with_suffix('.html')}")
 
 
 @app.command("run")

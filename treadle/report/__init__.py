@@ -1,4 +1,4 @@
-"""The comparison report of several runs (``report.md`` and its plots).
+"""The comparison report of several runs (``report.md`` and its plots, ``report.html``).
 
 ``write_comparison`` (in ``markdown``) loads matplotlib when first used, not when the
 package is imported: worker processes use ``treadle.report.series`` without it.

@@ -13,7 +13,11 @@ computes from that policy's event log, and writes to ``out_dir``:
   users, the deadline table against the reference, the factor-of-improvement table and
   the two plots as relative image links;
 * ``jct_cdf.png``: JCT CDF per policy (log x when the JCTs span more than two decades);
-* ``utilization.png``: allocated fraction of capacity over time, one subplot per resource.
+* ``utilization.png``: allocated fraction of capacity over time (seconds), one subplot
+  per resource;
+* ``report.html`` (``treadle.report.page``): all of it and more on one self-contained page;
+* ``report_inputs.json`` (``treadle.report.inputs``): what ``treadle report DIR`` needs to
+  build the report again.
 
 Plots use ``matplotlib.figure.Figure`` directly (no pyplot, no global backend state).
 """
@@ -34,12 +38,14 @@ from treadle.metrics import (
     rounded,
     write_json,
 )
+from treadle.report.charts import policy_style, seconds_axis
 from treadle.report.series import plot_points
 
 COMPARISON_JSON = "comparison.json"
 REPORT_MD = "report.md"
 JCT_CDF_PNG = "jct_cdf.png"
 UTILIZATION_PNG = "utilization.png"
+REPORT_HTML = "report.html"
 
 _FIGSIZE = (8.0, 4.5)
 _DPI = 100
@@ -64,13 +70,23 @@ def write_comparison(
     reference: str | None = None,
     paper_compat: bool = False,
     users: Sequence[str] | None = None,
+    user_weights: Mapping[str, float] | None = None,
+    parameters: Mapping[str, Mapping[str, Any]] | None = None,
+    options: Mapping[str, Any] | None = None,
+    notes: str = "",
 ) -> Path:
-    """Write comparison.json, report.md, jct_cdf.png and utilization.png; return report.md.
+    """Write comparison.json, report.md, jct_cdf.png, utilization.png, report.html and
+    report_inputs.json; return report.md.
 
     ``runs`` maps policy names to their metrics, in the order the table should list them.
     A ``baseline`` or ``reference`` that is not among ``runs`` is reported in report.md
     (and its figures omitted), not raised. ``users``: the workload's declared users (the
-    ``paper_compat`` figures collect jobs by them).
+    ``paper_compat`` figures collect jobs by them); ``user_weights`` weigh their Jain's
+    index over time in report.html; ``parameters``: each policy's resolved parameters
+    (``treadle.report.inputs.policy_parameters``); ``options``: the run options
+    (``treadle.report.inputs.run_options``); ``notes``: Markdown appended to
+    report.md (and shown in report.html), the live runs' lag and fidelity.
+    The HTML page reads each run's event log from ``out_dir/POLICY/``.
     """
     if not runs:
         raise ValueError("write_comparison: no runs to compare")
@@ -99,7 +115,24 @@ def write_comparison(
 
     path = out_dir / REPORT_MD
     text = _markdown(runs, foi, baseline, title, rounded(extra), reference, paper_compat)
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text + notes, encoding="utf-8")
+
+    from treadle.report.inputs import ReportInputs
+    from treadle.report.page import write_html
+
+    inputs = ReportInputs(
+        title=title,
+        policies=list(runs),
+        baseline=baseline,
+        reference=reference,
+        paper_compat=paper_compat,
+        users=list(users) if users is not None else None,
+        user_weights=dict(user_weights) if user_weights is not None else None,
+        parameters={k: dict(v) for k, v in (parameters or {}).items()},
+        options=dict(options or {}),
+    )
+    inputs.write(out_dir)
+    write_html(runs, out_dir, inputs, foi, rounded(extra), notes)
     return path
 
 
@@ -246,6 +279,10 @@ def _markdown(
     lines += [
         "## Plots",
         "",
+        f"More in `{REPORT_HTML}` (one page, opens offline): every policy's parameters, "
+        "per-user and per-queue tables, CDFs, Jain's index over time, utilization per policy "
+        "and a timeline of jobs.",
+        "",
         f"![JCT CDF]({JCT_CDF_PNG})",
         "",
         f"![Cluster utilization]({UTILIZATION_PNG})",
@@ -381,26 +418,20 @@ def _paper_compat(extra: Mapping[str, Mapping[str, Any]], reference: str | None)
 # Plots
 
 
-def _time_unit(span: float) -> tuple[str, float]:
-    if span > 3 * 3600:
-        return "h", 3600.0
-    if span > 3 * 60:
-        return "min", 60.0
-    return "s", 1.0
-
-
 def _plot_jct_cdf(runs: Mapping[str, RunMetrics], path: Path) -> None:
     fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
     ax = fig.add_subplot()
     lo, hi = math.inf, 0.0
     plotted = 0
-    for name, run in runs.items():
+    for i, (name, run) in enumerate(runs.items()):
         jcts = sorted(j.jct_s for j in run.jobs if j.finished and j.jct_s is not None)
         if not jcts:
             continue
         n = len(jcts)
         ys = [(i + 1) / n for i in range(n)]
-        ax.step([jcts[0], *jcts], [0.0, *ys], where="post", label=f"{name} ({n})")
+        ax.step(
+            [jcts[0], *jcts], [0.0, *ys], where="post", label=f"{name} ({n})", **policy_style(i)
+        )
         positive = [x for x in jcts if x > 0]
         if positive:
             lo = min(lo, positive[0])
@@ -434,22 +465,23 @@ def _plot_utilization(runs: Mapping[str, RunMetrics], path: Path) -> None:
             (s[-1][0] - s[0][0] for run in runs.values() for s in run.utilization.values() if s),
             default=0.0,
         )
-        unit, scale = _time_unit(span)
         axes = fig.subplots(len(resources), 1, sharex=True, squeeze=False)[:, 0]
         for ax, res in zip(axes, resources, strict=True):
-            for name, run in runs.items():
+            for i, (name, run) in enumerate(runs.items()):
                 series = run.utilization.get(res)
                 if not series:
                     continue
                 xs, ys = plot_points(series)
                 t0 = series[0][0]
-                ax.step([(x - t0) / scale for x in xs], ys, where="post", label=name)
+                ax.step([x - t0 for x in xs], ys, where="post", label=name, **policy_style(i))
             ax.set_ylabel(res)
+            seconds_axis(ax)
             ax.set_ylim(0.0, 1.05)
             ax.grid(True, alpha=0.3)
         axes[0].set_title("allocated fraction of capacity (from first submission)")
         axes[0].legend(loc="upper right", fontsize="small")
-        axes[-1].set_xlabel(f"time ({unit})")
+        axes[-1].set_xlabel("time (s)")
+        axes[-1].set_xlim(0.0, max(span, 1e-9))
     fig.tight_layout()
     fig.savefig(path, format="png")
     fig.clear()

@@ -380,24 +380,26 @@ def compare(
     results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
     runs = {c.name: done[c.name][1] for c in choices}
     from treadle import report
+    from treadle.report.inputs import policy_parameters, run_options
 
-    title = backend.title(workload, len(choices))
+    notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
     path = report.write_comparison(
         runs,
         out_dir,
         baseline=baseline,
-        title=title,
+        title=backend.title(workload, len(choices)),
         reference=reference,
         paper_compat=paper_compat,
         users=list(workload.users),
+        user_weights={name: u.weight for name, u in workload.users.items()},
+        parameters=policy_parameters(choices, options),
+        options=run_options(options),
+        notes=notes() if notes is not None else "",
     )
-    notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
-    if notes is not None and (text := notes()):
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(text)
     return Comparison(runs, results, path)
 
 
 def _load_report() -> None:
     """Import the report's plotting (matplotlib) while the last runs go on."""
-    import treadle.report.markdown  # noqa: F401
+    import treadle.report.markdown
+    import treadle.report.page  # noqa: F401
