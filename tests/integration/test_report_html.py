@@ -99,8 +99,10 @@ def test_compare_all_writes_a_self_contained_page(demo_all: Path) -> None:
 
     for sid in ALWAYS:
         assert sid in page.sections, sid
-    # No DP accounts, estimates or live runs in a simulated demo: no such sections.
-    for sid in ("dp-accounts", "estimation", "fidelity", "paper-compat"):
+    # DP accounts come with the dp policy (its runs log dp_account books); a simulated
+    # demo has no live runs and no paper-compat figures.
+    assert ("dp-accounts" in page.sections) == ("dp" in policies)
+    for sid in ("estimation", "fidelity", "paper-compat"):
         assert sid not in page.sections, sid
 
     # Offline: every image is embedded, every link is a fragment of the page itself.
