@@ -29,6 +29,10 @@ SAMPLES = {
     "rumen": TRACES / "sls" / "2jobs2min-rumen-jh.json",
     "uwfq": TRACES / "uwfq-scenarios" / "micro-synthetic" / "4_super_small_users_default.json",
     "wta": TRACES / "google-wta" / "macro_benchmarks_hetero.csv",
+    "swf": TRACES / "swf" / "NASA-iPSC-1993-3.1-cln.swf.gz",
+    "alibaba2023": TRACES / "alibaba" / "openb_pod_list_cpu050.csv",
+    "alibaba2017": TRACES / "alibaba" / "batch_task_2017.csv",
+    "swim": TRACES / "swim" / "FB-2009_samples_24_times_1hr_0_first50jobs.tsv",
 }
 """One sample per registered format."""
 

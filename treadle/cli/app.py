@@ -43,6 +43,7 @@ from treadle.cli.common import (
     tracker,
 )
 from treadle.errors import TreadleError
+from treadle.importers.tabular import first_jobs
 from treadle.live import logs
 from treadle.registry import GROUPS, describe, parse_settings
 from treadle.study.runner import (
@@ -259,6 +260,10 @@ def sim(
     timings: TimingsOpt = False,
     events: EventsOpt = "parquet",
     log_level: LogLevelOpt = "warning",
+    limit_jobs: Annotated[
+        int | None,
+        typer.Option("--limit-jobs", min=1, help="Simulate only the first N jobs by submit time."),
+    ] = None,
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
     the event log (events.parquet by default)."""
@@ -281,7 +286,7 @@ def sim(
         parts = partitioning(partition)
         clock = Timings() if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
-            wl = partitioned(load(workload, fmt, nodes_file), parts)
+            wl = partitioned(first_jobs(load(workload, fmt, nodes_file), limit_jobs), parts)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from treadle.errors import WorkloadError
-from treadle.importers import rumen, sls, uwfq, wta
+from treadle.importers import alibaba2017, alibaba2023, rumen, sls, swf, swim, uwfq, wta
 from treadle.importers.common import TraceFile
 from treadle.model import Workload
 
@@ -55,6 +55,30 @@ FORMATS: dict[str, Importer] = {
         (".csv",),
         wta.sniff,
         wta.load_trace,
+    ),
+    "swf": Importer(
+        "a Standard Workload Format log (no '; MaxNodes:' header nor 18-field lines)",
+        (".swf", ".gz"),
+        swf.sniff,
+        swf.load_trace,
+    ),
+    "alibaba2023": Importer(
+        "an Alibaba 2023 GPU pod list (no 'name,cpu_milli,memory_mib,num_gpu,gpu_milli' header)",
+        (".csv",),
+        alibaba2023.sniff,
+        alibaba2023.load_trace,
+    ),
+    "alibaba2017": Importer(
+        "an Alibaba 2017 batch_task CSV (no 'task_create_time, task_end_time, job_id' header)",
+        (".csv",),
+        alibaba2017.sniff,
+        alibaba2017.load_trace,
+    ),
+    "swim": Importer(
+        "a SWIM workload TSV (no 'job<N><tab>' lines of 6 fields)",
+        (".tsv",),
+        swim.sniff,
+        swim.load_trace,
     ),
 }
 """Trace formats by name, in the order they are sniffed."""

@@ -359,16 +359,20 @@ class Simulation:
                     else:
                         self._push(t + self.am_interval_s, _AM, am)
                     self._after_rm_change(t)
-                # Stall detection: nothing logged for stall_s while jobs wait.
+                # Stall detection: nothing logged for stall_s while jobs wait and no
+                # container runs (a task longer than stall_s is progress, not a stall).
                 if len(log) != last_events:
                     last_events = len(log)
                     last_progress_t = t
                 elif t - last_progress_t > self.stall_s and submitted == total:
-                    stalled = (
-                        f"no progress for {self.stall_s:g} s at t={t:g}: "
-                        f"{total - finished} job(s) unfinished under policy {self.policy_name!r}"
-                    )
-                    break
+                    if any(n.nm.next_finish_s != math.inf for n in nodes.values()):
+                        last_progress_t = t
+                    else:
+                        stalled = (
+                            f"no progress for {self.stall_s:g} s at t={t:g}: {total - finished} "
+                            f"job(s) unfinished under policy {self.policy_name!r}"
+                        )
+                        break
             elif kind == _SUBMIT:
                 job: JobSpec = payload
                 submitted += 1
