@@ -9,6 +9,10 @@ estimated); one that needs pilots to the sampling position, where only its pilot
 exists. A sampled job moves to its size's position once its estimate is ready and stays
 there. When a job ends the estimator hears its completion time and observed size.
 
+Log: a ``job_estimated`` record when a job gets its estimate (its size, the position it
+goes to, its sampling ratio and pilot count; never for a thin job), and the moves of
+``rm.policy.multiqueue``.
+
 Estimator: ``estimator=NAME`` and its parameters as ``NAME.PARAM=VALUE``
 (``--set gs.estimator=slearn --set gs.slearn.ratio=0.03`` with ``compare``).
 """
@@ -89,6 +93,7 @@ class GsPolicy(MultiQueue[GsParams]):
         elif plan.pilots > 0:
             job.phase = SAMPLING
             job.pilots = plan.pilots
+            job.ratio = plan.ratio
             self._enter(job, self.layout.sampling, cluster.now)
         else:
             self._try_place(job, app, cluster)
@@ -100,7 +105,12 @@ class GsPolicy(MultiQueue[GsParams]):
         else:
             self.waiting.pop(job.app_id, None)
             job.phase = PLACED
-            self._enter(job, self.layout.position(size), cluster.now)
+            position = self.layout.position(size)
+            if self.log is not None:
+                self.log.job_estimated(
+                    cluster.now, job.app_id, size, position, job.ratio, job.pilots
+                )
+            self._enter(job, position, cluster.now)
 
     def _refresh(self, cluster: ClusterView) -> None:
         apps = cluster.apps
