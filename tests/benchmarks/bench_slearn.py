@@ -35,7 +35,7 @@ Figures of the default run (paper's GTrace11 in brackets; Fig. 6's FIFO and Orac
   77.7% / 202.1%; correct queue slearn 84.6% [86.5%], 3sigma 50.0% [76.2%], point 80.8%.
   gs+slearn's mean-JCT ratio over: oracle 0.99x [0.79x], 3sigma 1.02x [1.56x], point
   1.00x [2.17x], las 1.05x [1.65x], fifo 1.24x [3.29x]; P50 per-job speedups all 1.00x.
-  With 102 of 124 jobs thin (sent to the top queue by slearn) and 86 in Q0 by their true
+  With 98 of 124 jobs thin (sent to the top queue by slearn) and 86 in Q0 by their true
   size, estimates barely move JCTs; within-workflow task times vary little, so sampling
   is near exact.
 * SWIM FB-2009 day 0, second half: 2,861 jobs (933 wide), 324,692 task-s over 2,165 s.
