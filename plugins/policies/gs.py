@@ -87,18 +87,23 @@ class GsPolicy(MultiQueue[GsParams]):
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
         job = self.jobs[app.app_id] = QueueJob(app)
         plan = self.estimator.on_app_added(app, cluster)
+        # The time of the submission: the RM does not move ``cluster.now`` on a submission.
+        now = max(cluster.now, app.submit_s)
         if plan.thin:
             job.phase = THIN
-            self._enter(job, 0, cluster.now)
+            self._enter(job, 0, now)
         elif plan.pilots > 0:
             job.phase = SAMPLING
             job.pilots = plan.pilots
             job.ratio = plan.ratio
-            self._enter(job, self.layout.sampling, cluster.now)
+            self._enter(job, self.layout.sampling, now)
         else:
-            self._try_place(job, app, cluster)
+            self._try_place(job, app, cluster, now)
 
-    def _try_place(self, job: QueueJob, app: AppView, cluster: ClusterView) -> None:
+    def _try_place(
+        self, job: QueueJob, app: AppView, cluster: ClusterView, now: float | None = None
+    ) -> None:
+        now = cluster.now if now is None else now
         size = self.estimator.size_s(app, cluster)
         if size is None:
             self.waiting[job.app_id] = job
@@ -107,10 +112,8 @@ class GsPolicy(MultiQueue[GsParams]):
             job.phase = PLACED
             position = self.layout.position(size)
             if self.log is not None:
-                self.log.job_estimated(
-                    cluster.now, job.app_id, size, position, job.ratio, job.pilots
-                )
-            self._enter(job, position, cluster.now)
+                self.log.job_estimated(now, job.app_id, size, position, job.ratio, job.pilots)
+            self._enter(job, position, now)
 
     def _refresh(self, cluster: ClusterView) -> None:
         apps = cluster.apps

@@ -214,3 +214,11 @@ def test_gs_oracle_estimates_are_exact() -> None:
     s = analyze(recs).summary["estimation"]
     assert s["error_pct"]["p50"] == 0.0
     assert s["correct_queue"] == 1.0
+
+
+def test_an_estimate_at_submission_is_logged_at_the_submission() -> None:
+    late = JobSpec("late", "u", 4.0, (StageSpec("s", SLOT, (1.0,)),))
+    recs = _sim("gs", {}, _job("first", [3.0]), late)
+    sub = {r["job"]: r["t"] for r in recs if r["event"] == "job_submitted"}
+    est = {r["job"]: r["t"] for r in recs if r["event"] == "job_estimated"}
+    assert est == sub  # not the RM's last heartbeat before the submission
