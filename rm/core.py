@@ -122,6 +122,7 @@ class ResourceManager:
             self.nodes.heartbeat
         )
         self._tick_books = overridden(policy, "tick_books")
+        policy.log_to(self.log)  # the policy's own records (gs's job_estimated...)
         policy.on_start(st)
 
     # ------------------------------------------------------------------ settings

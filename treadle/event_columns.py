@@ -527,9 +527,21 @@ class ColumnarEventLog(ev.EventLog):
             )
         )
 
+    def job_estimated(
+        self, t: float, job: str, estimate_s: float, position: int, ratio: float | None, pilots: int
+    ) -> None:
+        r = None if ratio is None else float(ratio)
+        self._push((_JE, _t(t), job, float(estimate_s), int(position), r, int(pilots)))
+
+    def job_queue_changed(self, t: float, job: str, from_position: int, to_position: int) -> None:
+        self._push((_JQ, _t(t), job, int(from_position), int(to_position)))
+
 
 _RS, _RF, _NR, _NL = (_CODE[e] for e in ev.SCHEMA if e.startswith(("run_", "node_")))
-_JSUB, _JST, _JF, _JX = (_CODE[e] for e in ev.SCHEMA if e.startswith("job_"))
+_JSUB, _JST, _JF, _JX = (
+    _CODE[e] for e in (ev.JOB_SUBMITTED, ev.JOB_STARTED, ev.JOB_FINISHED, ev.JOB_FAILED)
+)
+_JE, _JQ = _CODE[ev.JOB_ESTIMATED], _CODE[ev.JOB_QUEUE_CHANGED]
 _AS, _AF = _CODE[ev.ATTEMPT_STARTED], _CODE[ev.ATTEMPT_FAILED]
 _CA, _CS, _CF, _CR = (
     _CODE[e]

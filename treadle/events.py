@@ -37,6 +37,8 @@ CONTAINER_RELEASED = "container_released"
 PLACEMENT_REJECTED = "placement_rejected"
 CONTAINER_PREEMPTED = "container_preempted"
 DP_ACCOUNT = "dp_account"
+JOB_ESTIMATED = "job_estimated"
+JOB_QUEUE_CHANGED = "job_queue_changed"
 
 Record = dict[str, Any]
 
@@ -229,6 +231,26 @@ SCHEMA: dict[str, EventType] = {
                 _f("used", "float", "slots charged for (held, capped at the quota)"),
                 _f("pending", "int", "tasks the queue's applications ask for"),
                 _f("charged", "float", "credits charged for the interval that ended"),
+            ),
+        ),
+        EventType(
+            JOB_ESTIMATED,
+            "the policy's estimator gave a job its size (multi-queue policies: gs)",
+            (
+                _JOB,
+                _f("estimate_s", "float", "estimated total task-seconds"),
+                _f("position", "int", "the priority position it goes to (0: highest)"),
+                _f("ratio", "float", "the sampling ratio of its pilots", nullable=True),
+                _f("pilots", "int", "pilot tasks run before the estimate (0: none)"),
+            ),
+        ),
+        EventType(
+            JOB_QUEUE_CHANGED,
+            "a job moved between priority positions (gs: out of sampling; las: demoted)",
+            (
+                _JOB,
+                _f("from_position", "int", "where it was"),
+                _f("to_position", "int", "where it goes"),
             ),
         ),
     )
@@ -512,6 +534,32 @@ class EventLog:
                 "used": float(used),
                 "pending": int(pending),
                 "charged": float(charged),
+            }
+        )
+
+    def job_estimated(
+        self, t: float, job: str, estimate_s: float, position: int, ratio: float | None, pilots: int
+    ) -> None:
+        self.add(
+            {
+                "t": round(float(t), 6),
+                "event": JOB_ESTIMATED,
+                "job": job,
+                "estimate_s": float(estimate_s),
+                "position": int(position),
+                "ratio": None if ratio is None else float(ratio),
+                "pilots": int(pilots),
+            }
+        )
+
+    def job_queue_changed(self, t: float, job: str, from_position: int, to_position: int) -> None:
+        self.add(
+            {
+                "t": round(float(t), 6),
+                "event": JOB_QUEUE_CHANGED,
+                "job": job,
+                "from_position": int(from_position),
+                "to_position": int(to_position),
             }
         )
 

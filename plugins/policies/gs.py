@@ -9,6 +9,10 @@ estimated); one that needs pilots to the sampling position, where only its pilot
 exists. A sampled job moves to its size's position once its estimate is ready and stays
 there. When a job ends the estimator hears its completion time and observed size.
 
+Log: a ``job_estimated`` record when a job gets its estimate (its size, the position it
+goes to, its sampling ratio and pilot count; never for a thin job), and the moves of
+``rm.policy.multiqueue``.
+
 Estimator: ``estimator=NAME`` and its parameters as ``NAME.PARAM=VALUE``
 (``--set gs.estimator=slearn --set gs.slearn.ratio=0.03`` with ``compare``).
 """
@@ -83,24 +87,33 @@ class GsPolicy(MultiQueue[GsParams]):
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
         job = self.jobs[app.app_id] = QueueJob(app)
         plan = self.estimator.on_app_added(app, cluster)
+        # The time of the submission: the RM does not move ``cluster.now`` on a submission.
+        now = max(cluster.now, app.submit_s)
         if plan.thin:
             job.phase = THIN
-            self._enter(job, 0, cluster.now)
+            self._enter(job, 0, now)
         elif plan.pilots > 0:
             job.phase = SAMPLING
             job.pilots = plan.pilots
-            self._enter(job, self.layout.sampling, cluster.now)
+            job.ratio = plan.ratio
+            self._enter(job, self.layout.sampling, now)
         else:
-            self._try_place(job, app, cluster)
+            self._try_place(job, app, cluster, now)
 
-    def _try_place(self, job: QueueJob, app: AppView, cluster: ClusterView) -> None:
+    def _try_place(
+        self, job: QueueJob, app: AppView, cluster: ClusterView, now: float | None = None
+    ) -> None:
+        now = cluster.now if now is None else now
         size = self.estimator.size_s(app, cluster)
         if size is None:
             self.waiting[job.app_id] = job
         else:
             self.waiting.pop(job.app_id, None)
             job.phase = PLACED
-            self._enter(job, self.layout.position(size), cluster.now)
+            position = self.layout.position(size)
+            if self.log is not None:
+                self.log.job_estimated(now, job.app_id, size, position, job.ratio, job.pilots)
+            self._enter(job, position, now)
 
     def _refresh(self, cluster: ClusterView) -> None:
         apps = cluster.apps

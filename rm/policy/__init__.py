@@ -20,7 +20,7 @@ Plugins in the ``treadle.policies`` entry-point group subclass :class:`Policy`.
 from __future__ import annotations
 
 from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo, AccountsPolicy
-from rm.policy.base import NoParams, P, Placement, Policy
+from rm.policy.base import NoParams, P, Placement, Policy, PolicyLog
 from rm.policy.dynprio import Account, Allocation, Book, Held, allocate, choose_victims
 from rm.policy.fairshare import drf_entitlements, progressive_fill, water_fill
 from rm.policy.ordering import OrderingPolicy, fill_node, first_fit_ask
@@ -76,6 +76,7 @@ __all__ = [
     "P",
     "Placement",
     "Policy",
+    "PolicyLog",
     "QueueTreePolicy",
     "QueueView",
     "SharesCache",

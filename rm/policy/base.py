@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, cast, get_args, get_origin
+from typing import Any, ClassVar, Generic, Protocol, cast, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypeVar
@@ -42,6 +42,21 @@ def _placement(app_id: str, priority: int) -> Placement:
     _p_app(p, app_id)
     _p_prio(p, priority)
     return p
+
+
+class PolicyLog(Protocol):
+    """What a policy may write to the run's event log (the RM hands it over with
+    ``Policy.log_to``): records of its own decisions, at emulated time ``t``."""
+
+    def job_estimated(
+        self, t: float, job: str, estimate_s: float, position: int, ratio: float | None, pilots: int
+    ) -> None:
+        """The policy's estimator sized ``job``: ``estimate_s`` task-seconds, priority
+        ``position`` (0: highest), after ``pilots`` pilot tasks (``ratio``: their sampling
+        ratio; None when it did not sample)."""
+
+    def job_queue_changed(self, t: float, job: str, from_position: int, to_position: int) -> None:
+        """``job`` moved between priority positions."""
 
 
 class NoParams(BaseModel):
@@ -152,6 +167,10 @@ class Policy(ABC, Generic[P]):
 
     def tick(self, cluster: ClusterView) -> None:
         """Periodic work (virtual clocks, budgets), every ``tick_interval_s``."""
+
+    def log_to(self, log: PolicyLog) -> None:
+        """Where to log the policy's own records (``PolicyLog``); the RM calls it once,
+        before ``on_start``. The default logs nothing."""
 
     def tick_books(self) -> Sequence[AccountBook]:
         """What the last ``tick`` booked per budget account (a policy with accounts); the

@@ -19,6 +19,10 @@ priority) and ``deficit`` the largest ``w_k / (sum of eligible w) - share_k`` (d
 shares of the cluster). Nothing eligible: with ``work_conservation``, non-pilot tasks of
 jobs still sampling, in submission order (charged to the sampling position). Never
 preempts.
+
+Log (``Policy.log_to``): a ``job_queue_changed`` record each time a job leaves a position
+for another (gs: out of the sampling position; las: a demotion); entering the first
+position is not a change.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy.base import P, Placement, Policy
+from rm.policy.base import P, Placement, Policy, PolicyLog
 from rm.policy.ordering import first_fit_ask
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.messages import Ask, Container, ContainerState, ContainerStatus
@@ -88,6 +92,7 @@ class QueueJob:
         "pilots_live",
         "position",
         "ran_s",
+        "ratio",
         "seq",
         "starts",
     )
@@ -99,6 +104,7 @@ class QueueJob:
         self.position = -1
         self.entry = 0
         self.pilots = 0
+        self.ratio: float | None = None  # the sampling ratio of its pilots
         self.pilots_live = 0
         self.pilots_done = 0
         self.pilot_stage = 0
@@ -123,6 +129,10 @@ class MultiQueue(Policy[P]):
         self._granting: tuple[QueueJob, bool] | None = None
         #: (time, app id, position) of every entry into a queue, in order.
         self.queue_log: list[tuple[float, str, int]] = []
+        self.log: PolicyLog | None = None
+
+    def log_to(self, log: PolicyLog) -> None:
+        self.log = log
 
     # ------------------------------------------------------------------ queues
     def position_of(self, app_id: str) -> int | None:
@@ -151,6 +161,8 @@ class MultiQueue(Policy[P]):
         self.used[position] += len(job.cids)
         self.held[position] = self.held[position] + _sum(job)
         self.queue_log.append((now, job.app_id, position))
+        if old >= 0 and self.log is not None:
+            self.log.job_queue_changed(now, job.app_id, old, position)
 
     def _refresh(self, cluster: ClusterView) -> None:
         """Before each heartbeat's placements (moves between queues)."""

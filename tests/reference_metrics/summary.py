@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.reference_metrics.dp import dp_section
+from tests.reference_metrics.estimation import estimation_section
 from tests.reference_metrics.fairness import JAIN_WINDOW_S, jain_from
 from tests.reference_metrics.jobs import JobResult, job_results_from
 from tests.reference_metrics.scan import (
@@ -149,6 +150,9 @@ def _with_dp(
     dp = dp_section(records, results)
     if dp is not None:
         summary["dp"] = rounded(dp)
+    est = estimation_section(records, results)
+    if est is not None:
+        summary["estimation"] = rounded(est)
     return summary
 
 

@@ -4,7 +4,9 @@ JCT, waiting time and slowdown statistics are over finished (``SUCCEEDED``) jobs
 Makespan is the horizon's length when some job has ended, else ``None``. ``jct_groups_s``
 are the JCT rank groups and ``best_user`` / ``worst_user`` the users of lowest and highest
 mean JCT (``treadle.metrics.deadlines``). A run with Dynamic Priority's ``dp_account``
-records also gets a ``dp`` section (``treadle.metrics.dp``); other runs' summaries have none.
+records also gets a ``dp`` section (``treadle.metrics.dp``), and one with ``job_estimated``
+records (a policy that sizes jobs: gs) an ``estimation`` section
+(``treadle.metrics.estimation``); other runs' summaries have neither.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pyarrow as pa
 
 from treadle.metrics.deadlines import best_and_worst, rank_group_dict
 from treadle.metrics.dp import DP_ACCOUNT, dp_summary
+from treadle.metrics.estimation import JOB_ESTIMATED, estimation_summary
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
 from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
 from treadle.metrics.scan import (
@@ -141,14 +144,19 @@ def _reusable(records: EventSource) -> EventSource:
 def _with_dp(
     records: EventSource, log: LogFacts, cols: JobColumns, summary: dict[str, Any]
 ) -> dict[str, Any]:
-    """``summary`` with the ``dp`` section when the log has ``dp_account`` records."""
+    """``summary`` with the ``dp`` section when the log has ``dp_account`` records, and
+    the ``estimation`` section when it has ``job_estimated`` ones."""
     if not isinstance(records, pa.Table):
-        if not any(r.get("event") == DP_ACCOUNT for r in records):
+        kinds = {r.get("event") for r in records}
+        if DP_ACCOUNT not in kinds and JOB_ESTIMATED not in kinds:
             return summary
         records = to_table(records)[0]
     dp = dp_summary(records, log, cols)
     if dp is not None:
         summary["dp"] = rounded(dp)
+    est = estimation_summary(records, log)
+    if est is not None:
+        summary["estimation"] = rounded(est)
     return summary
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle import event_columns as ec, events as ev
-from treadle.metrics import dp
+from treadle.metrics import dp, estimation
 from treadle.metrics.jobs import JobResult
 from treadle.metrics.scan import COLUMNS, STRING_COLUMNS, RecordLike
 from treadle.metrics.stats import round6
@@ -120,7 +120,7 @@ def read_log(path: Path) -> Any:
     if path.suffix == ".parquet":
         return ec.read_table(
             path,
-            columns=COLUMNS + dp.COLUMNS,
+            columns=COLUMNS + dp.COLUMNS + estimation.COLUMNS,
             prefixes=("capacity_", "resources_"),
             dictionaries=STRING_COLUMNS,
         )
