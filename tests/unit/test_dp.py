@@ -445,3 +445,14 @@ def test_d10_hadoop_a_queue_that_cannot_pay_is_not_charged_and_gets_no_share() -
     stuck = books[3]
     assert (stuck["used"], stuck["charged"], stuck["share"], stuck["budget"]) == (5, 0, 0, 2)
     assert books[4]["share"] == 0.5
+
+
+def test_the_benchmark_clusters_heartbeat_at_the_rate_asked() -> None:
+    # The big-cluster runs ask for Hadoop 0.20's 3 s TaskTracker heartbeat.
+    from tests.benchmarks import bench_dp
+
+    users = [("queue1", 2.0, 1, {}), ("queue2", 1.0, 1, {})]
+    job = bench_dp.pi_job(120, 1500.0, 30.0)
+    wl = bench_dp.workload("two", 30, 4, users, job, heartbeat_s=bench_dp.BIG_HB_S)
+    assert wl.cluster.heartbeat_s == 3.0
+    assert bench_dp.workload("small", 5, 8, users, job).cluster.heartbeat_s == 1.0
