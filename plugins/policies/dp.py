@@ -28,12 +28,18 @@ Initial accounts: a queue's ``budget`` and ``spending_rate`` from the workload's
 these parameters. The RM's admin calls (``rm.accounts``) change them; a change takes
 effect at the next tick.
 
-Preemption (``kill_interval_s`` > 0, checked after each tick, so effectively a multiple of
-the interval, at least that long after the last kill): the under-quota queues are owed
-``sum min(pending, quota - held)`` containers; they are taken from the over-quota queues
-by ``rm.policy.dynprio.choose_victims`` (the most recently started queue first; its
-containers least elapsed first). The RM ends each PREEMPTED; its task runs again in full
-and does not count as a failed attempt. AM containers are never taken.
+Preemption (``kill_interval_s`` > 0): a kill check runs after a tick at least
+``kill_interval_s`` after the previous check, whether or not that one took anything (so
+effectively every multiple of the interval); the first is one kill interval after the
+start. This is Hadoop's free-running kill clock (``PriorityScheduler.assignMapRedTasks``
+moves ``lastKill`` whenever the check runs; its first check, at the first heartbeat, finds
+no quotas yet), not a delay after the last kill. At a check the under-quota queues are
+owed ``sum min(pending, quota - held)`` containers; they are taken from the over-quota
+queues by ``rm.policy.dynprio.choose_victims``: first the queue whose latest job in the
+system was submitted last (Hadoop keys on ``JobInProgress.getStartTime()``, the
+submission time, of every running job), its containers least elapsed first. The RM ends
+each PREEMPTED; its task runs again in full and does not count as a failed attempt. AM
+containers are never taken.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy import AppView, ClusterView, NodeView, Placement, Policy, fill_node
+from rm.policy import ClusterView, NodeView, Placement, Policy, fill_node
 from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo
 from rm.policy.base import _placement
 from rm.policy.dynprio import Account, Held, allocate, choose_victims
@@ -85,12 +91,12 @@ class DpPolicy(Policy[DpParams]):
         self._interval_start = 0.0
         self._queue_of: dict[str, str] = {}  # live container -> its queue
         self._held: dict[str, tuple[str, str, float]] = {}  # task cid -> (app, queue, t)
-        self._app_start: dict[str, float] = {}
         self._last_kill = -math.inf
 
     # ------------------------------------------------------------------ accounts
     def on_start(self, cluster: ClusterView) -> None:
         p = self.params
+        self._last_kill = cluster.now  # the kill clock starts with the policy (no quotas yet)
         users = cluster.users
         for q in sorted(cluster.queues.values(), key=lambda q: q.name):
             if not q.is_leaf or q.name in self._accounts:
@@ -195,18 +201,19 @@ class DpPolicy(Policy[DpParams]):
         now = cluster.now
         if kill <= 0 or now - self._last_kill < kill - 1e-9:
             return ()
+        self._last_kill = now
         running = self._running
         left = {q: self._quota.get(q, 0) - running.get(q, 0) for q in self._accounts}
         apps = cluster.apps
         held = [
-            Held(cid, q, apps[a].seq, self._app_start.get(a, t), t)
+            Held(cid, q, apps[a].seq, apps[a].submit_s, t)
             for cid, (a, q, t) in self._held.items()
             if a in apps
         ]
-        victims = choose_victims(left, _pending_by_queue(cluster), held)
-        if victims:
-            self._last_kill = now
-        return victims
+        started: dict[str, float] = {}  # queue -> its latest job's submission
+        for app in apps.values():
+            started[app.queue] = max(started.get(app.queue, -math.inf), app.submit_s)
+        return choose_victims(left, _pending_by_queue(cluster), held, started)
 
     # ------------------------------------------------------------------ placement
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
@@ -229,7 +236,6 @@ class DpPolicy(Policy[DpParams]):
         self._bring_up(q, now)
         self._running[q] = self._running.get(q, 0) + 1
         self._queue_of[cid] = q
-        self._app_start.setdefault(app.app_id, now)
         if container.priority >= 0:  # AM containers are never preempted
             self._held[cid] = (app.app_id, q, now)
 
@@ -243,9 +249,6 @@ class DpPolicy(Policy[DpParams]):
         self._held.pop(cid, None)
         self._bring_up(q, cluster.now)
         self._running[q] -= 1
-
-    def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
-        self._app_start.pop(app.app_id, None)
 
 
 def _pending_by_queue(cluster: ClusterView) -> dict[str, int]:

@@ -139,7 +139,7 @@ class Held:
     queue: str
     #: Its application's submission order.
     app_seq: int
-    #: When its application got its first container.
+    #: When its application started: was submitted (Hadoop's ``JobInProgress.startTime``).
     app_start_s: float
     #: When the container was allocated (the later, the less progress).
     start_s: float
@@ -151,14 +151,20 @@ def owed(quota_left: Mapping[str, int], pending: Mapping[str, int]) -> int:
 
 
 def choose_victims(
-    quota_left: Mapping[str, int], pending: Mapping[str, int], held: Iterable[Held]
+    quota_left: Mapping[str, int],
+    pending: Mapping[str, int],
+    held: Iterable[Held],
+    started: Mapping[str, float] | None = None,
 ) -> list[str]:
     """Containers to preempt so the under-quota queues get what they are owed (Hadoop's
     ``PriorityScheduler`` kill rule, spec B1.2 step 4). ``quota_left``: per queue, its
     quota minus the containers it holds. Over-quota queues (``quota_left < 0``) give up
     containers, the queue whose running job started most recently first (ties: queue
     name), each at most its excess; inside a queue its jobs in submission order, each
-    job's containers least progress (latest allocated) first."""
+    job's containers least progress (latest allocated) first. ``started``: per queue,
+    when its most recently started job in the system started, whether or not that job
+    holds containers (Hadoop keys on every running job of the queue); a queue it does
+    not name: the latest ``app_start_s`` of its held containers."""
     todo = owed(quota_left, pending)
     if todo <= 0:
         return []
@@ -166,7 +172,10 @@ def choose_victims(
     for h in held:
         if quota_left.get(h.queue, 0) < 0:
             by_queue.setdefault(h.queue, []).append(h)
-    order = sorted(by_queue, key=lambda q: (-max(h.app_start_s for h in by_queue[q]), q))
+    last = dict(started or {})
+    for q, hs in by_queue.items():
+        last.setdefault(q, max(h.app_start_s for h in hs))
+    order = sorted(by_queue, key=lambda q: (-last[q], q))
     out: list[str] = []
     for q in order:
         take = min(todo - len(out), -quota_left[q])

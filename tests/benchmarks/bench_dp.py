@@ -29,33 +29,50 @@ from FIFO before the first interval) and every job ending after the first user's
 has ended (the other users then have the cluster to themselves) are left out of 2 and 3.
 
 Options: ``--quick`` (fewer jobs per user), ``--only fig1,two,ten,boost``, ``--jobs N``
-(queue2's jobs in the two-user runs; queue1 gets 1.5 N). The default run: 152 s wall (37 s
-of CPU: the machine was shared) on the 2-core machine, the ten-user runs 137 s of it;
-``--quick`` about a third.
+(queue2's jobs in the two-user runs; queue1 gets 1.5 N). The default run: 28 s wall (22 s
+of CPU) on the 2-core machine, the ten-user runs 25 s of it; ``--quick`` about a third.
 
 Figures of the default run (paper in brackets):
 
 * Fig. 1: 15/0/0 containers before the first interval (FIFO), 8/3/4 after it [8/3/4].
-* Two users, 2:1 (F = 2,972 s; ideal 1,982/3,963 s): dp with 60 s preemption: queue1
-  3,034-3,139 s (mean 3,085), queue2 3,173-4,571 s (mean 3,724) [3,000-3,200 and
-  4,500-5,800]; differentiation 1.46 [1.8], mean-JCT ratio 1.21; distances to the ideal
-  line 1,104+-28 and 239+-648 s [DynPrio 800+-20 and 300+-200]; 291 preemptions.
-  capacity 1.01 [1.5], distances 980+-26 and 1,001+-36 s [1,000+-150 and 600+-250]. dp
+* Two users, 2:1 (F = 2,978 s; ideal 1,985/3,970 s): dp with 60 s preemption: queue1
+  3,057-3,141 s (mean 3,098), queue2 3,240-4,578 s (mean 3,732) [3,000-3,200 and
+  4,500-5,800]; differentiation 1.46 [1.8], mean-JCT ratio 1.20; distances to the ideal
+  line 1,112+-23 and 238+-590 s [DynPrio 800+-20 and 300+-200]; 297 preemptions.
+  capacity 1.01 [1.5], distances 980+-23 and 1,004+-32 s [1,000+-150 and 600+-250]. dp
   without preemption is exactly fifo (1.01): each user has one job at a time and a job is
   one wave of the whole cluster, so when a job's tasks end the other queue's waiting job
   takes the slots (NO_FILL or FILL alike) and holds them a whole task (1,500 s); the next
   job of the first queue waits for them, whatever the quotas say. Only preemption
-  enforces the shares here. Preemption overhead +10.2%: the over-quota queue2 holds
-  containers started during queue1's second (partial) wave, about a task long ago, and
-  loses them (and their work) when queue1's next job claims its 80 slots.
-* Ten users (F = 14,927 s): all 10 levels in order, with and without preemption [all 10].
-  With 60 s preemption levels 3-10 lie 3,600-7,800 s above the FIFO-anchored ideal and
-  within 2,200 s of the adjusted one from level 4 up; level 1 is at its ideal (47,083 vs
-  50,962 s) and level 2 far above (40,570 vs 25,481) [levels 3-9 near the ideal lines,
-  1-2 outside]. Without preemption the levels are compressed (25,236 s at level 1, 2.6x
+  enforces the shares here.
+* Why 1.46 and not 1.8 (the policy follows Hadoop's rules, checked against the contrib
+  code): queue1's 120-task job on its 80-slot quota takes ceil(120/80) = 2 waves, ~3,030 s,
+  which is also what FIFO gives it (wait one wave, run one): the 2:1 share cannot make
+  queue1 faster, only queue2 slower. Holding queue2 to its 40 slots without losing work
+  gives it 3 waves, ~4,530 s: a differentiation of 1.50 at most (printed as "strict
+  quotas"). And the shares are not strict: in queue1's second wave it uses 40 of its 80
+  slots and work conservation (FILL) gives the other 40 to queue2, in phase with that
+  wave, so they end before queue1's next job claims them; over the steady state queue1
+  holds 59.6 containers on average, queue2 51.9 (quotas 80/40), and queue2's jobs take
+  3,240-4,578 s. The paper's queue2 at 4,500-5,800 s (3 to 3.9 waves) ran below its
+  40-slot share, which no slot scheduler gives without throwing queue2's work away; the
+  paper names the cause (HDFS IO and network, which it does not control) and that is
+  outside this model. Sensitivity (6 queue2 jobs, measured while investigating): task
+  times fixed (+-0%) synchronise the waves completely and give 1.02; +-5% (this run)
+  1.46, +-15% 1.41, +-30% 1.35, +-50% 1.27; the reduce at 0, 5 or 30 s 1.47/1.47/1.46.
+* Preemption overhead +10.7%, but preempted containers had run only 3.3% of all container
+  time: the rest is the differentiation itself. Without preemption every job takes
+  ~2,978 s; with it queue1 cannot gain (2 waves) while queue2 loses, so the mean JCT over
+  all jobs rises (strict quotas without lost work would give 3,030/4,530 s: +22%). The
+  paper's < 2.6% is the boost experiment's.
+* Ten users (F = 14,938 s): all 10 levels in order, with and without preemption [all 10].
+  With 60 s preemption levels 3-10 lie 3,600-7,900 s above the FIFO-anchored ideal and
+  within 2,100 s of the adjusted one from level 4 up; level 1 below its ideal (45,303 vs
+  51,001 s) and level 2 far above (35,280 vs 25,501) [levels 3-9 near the ideal lines,
+  1-2 outside]. Without preemption the levels are compressed (25,280 s at level 1, 2.6x
   level 10's instead of 10x): the low levels live on the FILL leftovers.
-* Boost: boosted jobs 370 s, others 944 s: 2.73x without preemption, 2.50x with (390 vs
-  971 s) [~300 vs ~900 s, ~3x; the share model 3.08x]; preemption overhead +3.0% [< 2.6%].
+* Boost: boosted jobs 370 s, others 944 s: 2.73x without preemption, 2.68x with (375 vs
+  974 s) [~300 vs ~900 s, ~3x; the share model 3.08x]; preemption overhead +3.1% [< 2.6%].
 """
 
 from __future__ import annotations
@@ -118,7 +135,7 @@ def workload(
     doc = {
         "seed": 1,
         "cluster": {
-            "heartbeat_s": 1.0,
+            "heartbeat_s": heartbeat_s,
             "nodes": [{"count": nodes, "resources": {"vcores": vcores}}],
         },
         "queues": queues,
@@ -200,6 +217,37 @@ def fig1() -> None:
 
 
 # ------------------------------------------------------------------------ two users 2:1
+def slot_use(
+    records: Sequence[Mapping[str, Any]], lo: float, hi: float
+) -> tuple[dict[str, float], float]:
+    """(mean containers each queue held over [lo, hi], the fraction of all container
+    time of the run that preempted containers had run: work thrown away)."""
+    queue = {r["job"]: r["queue"] for r in records if r["event"] == "job_submitted"}
+    start = {r["container"]: r for r in records if r["event"] == "container_allocated"}
+    area: dict[str, float] = {}
+    busy = lost = 0.0
+    for r in records:
+        if r["event"] != "container_finished" or r["container"] not in start:
+            continue
+        s = start[r["container"]]
+        q, t0, t1 = queue[s["job"]], float(s["t"]), float(r["t"])
+        busy += t1 - t0
+        if r.get("state") == "PREEMPTED":
+            lost += t1 - t0
+        area[q] = area.get(q, 0.0) + max(0.0, min(t1, hi) - max(t0, lo))
+    return {q: a / (hi - lo) for q, a in area.items()}, (lost / busy if busy else 0.0)
+
+
+def steady_window(metrics: RunMetrics) -> tuple[float, float]:
+    """From the first steady-state job's submission to the horizon (see ``steady``)."""
+    by_user: dict[str, list[Any]] = {}
+    for j in metrics.jobs:
+        by_user.setdefault(j.user, []).append(j)
+    horizon = min(max(j.finish_s or 0.0 for j in js) for js in by_user.values())
+    firsts = [sorted(js, key=lambda j: j.submit_s) for js in by_user.values()]
+    return max(js[1].submit_s for js in firsts if len(js) > 1), horizon
+
+
 def two_users(jobs: int) -> None:
     # queue1 buys twice the slots: it finishes a job in ~2 waves, queue2 in ~3.
     users = [("queue1", 2.0, jobs + jobs // 2, {}), ("queue2", 1.0, jobs, {})]
@@ -246,6 +294,20 @@ def two_users(jobs: int) -> None:
             f"{dpm.preemption_count(table):>7}"
         )
     overhead = dpm.preemption_overhead(means["dp-60s"], means["dp"])
+    records, metrics = runs["dp-60s"]
+    lo, hi = steady_window(metrics)
+    held, lost = slot_use(records, lo, hi)
+    waves = {q: math.ceil(120 / round(120 * s)) for q, s in shares.items()}
+    bound = (waves["queue2"] * 1500.0 + 30.0) / (waves["queue1"] * 1500.0 + 30.0)
+    print(
+        f"   dp-60s, steady state: mean containers held queue1 {held.get('queue1', 0):.1f}, "
+        f"queue2 {held.get('queue2', 0):.1f} (quotas 80/40); preempted containers had run "
+        f"{100 * lost:.1f}% of all container time"
+    )
+    print(
+        f"   strict quotas without lost work: {waves['queue1']} and {waves['queue2']} waves "
+        f"of 1,500 s tasks, differentiation {bound:.2f}"
+    )
     print(
         "   paper (Table 3, distance to ideal, s): capacity 1000+-150 / 600+-250, "
         "DynPrio 800+-20 / 300+-200 (queue1 / queue2); differentiation DP 1.8, capacity 1.5"

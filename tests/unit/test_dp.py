@@ -301,6 +301,47 @@ def test_d12_preemption_gives_the_newcomer_its_share_at_the_kill_check(semantics
     assert len([r for r in result.records if r["event"] == ev.JOB_FINISHED]) == 2
 
 
+def test_the_kill_check_runs_on_a_free_running_clock_not_after_the_last_kill() -> None:
+    # Hadoop's PriorityScheduler moves lastKill whenever its check runs, killing or not.
+    # Checks at 30 s (B not there yet: nothing owed) and 60 s; B arrives at 35 s and gets
+    # its share at the 40 s tick, but waits for the 60 s check, not the next tick.
+    wl = three_queue_workload({"A": 30, "B": 10}, 10, 100.0, submit={"B": 35.0})
+    params = {"interval_s": 10, "kill_interval_s": 30}
+    _, result = simulate(wl, params, {"A": (1.0, 1e6), "B": (1.0, 1e6)})
+    pre = [r for r in result.records if r["event"] == ev.CONTAINER_PREEMPTED]
+    assert [r["t"] for r in pre] == [60.0] * 5
+    assert held_at(result, 50.0) == {"A": 10}
+    assert held_at(result, 62.0) == {"A": 5, "B": 5}
+
+
+def test_the_victim_queue_is_the_one_whose_latest_job_was_submitted_last() -> None:
+    # Hadoop orders over-quota queues by JobInProgress.getStartTime() (the submission
+    # time) of each running job, holding tasks or not. X's second job (submitted at 15 s,
+    # holding nothing) makes X the most recent, though X's containers started before Y's.
+    def job(name: str, queue: str, at: float, tasks: int) -> JobSpec:
+        return JobSpec(name, queue, at, (StageSpec("s", TASK, (200.0,) * tasks),), queue)
+
+    wl = Workload(
+        "dp-victims",
+        ClusterSpec((NodeSpec("n0", Resources(vcores=12, memory_mb=12 * 1024)),)),
+        (
+            job("x1", "X", 0.0, 100),
+            job("y1", "Y", 1.0, 100),
+            job("x2", "X", 15.0, 100),
+            job("z1", "Z", 25.0, 2),
+        ),
+        queues=QueueSpec(ROOT_QUEUE, children=tuple(QueueSpec(q) for q in "XYZ")),
+    )
+    params = {"interval_s": 10, "kill_interval_s": 10}
+    _, result = simulate(wl, params, {q: (1.0, 1e6) for q in "XYZ"})
+    pre = [r for r in result.records if r["event"] == ev.CONTAINER_PREEMPTED]
+    # 10 s: X (FIFO's 12) gives Y its 6. 30 s: quotas 4/4/4, X and Y 2 over each, Z
+    # owed 2: both from X.
+    early = [(r["t"], r["queue"]) for r in pre if r["t"] <= 30.0]
+    assert early == [(10.0, "X")] * 6 + [(30.0, "X")] * 2
+    assert held_at(result, 32.0) == {"X": 4, "Y": 6, "Z": 2}
+
+
 def test_d13_without_preemption_the_newcomer_waits_for_tasks_to_end() -> None:
     _, result = simulate(d12_workload(), {"interval_s": 10}, {"A": (1.0, 1e6), "B": (1.0, 1e6)})
     assert not [r for r in result.records if r["event"] == ev.CONTAINER_PREEMPTED]
@@ -404,3 +445,14 @@ def test_d10_hadoop_a_queue_that_cannot_pay_is_not_charged_and_gets_no_share() -
     stuck = books[3]
     assert (stuck["used"], stuck["charged"], stuck["share"], stuck["budget"]) == (5, 0, 0, 2)
     assert books[4]["share"] == 0.5
+
+
+def test_the_benchmark_clusters_heartbeat_at_the_rate_asked() -> None:
+    # The big-cluster runs ask for Hadoop 0.20's 3 s TaskTracker heartbeat.
+    from tests.benchmarks import bench_dp
+
+    users = [("queue1", 2.0, 1, {}), ("queue2", 1.0, 1, {})]
+    job = bench_dp.pi_job(120, 1500.0, 30.0)
+    wl = bench_dp.workload("two", 30, 4, users, job, heartbeat_s=bench_dp.BIG_HB_S)
+    assert wl.cluster.heartbeat_s == 3.0
+    assert bench_dp.workload("small", 5, 8, users, job).cluster.heartbeat_s == 1.0

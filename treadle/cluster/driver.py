@@ -5,7 +5,8 @@ until every application has ended, then fetches the RM's event log through GetEv
 keeps this run's records (its applications' records and the node events), headed by a
 ``run_started`` record that carries what the metrics need. The records are then analysed
 by treadle.metrics exactly as a simulation's are. A workload that changes queue accounts
-(an admin timeline, per-job spending rates) has them applied as it goes (``LiveAccounts``).
+(an admin timeline, per-job spending rates) has them applied as it goes through the
+Admin service (``LiveAccounts``).
 ``probe`` and ``wait_for_rm`` ask an RM
 for its metrics; ``run_async`` runs a coroutine with SIGTERM as cancellation, so that
 clusters are stopped on the way out. The comparison built on this is treadle.study.compare.
@@ -30,9 +31,22 @@ from treadle.live import wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.lag import Lag
 from treadle.live.rpcutil import channel
-from treadle.model import ADD_BUDGET, SET_BUDGET, JobSpec, Workload, closed_loop_followers
+from treadle.model import (
+    ADD_BUDGET,
+    SET_BUDGET,
+    SET_SPENDING_RATE,
+    JobSpec,
+    Workload,
+    closed_loop_followers,
+)
 from treadle.registry import build
-from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc, common_pb2 as pb
+from treadle.rpc.v1 import (
+    admin_pb2 as admin_pb,
+    admin_pb2_grpc as admin_grpc,
+    client_pb2 as client_pb,
+    client_pb2_grpc as client_grpc,
+    common_pb2 as pb,
+)
 from treadle.sim import ProgressFn
 from treadle.workload.timeline import AccountCall, AccountTimeline
 
@@ -203,38 +217,36 @@ async def fetch_events(
 
 
 class LiveAccounts:
-    """A replay's account changes (``treadle.workload.timeline``) made through the Client
-    service's one account call today, ``SetQueueBudget`` (both values, absolute).
+    """A replay's account changes (``treadle.workload.timeline``) made through the RM's
+    Admin service, signed with the driver's identity (the cluster's admin, see
+    ``ClusterBase.driver_peer``): ``set_budget`` is SetBudget, ``add_budget`` AddBudget
+    (relative, so the RM's charges since the last interval are kept exactly) and a rate
+    change SetSpendingRate (the budget untouched). A boosted job's end is acted on when
+    the driver sees it, at its next poll of the applications (``poll_s``)."""
 
-    So each change needs the other value: the rate is the one this driver last set (the
-    queue's declared rate at first); the budget, for ``add_budget`` and a rate change, is
-    the latest the RM logged for the queue (its ``dp_account`` records, read through
-    GetEvents) or this driver's own last setting when that is newer. The RM charges
-    between that record and the call are lost (at most one allocation interval's), and a
-    job's end is seen at the driver's next poll: finer calls (add budget, set the rate
-    alone) will remove both.
-    """
-
-    def __init__(self, stub: Any, address: str, workload: Workload, clock: EmulatedClock) -> None:
-        self.stub = stub
+    def __init__(self, admin: Any, address: str, workload: Workload) -> None:
+        self.admin = admin
         self.address = address
         self.workload = workload
-        self.clock = clock
         self.timeline = AccountTimeline.of(workload)
-        self.rate = dict(self.timeline.base)
-        leaves = workload.leaf_queues
-        self.budget = {q: b for q, s in leaves.items() if (b := s.budget) is not None}
-        self.set_at: dict[str, float] = {}  # queue -> when this driver last set its budget
-        self.offset = 0  # events read so far
 
     async def start(self) -> None:
-        """Set every queue the run changes to its declared account: the first call, so a
-        policy without accounts fails here, before any job is submitted."""
+        """Set every queue the run changes to its declared account (budget and rate, each
+        when declared): the first calls, so a policy without accounts fails here, before
+        any job is submitted."""
         changed = {a.queue for a in self.workload.admin}
         changed |= {j.queue for j in self.workload.jobs if j.spending_rate is not None}
+        leaves = self.workload.leaf_queues
         for q in sorted(changed):
+            spec = leaves.get(q)
             try:
-                await self._set(q, self.budget[q], self.rate[q])
+                await self._call(
+                    "GetQueueInfo", self.admin.GetQueueInfo, admin_pb.GetQueueInfoRequest(queue=q)
+                )
+                if spec is not None and spec.budget is not None:
+                    await self._do(AccountCall(SET_BUDGET, q, spec.budget))
+                if spec is not None and spec.spending_rate is not None:
+                    await self._do(AccountCall(SET_SPENDING_RATE, q, spec.spending_rate))
             except TreadleError as e:
                 raise TreadleError(
                     f"workload {self.workload.name!r} changes queue accounts (admin timeline "
@@ -242,46 +254,24 @@ class LiveAccounts:
                 ) from None
 
     async def apply(self, calls: list[AccountCall]) -> None:
-        if not calls:
-            return
-        await self._catch_up()
         for c in calls:
-            q = c.queue
-            if c.action == SET_BUDGET:
-                await self._set(q, c.amount, self.rate[q])
-            elif c.action == ADD_BUDGET:
-                await self._set(q, self.budget[q] + c.amount, self.rate[q])
-            else:
-                await self._set(q, self.budget[q], c.amount)
+            await self._do(c)
 
-    async def _set(self, queue: str, budget: float, rate: float) -> None:
-        request = client_pb.SetQueueBudgetRequest(queue=queue, budget=budget, spending_rate=rate)
-        what = f"SetQueueBudget of queue {queue!r}"
-        await _call(what, self.address, self.stub.SetQueueBudget, request, RPC_TIMEOUT_S)
-        self.budget[queue], self.rate[queue] = budget, rate
-        self.set_at[queue] = self.clock.now()
+    async def _do(self, c: AccountCall) -> None:
+        q = c.queue
+        if c.action == SET_BUDGET:
+            request: Any = admin_pb.SetBudgetRequest(queue=q, budget=c.amount)
+            await self._call("SetBudget", self.admin.SetBudget, request, q)
+        elif c.action == ADD_BUDGET:
+            request = admin_pb.AddBudgetRequest(queue=q, credits=c.amount)
+            await self._call("AddBudget", self.admin.AddBudget, request, q)
+        else:
+            request = admin_pb.SetSpendingRateRequest(queue=q, spending_rate=c.amount)
+            await self._call("SetSpendingRate", self.admin.SetSpendingRate, request, q)
 
-    async def _catch_up(self) -> None:
-        """The budgets of the RM's ``dp_account`` records since the last read."""
-        while True:
-            resp = await _call(
-                "GetEvents",
-                self.address,
-                self.stub.GetEvents,
-                client_pb.GetEventsRequest(offset=self.offset, limit=EVENTS_PAGE),
-                RPC_TIMEOUT_S,
-            )
-            for line in resp.records:
-                if DP_ACCOUNT not in line:
-                    continue
-                r = json.loads(line)
-                q = r.get("queue")
-                newer = float(r["t"]) >= self.set_at.get(q, -math.inf)
-                if r.get("event") == DP_ACCOUNT and q in self.budget and newer:
-                    self.budget[q] = float(r["budget"])
-            if not resp.records or resp.next_offset <= self.offset:
-                return
-            self.offset = resp.next_offset
+    async def _call(self, name: str, rpc: Any, request: Any, queue: str | None = None) -> Any:
+        q = queue if queue is not None else getattr(request, "queue", "")
+        return await _call(f"{name} of queue {q!r}", self.address, rpc, request, RPC_TIMEOUT_S)
 
 
 async def replay(
@@ -336,7 +326,7 @@ async def replay(
         names: dict[str, str] = {}  # app id -> job name
         accounts: LiveAccounts | None = None
         if workload.has_account_timeline:
-            accounts = LiveAccounts(stub, rm_address, workload, clock)
+            accounts = LiveAccounts(admin_grpc.AdminStub(ch), rm_address, workload)
             await accounts.start()
         specs = {j.name: j for j in jobs}
         ended: set[str] = set()  # app ids seen in a final state

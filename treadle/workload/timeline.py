@@ -6,7 +6,7 @@ The rule (``treadle.model.AccountAction``): a queue's *base* rate is its declare
 the one the policy is told, is the highest ``spending_rate`` of its jobs in the system
 (submitted, not yet ended), else the base. A call goes out only when the effective rate
 changes. Both hosts use it: the simulator calls ``rm.accounts`` directly, the live driver
-through the Client service.
+through the Admin service.
 """
 
 from __future__ import annotations
