@@ -101,8 +101,10 @@ def test_compare_all_writes_a_self_contained_page(demo_all: Path) -> None:
         assert sid in page.sections, sid
     # DP accounts come with the dp policy (its runs log dp_account books); a simulated
     # demo has no live runs and no paper-compat figures.
+    # and estimates with gs (it logs job_estimated when it sizes a wide job).
     assert ("dp-accounts" in page.sections) == ("dp" in policies)
-    for sid in ("estimation", "fidelity", "paper-compat"):
+    assert ("estimation" in page.sections) == ("gs" in policies)
+    for sid in ("fidelity", "paper-compat"):
         assert sid not in page.sections, sid
 
     # Offline: every image is embedded, every link is a fragment of the page itself.

@@ -74,6 +74,7 @@ KERNEL_MODULES = {
     "messages",
     "dag",
     "events",
+    "event_schema",
     "event_columns",
     "errors",
     "frozen",
