@@ -83,6 +83,7 @@ class Applications:
         seq = self._seq
         self._seq += 1
         app_id = f"application_{seq + 1:05d}"
+        st.now = now  # the policy's on_app_added sees the submission's time
         app = Application(app_id, seq, sub, now)
         if self.blind and app.job is not None:
             app.job = blind_job(app.job)

@@ -1402,3 +1402,22 @@ def test_greedy_asks_are_recomputed_only_when_the_job_moves() -> None:
     assert moved[0].count == 2
     other = ApplicationMaster(spec, "other", greedy)  # another job's progress: no reuse
     assert greedy.asks(other, 2.0) is not moved
+
+
+class _ArrivalClock(FifoPolicy):
+    """Records the cluster time a policy sees when each application arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[float] = []
+
+    def on_app_added(self, app: Any, cluster: ClusterView) -> None:
+        self.seen.append(cluster.now)
+
+
+def test_a_policy_sees_the_submission_time_when_an_application_arrives() -> None:
+    policy = _ArrivalClock()
+    rm = ResourceManager(policy)
+    rm.submit_application(AppSubmission("a", "alice", "default", 1), 3.0)
+    rm.submit_application(AppSubmission("b", "alice", "default", 1), 7.5)
+    assert policy.seen == [3.0, 7.5]
