@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,9 @@ import pytest
 from nm.service import NodeHost
 from plugins.policies.fifo import FifoPolicy
 from rm.core import ResourceManager
-from rm.policy.accounts import AccountBalance, AccountInfo
 from rm.service import RmSettings, serve
 from rm.store import StateStore, restore
+from tests.budget_policy import BudgetPolicy
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.live.gate import Gate
 from treadle.live.rpcutil import channel
@@ -234,38 +233,6 @@ def test_the_rm_killed_mid_run_restarts_from_its_store_and_every_job_finishes(
         f"it (recovered), 0 re-run; run ended {ended_at - restarted_at:.1f} s after the "
         "restart"
     )
-
-
-class BudgetPolicy(FifoPolicy):
-    """FIFO plus budget accounts (``rm.policy.accounts.AccountsPolicy``)."""
-
-    name = "budget-fifo"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.budgets: dict[str, tuple[float, float]] = {}
-
-    def price(self) -> float:
-        return sum(r for _, r in self.budgets.values())
-
-    def account_infos(self, cluster: Any) -> list[AccountInfo]:
-        return [AccountInfo(q, b, r, 0.0, 0, 0) for q, (b, r) in sorted(self.budgets.items())]
-
-    def set_spending_rate(self, queue: str, rate: float) -> None:
-        self.budgets[queue] = (self.budgets.get(queue, (0.0, 0.0))[0], rate)
-
-    def set_budget(self, queue: str, budget: float) -> None:
-        self.budgets[queue] = (budget, self.budgets.get(queue, (0.0, 0.0))[1])
-
-    def add_budget(self, queue: str, credits: float) -> None:
-        b, r = self.budgets.get(queue, (0.0, 0.0))
-        self.budgets[queue] = (b + credits, r)
-
-    def balances(self) -> dict[str, AccountBalance]:
-        return {q: AccountBalance(b, r) for q, (b, r) in self.budgets.items()}
-
-    def restore_balances(self, balances: Mapping[str, AccountBalance]) -> None:
-        self.budgets = {q: (b.budget, b.spending_rate) for q, b in balances.items()}
 
 
 async def _rm_on(store_dir: Path) -> tuple[Any, Any, BudgetPolicy, int]:

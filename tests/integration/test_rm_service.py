@@ -25,11 +25,10 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from plugins.policies.fifo import FifoPolicy
 from rm.core import ResourceManager
 from rm.policy import Policy
-from rm.policy.accounts import AccountBalance, AccountInfo
 from rm.service import SERVICES, RmServer, RmSettings, serve
+from tests.budget_policy import BudgetPolicy
 from treadle.live import wire
 from treadle.live.rpcutil import channel
 from treadle.registry import build
@@ -1035,39 +1034,6 @@ async def test_kill_application() -> None:
         await expect(NOT_FOUND, h.client.KillApplication(unknown, timeout=TIMEOUT))
         finished = [e for e in await h.event_log() if e["event"] == "job_failed"]
         assert [(e["job"], e["status"]) for e in finished] == [(app_id, "KILLED")]
-
-
-class BudgetPolicy(FifoPolicy):
-    """FIFO plus the accounts a budget policy (Dynamic Priority) keeps
-    (``rm.policy.accounts.AccountsPolicy``)."""
-
-    name = "budget-fifo"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.budgets: dict[str, tuple[float, float]] = {}
-
-    def price(self) -> float:
-        return sum(r for _, r in self.budgets.values())
-
-    def account_infos(self, cluster: Any) -> list[AccountInfo]:
-        return [AccountInfo(q, b, r, 0.0, 0, 0) for q, (b, r) in sorted(self.budgets.items())]
-
-    def set_spending_rate(self, queue: str, rate: float) -> None:
-        self.budgets[queue] = (self.budgets.get(queue, (0.0, 0.0))[0], rate)
-
-    def set_budget(self, queue: str, budget: float) -> None:
-        self.budgets[queue] = (budget, self.budgets.get(queue, (0.0, 0.0))[1])
-
-    def add_budget(self, queue: str, credits: float) -> None:
-        b, r = self.budgets.get(queue, (0.0, 0.0))
-        self.budgets[queue] = (b + credits, r)
-
-    def balances(self) -> dict[str, AccountBalance]:
-        return {q: AccountBalance(b, r) for q, (b, r) in self.budgets.items()}
-
-    def restore_balances(self, balances: Mapping[str, AccountBalance]) -> None:
-        self.budgets = {q: (b.budget, b.spending_rate) for q, b in balances.items()}
 
 
 @aio
