@@ -292,6 +292,42 @@ def test_a_role_dying_beyond_its_restart_budget_fails_the_cluster(tmp_path: Path
     assert cluster.restart_counts() == {"am": 1}
 
 
+def test_a_detached_cluster_beyond_its_budget_is_declared_failed(tmp_path: Path) -> None:
+    """``cluster up``'s supervisor: the AM host killed twice with a budget of one restart;
+    the cluster is declared failed (status says why), its other roles are stopped, and
+    ``cluster down`` clears it."""
+    cdir = tmp_path / "cluster"
+    up = _cli(["cluster", "up", "--nodes", "1", "--policy", "fifo", "--dir", str(cdir),
+               "--max-restarts", "1", "--no-http"], tmp_path)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        first = _pid_of(cdir, "am")
+        os.killpg(first, signal.SIGKILL)
+        second = _wait_for(
+            "the AM host's restart", lambda: (p := _pid_of(cdir, "am")) != first and p
+        )
+        os.killpg(second, signal.SIGKILL)
+        _wait_for("the cluster to fail", lambda: (read_state(cdir) or {}).get("failed"))
+        status = _cli(["cluster", "status", "--dir", str(cdir)], tmp_path)
+        assert "FAILED: am died again beyond its restart budget" in status.stdout
+
+        def all_stopped() -> dict[str, Any] | None:
+            res = _cli(["cluster", "status", "--dir", str(cdir), "--json"], tmp_path)
+            shown: dict[str, Any] = json.loads(res.stdout)
+            alive = [r for r in shown["roles"].values() if r["alive"]]
+            return None if alive or shown["supervisor"]["alive"] else shown
+
+        shown = _wait_for("the supervisor and the other roles to stop", all_stopped)
+        assert shown["roles"]["am"]["restarts"] == 1
+        assert shown["failed"].startswith(
+            "am died again beyond its restart budget (1 restarts per 60 s): the cluster has failed"
+        )
+    finally:
+        down = _cli(["cluster", "down", "--dir", str(cdir)], tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert not (cdir / "cluster.json").exists()
+
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
