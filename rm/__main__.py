@@ -13,7 +13,7 @@ import structlog
 
 from rm.core import ResourceManager
 from rm.service import RmSettings, serve
-from rm.store import StateStore, open_containers, read_events, restore
+from rm.store import StateStore, ended_containers, open_containers, read_events, restore
 from treadle import events as ev
 from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
@@ -206,6 +206,7 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
     if restarted:
         state.await_containers(open_containers(log_.records))
+        rm.redeliver_ended(ended_containers(log_.records))
     http: HttpServer | None = None
     if metrics is not None:
         from rm.http import start_http

@@ -56,6 +56,9 @@ class Applications:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
         self._seq = 0
+        #: Per running application, its attempts that failed through no fault of the AM
+        #: (its container's node lost, or preempted): they do not count (YARN-614).
+        self._uncounted: dict[str, int] = {}
         #: Hide true durations from the policy (``rm.blinding``).
         self.blind = not scheduler.policy.uses_oracle()
 
@@ -147,6 +150,7 @@ class Applications:
         if status is FinalStatus.SUCCEEDED:
             app.progress = 1.0
         del st.apps[app_id]
+        self._uncounted.pop(app_id, None)
         st.finished[app_id] = app
         st.version += 1
         if status is FinalStatus.SUCCEEDED:
@@ -199,9 +203,13 @@ class Applications:
             self.fail_attempt(app_id, f"AM missed Allocate calls for {self.am_expiry_s:g} s", now)
         return late
 
-    def fail_attempt(self, app_id: str, reason: str, now: float) -> None:
-        """The current AM attempt died: kill its containers; retry or fail the application."""
+    def fail_attempt(self, app_id: str, reason: str, now: float, *, counts: bool = True) -> None:
+        """The current AM attempt died: kill its containers; retry or fail the application.
+        Only attempts that ``counts`` (not those whose AM container's node was lost or
+        that were preempted: YARN-614) use up the ``max_am_attempts``."""
         app = self.running(app_id)
+        if not counts:
+            self._uncounted[app_id] = self._uncounted.get(app_id, 0) + 1
         self._log.attempt_failed(now, app_id, app.attempt, reason)
         for c in list(app.containers.values()):
             self._containers.release(c, now, killed=True)
@@ -210,7 +218,7 @@ class Applications:
         app.completed_reports = []
         app.am_registered = False
         app.am_container = None
-        if app.attempt >= self.max_am_attempts:
+        if app.attempt - self._uncounted.get(app_id, 0) >= self.max_am_attempts:
             app.diagnostics = f"attempt {app.attempt} failed: {reason}"
             self.finish(app_id, FinalStatus.FAILED, now)
         elif app.managed_am:

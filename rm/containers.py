@@ -62,8 +62,10 @@ class ContainerLifecycle:
             return
         if cid == app.am_container:
             app.am_container = None
+            # YARN-614: a node lost or a preemption is not the AM's failure.
+            counts = state not in (ContainerState.LOST, ContainerState.PREEMPTED)
             self._outbox.am_exits.append(
-                (app.app_id, f"AM container exited ({state}, {status.exit_status})")
+                (app.app_id, f"AM container exited ({state}, {status.exit_status})", counts)
             )
         else:
             app.completed_reports.append(status)

@@ -152,9 +152,9 @@ class ResourceManager:
         their applications or ask for new AM containers)."""
         exits = self._outbox.am_exits
         while exits:
-            app_id, reason = exits.pop(0)
+            app_id, reason, counts = exits.pop(0)
             if app_id in self.state.apps:
-                self.apps.fail_attempt(app_id, reason, now)
+                self.apps.fail_attempt(app_id, reason, now, counts=counts)
 
     # ------------------------------------------------------------------ nodes
     def register_node(self, reg: NodeRegistration, now: float) -> None:
@@ -232,6 +232,14 @@ class ResourceManager:
                        key=lambda r: r.finish_s or 0.0)  # fmt: skip
         for rec in (*ended, *(r for r in recs if r.state is AppState.RUNNING)):
             self.apps.restore(rec, now, rm_epoch)
+
+    def redeliver_ended(self, ended: Iterable[tuple[str, ContainerStatus]]) -> None:
+        """After a restart: the AMs of running applications hear again of these ended
+        containers (``rm.store.ended_containers``); reports they had are ignored."""
+        for app_id, status in ended:
+            app = self.state.apps.get(app_id)
+            if app is not None:
+                app.completed_reports.append(status)
 
     def end_unrecovered(
         self, app_id: str, container_id: str, node_id: str, started: bool, now: float

@@ -28,7 +28,7 @@ class Outbox:
     def __init__(self) -> None:
         self.am_launches: list[Container] = []
         self.touched: dict[str, None] = {}  # ordered set
-        self.am_exits: list[tuple[str, str]] = []  # (app id, reason)
+        self.am_exits: list[tuple[str, str, bool]] = []  # (app id, reason, counts)
 
     def take(self) -> Effects:
         out = Effects(tuple(self.am_launches), tuple(self.touched))

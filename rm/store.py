@@ -26,7 +26,7 @@ from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
 from treadle.live.gate import Gate
-from treadle.messages import AppSubmission
+from treadle.messages import AppSubmission, ContainerState, ContainerStatus
 from treadle.rpc.v1 import common_pb2 as pb
 
 DB_NAME = "rm-state.sqlite"
@@ -323,6 +323,22 @@ def open_containers(records: Iterable[ev.Record]) -> dict[str, tuple[str, str, b
             out[cid] = (str(r.get("job", "")), str(r.get("node", "")), True)
         elif e in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
             out.pop(cid, None)
+    return out
+
+
+def ended_containers(records: Iterable[ev.Record]) -> list[tuple[str, ContainerStatus]]:
+    """(application, status) of every container an event log saw end on its node: a
+    restarted RM hands them to the running applications' AMs again, since the previous RM
+    may have died before an AM heard of them (an AM ignores containers it does not hold)."""
+    out = []
+    for r in records:
+        if r.get("event") != ev.CONTAINER_FINISHED:
+            continue
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            t = float(r["t"])
+            state = ContainerState(str(r["state"]))
+            status = ContainerStatus(str(r["container"]), state, int(r["exit_status"]), t, t)
+            out.append((str(r["job"]), status))
     return out
 
 

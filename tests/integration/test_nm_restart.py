@@ -76,7 +76,7 @@ def test_an_nm_host_restarted_before_expiry_reruns_its_lost_tasks(tmp_path: Path
     events = cdir / "rm-events.jsonl"
     up = _cli(
         ["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation", "4",
-         "--dir", str(cdir)], tmp_path,
+         "--dir", str(cdir), "--max-restarts", "0"], tmp_path,  # the test restarts it
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
     restarted: subprocess.Popen[bytes] | None = None

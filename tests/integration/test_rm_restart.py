@@ -129,7 +129,7 @@ def test_the_rm_killed_mid_run_restarts_from_its_store_and_every_job_finishes(
     events = cdir / "rm-events.jsonl"
     up = _cli(
         ["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation",
-         str(DILATION), "--dir", str(cdir)], tmp_path,
+         str(DILATION), "--dir", str(cdir), "--max-restarts", "0"], tmp_path,  # restarted here
     )  # fmt: skip
     assert up.returncode == 0, up.stderr
     address = up.stdout.strip()

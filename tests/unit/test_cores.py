@@ -618,6 +618,28 @@ def test_managed_am_gets_a_container_first_and_its_exit_fails_the_attempt() -> N
     assert rm.state.used == ZERO
 
 
+def test_a_lost_node_does_not_use_up_an_am_attempt() -> None:
+    """YARN-614: the AM container's node lost is no failure of the AM: with one attempt
+    allowed, the job gets a second AM container (attempt 2) instead of failing."""
+    am_res = res(1, 512)
+    rm = ResourceManager(FifoPolicy(), max_am_attempts=1, am_resources=am_res)
+    rm.register_node(NodeRegistration("n1", NODE), 0.0)
+    app = rm.submit_application(AppSubmission("j", "alice", "default", 1, managed_am=True), 0.0)
+    Beater(rm)(1.0)
+    (amc,) = rm.take_effects().am_launches
+    rm.register_application_master(app, 2.0)
+    rm.lose_node("n1", 3.0)
+    assert [r["reason"] for r in of(rm, ev.ATTEMPT_FAILED)] == ["AM container exited (LOST, -100)"]
+    assert of(rm, ev.JOB_FAILED) == []
+    assert rm.state.apps[app].asks[-1] == Ask(-1, am_res, 1)  # a new AM container asked
+    rm.register_node(NodeRegistration("n2", NODE), 4.0)
+    Beater(rm, "n2")(5.0)
+    (again,) = rm.take_effects().am_launches
+    assert again.node_id == "n2"
+    assert again.container_id != amc.container_id
+    assert rm.register_application_master(app, 6.0).attempt == 2
+
+
 # ----------------------------------------------------------------------------------
 # RM: faulty policies
 # ----------------------------------------------------------------------------------

@@ -125,10 +125,23 @@ def cluster_up(
         ),
     ] = 0,
     no_http: Annotated[bool, typer.Option("--no-http", help="No HTTP port on the RM.")] = False,
+    max_restarts: Annotated[
+        int,
+        typer.Option(
+            "--max-restarts",
+            help="Restarts allowed per role within --restart-window-s; one more death and "
+            "the cluster is declared failed (0: no supervision).",
+        ),
+    ] = 3,
+    restart_window_s: Annotated[
+        float, typer.Option("--restart-window-s", help="The restart budget's window (wall s).")
+    ] = 60.0,
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
-    directory signs its calls with them (see README, Security)."""
+    directory signs its calls with them (see README, Security). A supervisor process
+    restarts a role that dies (the RM from its store, on its address; see README,
+    Supervision)."""
     with errors():
         logs.configure(log_level)
         from treadle.cluster.commands import cluster_workload, parse_node_resources
@@ -151,6 +164,10 @@ def cluster_up(
         tls = tls_files((tls_cert, tls_key, tls_ca))
         if not 0 <= http_port <= 65535:
             fail(f"--http-port must be between 0 and 65535, got {http_port}", 2)
+        if max_restarts < 0:
+            fail(f"--max-restarts must be >= 0, got {max_restarts}", 2)
+        if not restart_window_s > 0:
+            fail(f"--restart-window-s must be > 0, got {restart_window_s:g}", 2)
         cluster = LocalCluster(
             cluster_workload(specs, hb, like),
             policy,
@@ -162,6 +179,9 @@ def cluster_up(
             detached=True,
             tls=tls,
             http_port=None if no_http else http_port,
+            supervise=max_restarts > 0,
+            max_restarts=max_restarts,
+            restart_window_s=restart_window_s,
         )
         address = run_async(cluster.start())
     say(address)
@@ -199,13 +219,23 @@ def cluster_status(
     and, if it runs, its RM's view."""
     with errors():
         from treadle.cluster.driver import probe, run_async
-        from treadle.cluster.procs import lag_summary, pid_alive, read_state, recorded_processes
+        from treadle.cluster.procs import (
+            lag_summary,
+            pid_alive,
+            read_state,
+            recorded_processes,
+            recorded_supervisor,
+        )
 
         state = read_state(cluster_dir)
         if state is None:
             fail(f"no cluster is recorded in {cluster_dir}")
         procs = recorded_processes(state)
         alive = {p.name: pid_alive(p.pid, p.started) for p in procs}
+        sup = recorded_supervisor(state)
+        supervisor = (
+            None if sup is None else {"pid": sup.pid, "alive": pid_alive(sup.pid, sup.started)}
+        )
         metrics_: dict[str, Any] | None = None
         if alive.get("rm"):
             identify(str(state.get("rm")), None, None, (None, None, None), cluster_dir)
@@ -221,7 +251,9 @@ def cluster_status(
             except TreadleError:
                 metrics_ = None
     if as_json:
-        data = dict(state, alive=alive, rm_metrics=metrics_)
+        roles = {p.name: {"pid": p.pid, "alive": alive[p.name], "restarts": p.restarts}
+                 for p in procs}  # fmt: skip
+        data = dict(state, alive=alive, roles=roles, supervisor=supervisor, rm_metrics=metrics_)
         out.print_json(json.dumps(data, default=str))
         return
     running = sum(alive.values())
@@ -229,10 +261,19 @@ def cluster_status(
         f"rm {state.get('rm')}  policy {state.get('policy')}  dilation {state.get('dilation')}  "
         f"nodes {state.get('nodes')}  ({running}/{len(procs)} processes running)"
     )
+    if state.get("failed"):
+        say(f"  FAILED: {state['failed']}")
+    if supervisor is not None:
+        up = "running" if supervisor["alive"] else "exited"
+        say(f"  supervisor pid {supervisor['pid']} {up}  budget {state.get('budget')}")
     if state.get("http"):
         say(f"  web    {state.get('http')}  (YARN REST API /ws/v1/cluster, /metrics, live page)")
     for p in procs:
-        say(f"  {p.name:<6} pid {p.pid:<8} {'running' if alive[p.name] else 'exited'}  {p.log}")
+        again = f"  restarts {p.restarts}" if p.restarts else ""
+        say(
+            f"  {p.name:<6} pid {p.pid:<8} {'running' if alive[p.name] else 'exited'}{again}  "
+            f"{p.log}"
+        )
         lag = lag_summary(p.log)  # the last one it logged (every few seconds, and on exit)
         if lag is not None:
             timer, queue = lag.get("timer_late_s") or {}, lag.get("rpc_queue_s") or {}

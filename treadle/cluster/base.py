@@ -382,6 +382,11 @@ class ClusterBase(abc.ABC):
         treating it as a failure."""
         self._expected_exit.add(name)
 
+    def restart_counts(self) -> dict[str, int]:
+        """How often each role was started again by supervision (roles never restarted
+        left out)."""
+        return {}
+
     def exited(self) -> list[str]:
         """Names of the roles that stopped without being expected to."""
         return [name for name, _ in self._dead()]
@@ -423,10 +428,11 @@ class ClusterBase(abc.ABC):
         """Each role's lag (treadle.live.lag: timer lateness and RPC queueing, emulated s),
         from the summaries the roles log; call after ``stop()``."""
         out: dict[str, dict[str, Any]] = {}
+        restarts = self.restart_counts()
         for name, log in self._logs.items():
             summary = lag_summary(log)
             if summary is not None:
-                out[name] = summary
+                out[name] = dict(summary, restarts=restarts[name]) if name in restarts else summary
         return out
 
     def liveness(self) -> Liveness:
@@ -451,6 +457,6 @@ class ClusterBase(abc.ABC):
             self.nodes,
             self.parts,
             managed_am=self.managed_am,
-            stopped=self._expected_exit,
+            stopped=self._expected_exit | set(self.restart_counts()),
         )
         return Fidelity(self.dilation, self.liveness(), roles, found)

@@ -8,6 +8,10 @@ the workload's nodes, waits until the RM counts them all, then starts the AM hos
 containers). Every process writes its log to the work directory and the RM streams its
 event log to ``rm-events.jsonl`` there; ``cluster.json`` records pids and addresses.
 
+Once ready, the roles are supervised (treadle.cluster.supervisor): one that dies is started
+again within a restart budget, by the cluster itself while its ``guard`` watches a run, or,
+for a detached cluster, by a supervisor process of its own.
+
 Each process leads a session (and process group) of its own, so that ``stop()`` can sweep
 what a process left behind (an NM's AM processes) and so that a detached cluster
 (``treadle cluster up``) outlives the command that started it. ``stop()`` sends SIGTERM,
@@ -17,7 +21,6 @@ waits a grace period, then SIGKILLs.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -26,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from treadle.cluster.base import ClusterBase
 from treadle.cluster.commands import nodes_json
@@ -37,10 +40,19 @@ from treadle.cluster.procs import (
     log_tail,
     read_state,
     signal_group,
-    start_time,
     write_state,
 )
 from treadle.cluster.secrets import ClusterSecrets
+from treadle.cluster.supervisor import (
+    DEFAULT_MAX_RESTARTS,
+    DEFAULT_WINDOW_S,
+    RestartBudget,
+    exhausted,
+    info_of,
+    restart_argv,
+    spawn,
+    start_detached,
+)
 from treadle.errors import TreadleError
 from treadle.model import NodeSpec
 
@@ -72,8 +84,15 @@ class LocalCluster(ClusterBase):
     #: process, killed and started again with its recorded command line on its address,
     #: goes on with the run (README: RM restart).
     rm_state: bool = True
+    #: Restart a role that dies once the cluster is ready (treadle.cluster.supervisor),
+    #: each at most ``max_restarts`` times within ``restart_window_s`` wall seconds.
+    supervise: bool = True
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    restart_window_s: float = DEFAULT_WINDOW_S
     python: str = sys.executable
     _procs: list[_Running] = field(default_factory=list, init=False, repr=False)
+    _budget: RestartBudget | None = field(default=None, init=False, repr=False)
+    _restarts: dict[str, int] = field(default_factory=dict, init=False, repr=False)
 
     mode: ClassVar[str] = "local"
     kind: ClassVar[str] = "local cluster"
@@ -96,6 +115,9 @@ class LocalCluster(ClusterBase):
         return {r.info.name: r.info for r in self._procs}
 
     # ------------------------------------------------------------------ start
+    def restart_counts(self) -> dict[str, int]:
+        return dict(self._restarts)
+
     def _is_started(self) -> bool:
         return bool(self._procs)
 
@@ -113,6 +135,8 @@ class LocalCluster(ClusterBase):
                     f"--dir {self.workdir}"
                 )
             (self.workdir / STATE_FILE).unlink()
+        self._budget, self._restarts = None, {}
+        RestartBudget(self.max_restarts, self.restart_window_s)  # a bad budget fails now
         self.secrets = ClusterSecrets.generate()
         self.secrets.write(self.workdir / "secrets")
         stale = [RM_EVENTS, "rm.port", "rm.http", *(p.name for p in self.workdir.glob("nm-*.port"))]
@@ -162,24 +186,19 @@ class LocalCluster(ClusterBase):
 
     def _spawn(self, name: str, argv: list[str]) -> None:
         log_path = self.log_path(name)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        with open(log_path, "wb") as logf:
-            popen = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,  # own group: swept on stop; survives a detached CLI
-                close_fds=True,
-            )
-        info = ProcessInfo(name, popen.pid, argv, str(log_path), start_time(popen.pid))
-        self._procs.append(_Running(info, popen))
+        popen = spawn(name, argv, log_path)
+        self._procs.append(_Running(info_of(name, popen, argv, log_path), popen))
 
     def _started(self) -> None:
-        write_state(
-            self.workdir,
-            {
+        budget = RestartBudget(self.max_restarts, self.restart_window_s)
+        write_state(self.workdir, self._state())
+        if self.supervise and self.detached:
+            start_detached(self.workdir, budget)  # the command returns; it watches on
+        elif self.supervise:
+            self._budget = budget  # watched from guard (_dead)
+
+    def _state(self) -> dict[str, Any]:
+        return {
                 "rm": self.rm_address,
                 "http": self.http_url or None,
                 "policy": self.policy,
@@ -197,8 +216,7 @@ class LocalCluster(ClusterBase):
                 "tls": list(self.tls_paths()) or None,
                 "started_unix": time.time(),
                 "processes": [asdict(r.info) for r in self._procs],
-            },
-        )
+        }  # fmt: skip
 
     # ------------------------------------------------------------------ watching
     def _dead(self) -> list[tuple[str, int | None]]:
@@ -207,7 +225,29 @@ class LocalCluster(ClusterBase):
             code = r.popen.poll()
             if r.info.name not in self._expected_exit and code is not None:
                 out.append((r.info.name, code))
+        if out and self._budget is not None:
+            out = self._restart(out, self._budget)
         return out
+
+    def _restart(
+        self, dead: list[tuple[str, int | None]], budget: RestartBudget
+    ) -> list[tuple[str, int | None]]:
+        """Start the ``dead`` roles again (treadle.cluster.supervisor); beyond the budget the
+        cluster has failed."""
+        by_name = {r.info.name: r for r in self._procs}
+        for name, _code in dead:
+            old = by_name[name]
+            if not budget.spend(name, time.monotonic()):
+                self._budget = None  # failed: no more restarts, stop() sweeps the rest
+                raise TreadleError(f"{self.kind}: " + exhausted(name, budget, old.info.log))
+            signal_group(old.info.pid, signal.SIGKILL)  # what it left behind (AM containers)
+            argv = restart_argv(old.info, self.rm_address, self.http_url)
+            popen = spawn(name, argv, Path(old.info.log), append=True)
+            self._restarts[name] = self._restarts.get(name, 0) + 1
+            info = info_of(name, popen, old.info.argv, Path(old.info.log), self._restarts[name])
+            self._procs[self._procs.index(old)] = _Running(info, popen)
+        write_state(self.workdir, dict(self._state(), restarts=self.restart_counts()))
+        return []
 
     def _log_tail(self, name: str) -> tuple[str, str]:
         path = self.log_path(name)

@@ -33,6 +33,7 @@ class ProcessInfo:
     argv: list[str]
     log: str
     started: int | None = None  # /proc start time (clock ticks after boot): pid-reuse guard
+    restarts: int = 0  # how often the supervisor started it again (treadle.cluster.supervisor)
 
 
 def _proc_stat(pid: int) -> tuple[str, int] | None:
@@ -124,22 +125,30 @@ def write_state(workdir: Path, state: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+def _process_info(p: Any) -> ProcessInfo | None:
+    try:
+        return ProcessInfo(
+            str(p["name"]),
+            int(p["pid"]),
+            [str(a) for a in p.get("argv", [])],
+            str(p.get("log", "")),
+            int(p["started"]) if p.get("started") is not None else None,
+            int(p.get("restarts") or 0),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def recorded_processes(state: Mapping[str, Any]) -> list[ProcessInfo]:
-    out = []
-    for p in state.get("processes", []):
-        try:
-            out.append(
-                ProcessInfo(
-                    str(p["name"]),
-                    int(p["pid"]),
-                    [str(a) for a in p.get("argv", [])],
-                    str(p.get("log", "")),
-                    int(p["started"]) if p.get("started") is not None else None,
-                )
-            )
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
+    """The cluster's role processes (the supervisor aside)."""
+    found = (_process_info(p) for p in state.get("processes", []))
+    return [p for p in found if p is not None]
+
+
+def recorded_supervisor(state: Mapping[str, Any]) -> ProcessInfo | None:
+    """The supervisor process of a detached cluster (treadle.cluster.supervisor), if any."""
+    sup = state.get("supervisor")
+    return _process_info(sup) if isinstance(sup, dict) else None
 
 
 def live_processes(state: Mapping[str, Any]) -> list[ProcessInfo]:
@@ -152,6 +161,11 @@ def stop_recorded(workdir: Path, grace_s: float = 5.0) -> dict[str, Any]:
     state = read_state(workdir)
     if state is None:
         raise TreadleError(f"no cluster is recorded in {workdir} (no {STATE_FILE})")
+    supervisor = recorded_supervisor(state)
+    if supervisor is not None:
+        # First, so that it restarts nothing; then the roles as it last recorded them.
+        terminate([supervisor], grace_s)
+        state = read_state(workdir) or state
     terminate(recorded_processes(state), grace_s)
     left = live_processes(state)
     if left:

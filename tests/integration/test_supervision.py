@@ -1,0 +1,359 @@
+"""Fault injection under supervision (issue 16): kill -9 of the RM, of an NM host and of the
+AM host in the middle of a run; the cluster's supervisor (treadle.cluster.supervisor)
+starts the role again, not the test, and every job finishes.
+
+Real processes throughout: ``treadle cluster up`` (its supervisor process) with ``treadle
+run`` for the RM; a ``LocalCluster`` watched by its ``guard`` for an NM host;
+``treadle compare --mode local`` for the AM host. Each test prints its figures: how long
+the recovery took and how many tasks ran again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from treadle import events as ev
+from treadle.cluster.driver import replay
+from treadle.cluster.local import LocalCluster
+from treadle.cluster.procs import read_state, recorded_processes
+from treadle.errors import TreadleError
+from treadle.workload import parse_workload
+
+TREADLE = [sys.executable, "-m", "treadle.cli"]
+DILATION = 4.0
+
+# Two nodes and six jobs of 6-12 emulated s a task (1.5-3 wall s at dilation 4), submitted
+# over 40 emulated s: a kill comes while some jobs run, some are done and some are not yet
+# submitted. Node and AM expiry: 10 intervals of 2 emulated s, 5 wall s.
+WORKLOAD = """
+seed: 5
+cluster:
+  heartbeat_s: 2.0
+  nodes:
+    - {count: 2, resources: {vcores: 4, memory_mb: 8192}}
+users: {alice: {weight: 1}, bob: {weight: 1}}
+jobs:
+  - name: a
+    user: alice
+    submit_s: 0
+    stages:
+      - {name: map, tasks: 6, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}
+      - {name: reduce, tasks: 2, duration_s: 6, after: [map],
+         resources: {vcores: 1, memory_mb: 1024}}
+  - {name: b, user: bob, submit_s: 1,
+     stages: [{name: s, tasks: 4, duration_s: 12, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: c, user: alice, submit_s: 4,
+     stages: [{name: s, tasks: 4, duration_s: 8, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: d, user: bob, submit_s: 8,
+     stages: [{name: s, tasks: 3, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: e, user: alice, submit_s: 30,
+     stages: [{name: s, tasks: 3, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: f, user: bob, submit_s: 40,
+     stages: [{name: s, tasks: 2, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
+"""
+JOBS = 6
+TASKS = 6 + 2 + 4 + 4 + 3 + 3 + 2
+
+
+def _cli(args: list[str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(TREADLE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    out = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out
+
+
+def _count(records: list[dict[str, Any]], event: str) -> int:
+    return sum(1 for r in records if r["event"] == event)
+
+
+def _mid_run(events: Path) -> Callable[[], bool]:
+    def cond() -> bool:
+        records = _events(events)
+        return (
+            _count(records, ev.CONTAINER_FINISHED) >= 4 and _count(records, ev.JOB_SUBMITTED) >= 3
+        )
+
+    return cond
+
+
+def _wait_for(what: str, cond: Callable[[], Any], timeout_s: float = 30.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = cond()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _pid_of(cdir: Path, role: str) -> int:
+    state = read_state(cdir)
+    assert state is not None
+    return next(p.pid for p in recorded_processes(state) if p.name == role)
+
+
+def _check_counts(records: list[dict[str, Any]]) -> int:
+    """Every job submitted once and finished, none failed, every task done; returns how
+    many task containers ran beyond one per task (the tasks run again)."""
+    assert _count(records, ev.JOB_SUBMITTED) == JOBS
+    assert _count(records, ev.JOB_FINISHED) == JOBS
+    assert _count(records, ev.JOB_FAILED) == 0
+    ok = [r for r in records if r["event"] == ev.CONTAINER_FINISHED and r["state"] == "COMPLETE"]
+    assert len({r["container"] for r in ok if r["exit_status"] == 0}) >= TASKS
+    return _count(records, ev.CONTAINER_FINISHED) - TASKS
+
+
+def test_the_rm_killed_mid_run_is_restarted_by_the_supervisor(tmp_path: Path) -> None:
+    wl = tmp_path / "six.yaml"
+    wl.write_text(WORKLOAD)
+    cdir = tmp_path / "cluster"
+    events = cdir / "rm-events.jsonl"
+    up = _cli(["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation",
+               str(DILATION), "--dir", str(cdir)], tmp_path)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    address = up.stdout.strip()
+    out = tmp_path / "out"
+    run: subprocess.Popen[str] | None = None
+    try:
+        old = _pid_of(cdir, "rm")
+        run = subprocess.Popen(
+            [*TREADLE, "run", str(wl), "--rm", address, "--cluster-dir", str(cdir),
+             "--out", str(out), "--no-slowdown", "--rm-absent-s", "60"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        _wait_for("the run to be under way", _mid_run(events))
+        os.killpg(old, signal.SIGKILL)
+        killed = time.monotonic()
+        new = _wait_for("the supervisor to restart the RM",
+                        lambda: (p := _pid_of(cdir, "rm")) != old and p)  # fmt: skip
+        restarted = time.monotonic()
+        nodes_before = _count(_events(events), ev.NODE_REGISTERED)
+        _wait_for("the NMs to register again",
+                  lambda: _count(_events(events), ev.NODE_REGISTERED) > nodes_before)  # fmt: skip
+        back = time.monotonic()
+        _stdout, stderr = run.communicate(timeout=60)
+        assert run.returncode == 0, stderr
+        status = _cli(["cluster", "status", "--dir", str(cdir), "--json"], tmp_path)
+        assert status.returncode == 0, status.stderr
+        shown = json.loads(status.stdout)
+        assert shown["roles"]["rm"] == {"pid": new, "alive": True, "restarts": 1}
+        assert shown["roles"]["nm-1"]["restarts"] == 0
+        assert shown["supervisor"]["alive"]
+    finally:
+        if run is not None and run.poll() is None:
+            run.kill()
+            run.communicate()
+        down = _cli(["cluster", "down", "--dir", str(cdir)], tmp_path)
+    assert down.returncode == 0, down.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["jobs"], summary["finished"]) == (JOBS, JOBS)
+    rerun = _check_counts(_events(events))
+    assert "role_restarted" in (cdir / "supervisor.log").read_text()
+    print(
+        f"RM kill -9: restarted by the supervisor {restarted - killed:.2f} s after the kill, "
+        f"NMs registered again {back - killed:.2f} s after it; {rerun} tasks re-run"
+    )
+
+
+def test_an_nm_host_killed_mid_run_is_restarted_with_its_nodes(tmp_path: Path) -> None:
+    wl = parse_workload(WORKLOAD, "six")
+    cluster = LocalCluster(wl, "fifo", workdir=tmp_path / "cluster", dilation=DILATION,
+                           nm_processes=2)  # fmt: skip
+    events = cluster.events_path
+    figures: dict[str, float] = {}
+
+    async def scenario() -> list[ev.Record]:
+        await cluster.start()
+        run = asyncio.ensure_future(replay(cluster.rm_address, wl, timeout_s=50, mode="local"))
+        while not _mid_run(events)():
+            await asyncio.sleep(0.05)
+        registered = _count(_events(events), ev.NODE_REGISTERED)
+        os.killpg(cluster.processes["nm-2"].pid, signal.SIGKILL)
+        killed = time.monotonic()
+
+        def back() -> bool:
+            # Its new incarnation registered: the old one's containers ended lost (or, had
+            # the RM expired the node first, the node registered anew).
+            records = _events(events)
+            lost = any(r["event"] == ev.CONTAINER_FINISHED and r["state"] == "LOST"
+                       for r in records)  # fmt: skip
+            return lost or _count(records, ev.NODE_REGISTERED) > registered
+
+        async def watch() -> None:
+            while not back():
+                await asyncio.sleep(0.05)
+            figures["back_s"] = time.monotonic() - killed
+
+        watcher = asyncio.ensure_future(watch())
+        records = await cluster.guard(run)
+        await watcher
+        return records
+
+    try:
+        records = asyncio.run(asyncio.wait_for(scenario(), 60))
+    finally:
+        cluster.stop()
+    assert cluster.restart_counts() == {"nm-2": 1}
+    rerun = _check_counts(records)
+    lost = [r for r in records if r["event"] == ev.CONTAINER_FINISHED and r["state"] == "LOST"]
+    assert lost  # the old incarnation's containers ended lost...
+    assert rerun >= len(lost)  # ...and their tasks ran again
+    assert cluster.lag_stats()["nm-2"]["restarts"] == 1
+    print(
+        f"NM host kill -9: its node registered again {figures['back_s']:.2f} s after the kill "
+        f"(restarted by the cluster's guard); {len(lost)} containers lost, {rerun} tasks re-run"
+    )
+
+
+def test_the_am_host_killed_mid_run_in_a_comparison_comes_back(tmp_path: Path) -> None:
+    wl = tmp_path / "six.yaml"
+    wl.write_text(WORKLOAD)
+    out = tmp_path / "out"
+    cdir = out / "fifo" / "cluster"
+    events = cdir / "rm-events.jsonl"
+    cmp = subprocess.Popen(
+        [*TREADLE, "compare", str(wl), "--mode", "local", "--policies", "fifo", "--out",
+         str(out), "--dilation", str(DILATION), "--no-slowdown", "--timeout-s", "50"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait_for("the run to be under way", _mid_run(events), 40)
+        old = _pid_of(cdir, "am")
+        os.killpg(old, signal.SIGKILL)
+        killed = time.monotonic()
+        attempts = lambda: sum(  # noqa: E731
+            1 for r in _events(events) if r["event"] == ev.ATTEMPT_STARTED and r["attempt"] == 2
+        )
+        _wait_for("a second AM attempt", attempts, 40)
+        back = time.monotonic()
+        _stdout, stderr = cmp.communicate(timeout=60)
+        assert cmp.returncode == 0, stderr
+    finally:
+        if cmp.poll() is None:
+            cmp.kill()
+            cmp.communicate()
+    records = _events(events)
+    rerun = _check_counts(records)
+    summary = json.loads((out / "fifo" / "summary.json").read_text())
+    assert (summary["jobs"], summary["finished"]) == (JOBS, JOBS)
+    timers = json.loads((out / "fifo" / "timers.json").read_text())
+    assert timers["processes"]["am"]["restarts"] == 1
+    second = sum(1 for r in records if r["event"] == ev.ATTEMPT_STARTED and r["attempt"] == 2)
+    print(
+        f"AM host kill -9: first new attempt {back - killed:.2f} s after the kill (the RM "
+        f"expires the old ones: 5 wall s); {second} AMs came back as attempt 2, "
+        f"{rerun} tasks re-run"
+    )
+
+
+def test_a_role_dying_beyond_its_restart_budget_fails_the_cluster(tmp_path: Path) -> None:
+    wl = parse_workload(WORKLOAD, "six")
+    cluster = LocalCluster(wl, "fifo", workdir=tmp_path / "cluster", dilation=DILATION,
+                           max_restarts=1)  # fmt: skip
+
+    async def scenario() -> None:
+        await cluster.start()
+
+        async def kill_twice() -> None:
+            for _ in range(2):
+                pid = cluster.processes["am"].pid
+                os.killpg(pid, signal.SIGKILL)
+                while cluster.processes["am"].pid == pid:
+                    await asyncio.sleep(0.05)
+            await asyncio.sleep(30)
+
+        await cluster.guard(kill_twice())
+
+    try:
+        with pytest.raises(TreadleError, match=r"am died again beyond its restart budget "
+                           r"\(1 restarts per 60 s\): the cluster has failed"):  # fmt: skip
+            asyncio.run(asyncio.wait_for(scenario(), 40))
+    finally:
+        cluster.stop()
+    assert cluster.restart_counts() == {"am": 1}
+
+
+def test_a_detached_cluster_beyond_its_budget_is_declared_failed(tmp_path: Path) -> None:
+    """``cluster up``'s supervisor: the AM host killed twice with a budget of one restart;
+    the cluster is declared failed (status says why), its other roles are stopped, and
+    ``cluster down`` clears it."""
+    cdir = tmp_path / "cluster"
+    up = _cli(["cluster", "up", "--nodes", "1", "--policy", "fifo", "--dir", str(cdir),
+               "--max-restarts", "1", "--no-http"], tmp_path)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        first = _pid_of(cdir, "am")
+        os.killpg(first, signal.SIGKILL)
+        second = _wait_for(
+            "the AM host's restart", lambda: (p := _pid_of(cdir, "am")) != first and p
+        )
+        os.killpg(second, signal.SIGKILL)
+        _wait_for("the cluster to fail", lambda: (read_state(cdir) or {}).get("failed"))
+        status = _cli(["cluster", "status", "--dir", str(cdir)], tmp_path)
+        assert "FAILED: am died again beyond its restart budget" in status.stdout
+
+        def all_stopped() -> dict[str, Any] | None:
+            res = _cli(["cluster", "status", "--dir", str(cdir), "--json"], tmp_path)
+            shown: dict[str, Any] = json.loads(res.stdout)
+            alive = [r for r in shown["roles"].values() if r["alive"]]
+            return None if alive or shown["supervisor"]["alive"] else shown
+
+        shown = _wait_for("the supervisor and the other roles to stop", all_stopped)
+        assert shown["roles"]["am"]["restarts"] == 1
+        assert shown["failed"].startswith(
+            "am died again beyond its restart budget (1 restarts per 60 s): the cluster has failed"
+        )
+    finally:
+        down = _cli(["cluster", "down", "--dir", str(cdir)], tmp_path)
+    assert down.returncode == 0, down.stderr
+    assert not (cdir / "cluster.json").exists()
+
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def _command(service: dict[str, Any]) -> str:
+    cmd = service["command"]
+    return " ".join(cmd) if isinstance(cmd, list) else str(cmd)
+
+
+def test_the_deployments_restart_the_roles_but_not_the_driver() -> None:
+    """Static check of deploy/compose.yaml and deploy/stack.yaml: the RM (with its state
+    store), the NM hosts (with their node tokens) and the AM host restart; the driver,
+    whose exit ends the run, does not."""
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())["services"]
+    stack = yaml.safe_load((DEPLOY / "stack.yaml").read_text())["services"]
+    for role in ("rm", "nm", "am"):
+        assert compose[role]["restart"] == "unless-stopped", role
+        policy = stack[role]["deploy"]["restart_policy"]
+        assert policy["condition"] == "on-failure", role
+        assert policy["max_attempts"] >= 1, role
+    assert "restart" not in compose["driver"]
+    assert stack["driver"]["deploy"]["restart_policy"] == {"condition": "none"}
+    for services in (compose, stack):
+        assert "--state-dir" in _command(services["rm"])
+        assert "--work-dir" in _command(services["nm"])
+    # A stack's restarted task is a new container: what it reloads is on a volume, under
+    # the service's id (a new deployment starts afresh).
+    assert "SERVICE_ID" in _command(stack["rm"])
+    assert any(v.endswith(":/state") for v in stack["rm"]["volumes"])
+    assert any(v.endswith(":/work") for v in stack["nm"]["volumes"])
