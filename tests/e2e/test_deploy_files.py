@@ -131,5 +131,6 @@ def test_swarm_stack_runs_a_workload_on_a_single_node_swarm(image: str, swarm: N
                 "container", "prune", "-f", "--filter", f"label=com.docker.stack.namespace={stack}"
             )
             _docker("network", "rm", f"{stack}_treadle")
-        _docker("volume", "rm", f"{stack}_results")
+        for volume in ("results", "rm-state", "nm-work"):  # the stack's named volumes
+            _docker("volume", "rm", f"{stack}_{volume}")
     assert _named(f"{stack}_") == []
