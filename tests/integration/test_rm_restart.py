@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
@@ -35,6 +34,15 @@ from rm.core import ResourceManager
 from rm.service import RmSettings, serve
 from rm.store import StateStore, restore
 from tests.budget_policy import BudgetPolicy
+from tests.faults import (
+    DILATION,
+    JOBS,
+    TASKS,
+    TREADLE,
+    WORKLOAD,
+    cli as _cli,
+    read_events as _events,
+)
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.live.gate import Gate
 from treadle.live.rpcutil import channel
@@ -47,54 +55,6 @@ from treadle.rpc.v1 import (
     client_pb2_grpc as client_grpc,
     common_pb2 as pb,
 )
-
-TREADLE = [sys.executable, "-m", "treadle.cli"]
-DILATION = 4.0
-
-# Two nodes (one NM host) and six jobs of about 20-30 emulated s (5-8 wall s at dilation 4),
-# submitted over 12 s: the kill comes while some jobs run, some are done and some are not
-# yet submitted.
-WORKLOAD = """
-seed: 5
-cluster:
-  heartbeat_s: 2.0
-  nodes:
-    - {count: 2, resources: {vcores: 4, memory_mb: 8192}}
-users: {alice: {weight: 1}, bob: {weight: 1}}
-jobs:
-  - name: a
-    user: alice
-    submit_s: 0
-    stages:
-      - {name: map, tasks: 6, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}
-      - {name: reduce, tasks: 2, duration_s: 6, after: [map],
-         resources: {vcores: 1, memory_mb: 1024}}
-  - {name: b, user: bob, submit_s: 1,
-     stages: [{name: s, tasks: 4, duration_s: 12, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: c, user: alice, submit_s: 4,
-     stages: [{name: s, tasks: 4, duration_s: 8, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: d, user: bob, submit_s: 8,
-     stages: [{name: s, tasks: 3, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: e, user: alice, submit_s: 30,
-     stages: [{name: s, tasks: 3, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: f, user: bob, submit_s: 40,
-     stages: [{name: s, tasks: 2, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
-"""
-JOBS = 6
-TASKS = 6 + 2 + 4 + 4 + 3 + 3 + 2
-
-
-def _cli(args: list[str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(TREADLE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-    return out
 
 
 def _wait_for(what: str, cond: Any, timeout_s: float = 30.0) -> None:

@@ -11,12 +11,10 @@ the recovery took and how many tasks ran again.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,60 +23,21 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.faults import (
+    DILATION,
+    JOBS,
+    TASKS,
+    TREADLE,
+    WORKLOAD,
+    cli as _cli,
+    read_events as _events,
+)
 from treadle import events as ev
 from treadle.cluster.driver import replay
 from treadle.cluster.local import LocalCluster
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.errors import TreadleError
 from treadle.workload import parse_workload
-
-TREADLE = [sys.executable, "-m", "treadle.cli"]
-DILATION = 4.0
-
-# Two nodes and six jobs of 6-12 emulated s a task (1.5-3 wall s at dilation 4), submitted
-# over 40 emulated s: a kill comes while some jobs run, some are done and some are not yet
-# submitted. Node and AM expiry: 10 intervals of 2 emulated s, 5 wall s.
-WORKLOAD = """
-seed: 5
-cluster:
-  heartbeat_s: 2.0
-  nodes:
-    - {count: 2, resources: {vcores: 4, memory_mb: 8192}}
-users: {alice: {weight: 1}, bob: {weight: 1}}
-jobs:
-  - name: a
-    user: alice
-    submit_s: 0
-    stages:
-      - {name: map, tasks: 6, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}
-      - {name: reduce, tasks: 2, duration_s: 6, after: [map],
-         resources: {vcores: 1, memory_mb: 1024}}
-  - {name: b, user: bob, submit_s: 1,
-     stages: [{name: s, tasks: 4, duration_s: 12, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: c, user: alice, submit_s: 4,
-     stages: [{name: s, tasks: 4, duration_s: 8, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: d, user: bob, submit_s: 8,
-     stages: [{name: s, tasks: 3, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: e, user: alice, submit_s: 30,
-     stages: [{name: s, tasks: 3, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
-  - {name: f, user: bob, submit_s: 40,
-     stages: [{name: s, tasks: 2, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
-"""
-JOBS = 6
-TASKS = 6 + 2 + 4 + 4 + 3 + 3 + 2
-
-
-def _cli(args: list[str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(TREADLE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-
-
-def _events(path: Path) -> list[dict[str, Any]]:
-    out = []
-    with contextlib.suppress(OSError):
-        for line in path.read_text().splitlines():
-            with contextlib.suppress(ValueError):
-                out.append(json.loads(line))
-    return out
 
 
 def _count(records: list[dict[str, Any]], event: str) -> int:

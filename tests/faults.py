@@ -1,0 +1,57 @@
+"""The small workload and helpers the kill -9 fault tests share (the RM restart and the
+supervision tests): two nodes and six jobs submitted over 40 emulated s, so that a kill
+comes while some jobs run, some are done and some are not yet submitted."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+TREADLE = [sys.executable, "-m", "treadle.cli"]
+DILATION = 4.0
+
+WORKLOAD = """
+seed: 5
+cluster:
+  heartbeat_s: 2.0
+  nodes:
+    - {count: 2, resources: {vcores: 4, memory_mb: 8192}}
+users: {alice: {weight: 1}, bob: {weight: 1}}
+jobs:
+  - name: a
+    user: alice
+    submit_s: 0
+    stages:
+      - {name: map, tasks: 6, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}
+      - {name: reduce, tasks: 2, duration_s: 6, after: [map],
+         resources: {vcores: 1, memory_mb: 1024}}
+  - {name: b, user: bob, submit_s: 1,
+     stages: [{name: s, tasks: 4, duration_s: 12, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: c, user: alice, submit_s: 4,
+     stages: [{name: s, tasks: 4, duration_s: 8, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: d, user: bob, submit_s: 8,
+     stages: [{name: s, tasks: 3, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: e, user: alice, submit_s: 30,
+     stages: [{name: s, tasks: 3, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
+  - {name: f, user: bob, submit_s: 40,
+     stages: [{name: s, tasks: 2, duration_s: 6, resources: {vcores: 1, memory_mb: 1024}}]}
+"""
+JOBS = 6
+TASKS = 6 + 2 + 4 + 4 + 3 + 3 + 2
+
+
+def cli(args: list[str], cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(TREADLE + args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    out = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text().splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+    return out
