@@ -57,6 +57,22 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+# One consistent reading of the page: every table's rows, the chart's lines, the legend.
+SNAPSHOT_JS = """
+const table = (id) => Array.from(document.querySelectorAll('#' + id + ' tbody tr')).map(
+  (r) => ({cells: Array.from(r.querySelectorAll('td')).map((c) => c.innerText.trim()),
+           text: r.innerText, queue: r.getAttribute('data-queue')}));
+const chart = {};
+for (const l of document.querySelectorAll('#util-chart polyline.series')) {
+  chart[l.getAttribute('data-resource')] = l.getAttribute('points') || '';
+}
+const el = (id) => document.getElementById(id);
+return {apps: table('apps'), nodes: table('nodes'), queues: table('queues'), chart: chart,
+        zero_y: el('util-chart').getAttribute('data-zero-y'),
+        legend: el('util-legend').innerText, summary: el('summary').innerText};
+"""
+
+
 def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
 
@@ -88,46 +104,37 @@ def test_live_page_shows_the_running_workload(
         browser.find_element(By.ID, "login-key").send_keys(key)
         browser.find_element(By.ID, "login-go").click()
 
-        def rows(table: str) -> list[Any]:
-            return list(browser.find_elements(By.CSS_SELECTOR, f"#{table} tbody tr"))
+        # The page redraws its tables and chart every poll, so an element found in one
+        # WebDriver call may be gone by the next: each check reads the page in one script.
+        def page(d: Any) -> dict[str, Any]:
+            return d.execute_script(SNAPSHOT_JS)  # type: ignore[no-any-return]
 
         def running_shown(d: Any) -> bool:
-            states = [r.find_elements(By.CSS_SELECTOR, "td")[4].text for r in rows("apps")]
-            return "RUNNING" in states and len(rows("nodes")) == 4
+            p = page(d)
+            return "RUNNING" in [r["cells"][4] for r in p["apps"]] and len(p["nodes"]) == 4
 
         wait.until(running_shown)
 
         def progress_shown(d: Any) -> bool:
-            cells = [r.find_elements(By.CSS_SELECTOR, "td")[5].text for r in rows("apps")]
-            return any(c not in ("0%", "") for c in cells)
+            return any(r["cells"][5] not in ("0%", "") for r in page(d)["apps"])
 
         wait.until(progress_shown)
 
-        def chart_points(d: Any) -> dict[str, list[tuple[float, float]]]:
-            out = {}
-            for line in d.find_elements(By.CSS_SELECTOR, "#util-chart polyline.series"):
-                pts = [
-                    tuple(map(float, p.split(","))) for p in line.get_attribute("points").split()
-                ]
-                out[line.get_attribute("data-resource")] = pts
-            return out
-
         # The chart: one line per resource, over a few samples, above the zero line.
-        wait.until(lambda d: len(chart_points(d).get("vcores", [])) >= 3)
-        lines = chart_points(browser)
+        wait.until(lambda d: len(page(d)["chart"].get("vcores", [])) >= 3)
+        snap = page(browser)
+        lines = {k: [tuple(map(float, p.split(","))) for p in v.split()]
+                 for k, v in snap["chart"].items()}  # fmt: skip
         assert set(lines) == {"memory_mb", "vcores"}
-        zero = float(browser.find_element(By.ID, "util-chart").get_attribute("data-zero-y"))
+        zero = float(snap["zero_y"])
         assert any(y < zero - 1 for _, y in lines["vcores"]), "utilization above 0 at some point"
-        legend = browser.find_element(By.ID, "util-legend").text
-        assert "vcores" in legend
-        assert "%" in legend
+        assert "vcores" in snap["legend"]
+        assert "%" in snap["legend"]
 
         # The applications table: the workload's jobs, with state and progress.
         jobs = {j.name for j in load_workload("demo").jobs}
-        apps = []
-        for r in rows("apps"):
-            cells = [c.text for c in r.find_elements(By.CSS_SELECTOR, "td")]
-            apps.append(cells)
+        apps = [r["cells"] for r in snap["apps"]]
+        for cells in apps:
             assert re.fullmatch(r"application_\d+", cells[0])
             assert cells[1] in jobs
             assert cells[3] in {"etl", "analytics", "adhoc"}
@@ -136,14 +143,12 @@ def test_live_page_shows_the_running_workload(
         assert any(a[4] == "RUNNING" for a in apps)
 
         # The queues with their shares, and the nodes.
-        queues = {r.get_attribute("data-queue") for r in rows("queues")}
-        assert queues == {"root", "etl", "analytics", "adhoc"}
-        nodes = {r.find_elements(By.CSS_SELECTOR, "td")[0].text: r.text for r in rows("nodes")}
+        assert {r["queue"] for r in snap["queues"]} == {"root", "etl", "analytics", "adhoc"}
+        nodes = {r["cells"][0]: r["text"] for r in snap["nodes"]}
         assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
         assert all("RUNNING" in text for text in nodes.values())
-        summary = browser.find_element(By.ID, "summary").text
-        assert "policy drf" in summary
-        assert "nodes 4" in summary
+        assert "policy drf" in snap["summary"]
+        assert "nodes 4" in snap["summary"]
 
         shot = tmp_path / "live-page.png"
         assert browser.save_screenshot(str(shot))
