@@ -53,10 +53,17 @@ import argparse
 import csv
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from plugins.estimators.slearn import SlearnEstimator, SlearnParams, _Sampled
+from plugins.policies.gs import GsParams, GsPolicy
+from rm.estimator import Plan
+from rm.policy import AppView, ClusterView
 from treadle import registry
 from treadle.importers.swim import SwimOptions, load_swim
 from treadle.importers.tabular import (
@@ -67,9 +74,10 @@ from treadle.importers.tabular import (
     stretch_factor,
     write_history,
 )
+from treadle.messages import Container, ContainerStatus
 from treadle.metrics import analyze
-from treadle.metrics.estimation import against_baseline, per_job_sizes
-from treadle.metrics.scan import scan
+from treadle.metrics.estimation import against_baseline, first_estimates, per_job_sizes
+from treadle.metrics.scan import scan, to_table
 from treadle.model import DEFAULT_RACK, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 from treadle.sim import Simulation
@@ -137,16 +145,22 @@ def wta_workload(quick: bool, tmp: Path) -> tuple[Workload, Path]:
     return wl, history
 
 
-def swim_workload(quick: bool, tmp: Path) -> tuple[Workload, Path]:
+def swim_workload(quick: bool, tmp: Path, map_only: bool = False) -> tuple[Workload, Path]:
+    """``map_only``: each job is its map stage alone (after the width cap, so the same
+    jobs), the spec's one-phase job model (A1.0) and its "treat only the map stage"
+    reading of SWIM (A4)."""
     wl = load_swim(SWIM_DAY, SwimOptions(reshape=Reshape(width_cap=150, cap_mode="drop")))
     if quick:
         wl = first_jobs(wl, 1200)
+    if map_only:
+        wl = replace(wl, jobs=tuple(replace(j, stages=j.stages[:1]) for j in wl.jobs))
     wl, past = split_history(wl, 0.5)
     jobs = list(wl.jobs)
     jobs = stretch(jobs, stretch_factor(jobs, SLOTS, 1.0))
     history = tmp / "swim-history.csv"
     write_history(past, history)
-    return replace(wl, name="swim-fb2009-0", jobs=tuple(jobs)), history
+    name = "swim-fb2009-0-maps" if map_only else "swim-fb2009-0"
+    return replace(wl, name=name, jobs=tuple(jobs)), history
 
 
 def simulate(wl: Workload, policy: str, params: dict[str, Any]) -> tuple[Any, float]:
@@ -182,15 +196,23 @@ def bench(wl: Workload, history: Path) -> None:
             + ("" if result.stalled is None else f", STALLED: {result.stalled}")
         )
     print("\n  estimation over wide jobs     P50 err   paper   P90 err   paper   "
-          "correct queue  paper")  # fmt: skip
+          "correct queue  paper   P50 on slearn's jobs")  # fmt: skip
+    sized = estimates(runs["gs+slearn"][1].records)
     for label in ("gs+oracle", "gs+slearn", "gs+3sigma", "gs+point"):
         e = runs[label][0].summary.get("estimation") or {}
         err = e.get("error_pct") or {}
         cq = e.get("correct_queue")
+        # The summary's wide jobs are those of >= 3 tasks in all; slearn sizes only jobs
+        # whose first stage is that wide (SWIM's 1-map jobs with many reduces are thin to
+        # it), so the last column compares every estimator on the jobs slearn sized.
+        mine = estimates(runs[label][1].records)
+        common = [abs(mine[k][0] - a) / a * 100 for k, (_, a) in sized.items() if a > 0]
         print(
             f"  {label:28s} {_f(err.get('p50')):>7s}%  {PAPER_P50.get(label, '-'):>6s}  "
             f"{_f(err.get('p90')):>7s}%  {PAPER_P90.get(label, '-'):>6s}   "
-            f"{_f(None if cq is None else 100 * cq):>6s}%      {PAPER_CORRECT.get(label, '-')}"
+            f"{_f(None if cq is None else 100 * cq):>6s}%      "
+            f"{PAPER_CORRECT.get(label, '-'):6s}  "
+            f"{_f(float(np.percentile(common, 50)) if common else None):>7s}% of {len(common)}"
         )
     slearn_m, slearn_r = runs["gs+slearn"]
     sizes = per_job_sizes(slearn_r.records, scan(slearn_r.records))
@@ -203,23 +225,127 @@ def bench(wl: Workload, history: Path) -> None:
             f"{PAPER_SPEEDUP.get(label, '-'):>16s}   {_f(a['speedup_p50'], '{:.2f}x'):>9s}   "
             f"{_f(a['bins_mean_jct_ratio']['wide_large'], '{:.2f}x'):>9s}"
         )
+    # What any estimator can gain over 3sigma here: the oracle's lead over it.
+    ceiling = against_baseline(runs["gs+3sigma"][0].jobs, runs["gs+oracle"][0].jobs)
+    print(f"  (ceiling: gs+oracle vs gs+3sigma {_f(ceiling['mean_jct_ratio'], '{:.2f}x')})")
+
+
+def estimates(records: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """(first estimate, actual size) of each estimated job of a run, by name."""
+    log = scan(records)
+    sizes = per_job_sizes(records, log)
+    est = first_estimates(to_table(records)[0], log)
+    return {
+        name: (e, sizes[name])
+        for name, e in zip(sizes, est.tolist(), strict=True)
+        if not np.isnan(e)
+    }
+
+
+class Counterfactual(SlearnEstimator):
+    """slearn with pieces of the truth (it declares ``oracle`` to read durations), for
+    ``--decompose``: ``thin_true``: thin jobs (first stage < ``thin_limit`` tasks) are
+    sized by their true size instead of going to the top queue; ``rest_true``: after the
+    pilots, the size is the pilots' mean x the first stage's tasks + the other stages'
+    true task-seconds (instead of the pilots' mean x every task); ``exact``: after the
+    pilots, the true size; ``no_wait``: no pilots, the true size at arrival."""
+
+    oracle = True
+
+    def __init__(self, truths: frozenset[str]) -> None:
+        super().__init__(SlearnParams())
+        self.truths = truths
+
+    def on_app_added(self, app: AppView, cluster: ClusterView) -> Plan:
+        job = app.job
+        assert job is not None
+        thin = job.stages[0].tasks < self.params.thin_limit
+        if "no_wait" in self.truths or (thin and "thin_true" in self.truths):
+            self.jobs[app.app_id] = s = _Sampled(job.tasks, 0, None)
+            s.size = job.work_s
+            return Plan()
+        return super().on_app_added(app, cluster)
+
+    def observe(
+        self, app: AppView, container: Container, status: ContainerStatus, *, pilot: bool = False
+    ) -> None:
+        s = self.jobs.get(app.app_id)
+        sampling = s is not None and s.size is None
+        super().observe(app, container, status, pilot=pilot)
+        if s is None or not sampling or s.size is None or app.job is None:
+            return
+        first = app.job.stages[0]
+        if "exact" in self.truths:
+            s.size = app.job.work_s
+        elif "rest_true" in self.truths:
+            mean_s = sum(s.durations) / len(s.durations)
+            s.size = mean_s * first.tasks + app.job.work_s - first.work_s
+
+
+#: The ``--decompose`` ladder: each step gives slearn one more piece of the truth, so
+#: the drops in mean JCT split its gap to the oracle into causes.
+LADDER: list[tuple[str, frozenset[str]]] = [
+    ("slearn", frozenset()),
+    ("+ thin jobs sized truly", frozenset({"thin_true"})),
+    ("+ later stages known", frozenset({"thin_true", "rest_true"})),
+    ("+ no sampling error", frozenset({"thin_true", "exact"})),
+    ("+ no sampling wait", frozenset({"no_wait"})),
+]
+
+
+def decompose(wl: Workload) -> None:
+    """gs+slearn's gap to gs+oracle, step by step (``LADDER``), with each size class's
+    share of the mean JCT (its jobs' JCTs summed over all jobs)."""
+    jobs = {j.name: j for j in wl.jobs}
+    thin = {n for n, j in jobs.items() if j.stages[0].tasks < 3}
+    big = {n for n, j in jobs.items() if j.work_s >= 1000}
+    classes = {
+        "thin&small": thin - big,
+        "thin&large": thin & big,
+        "wide&small": set(jobs) - thin - big,
+        "wide&large": big - thin,
+    }
+    print(f"\n  decomposition on {wl.name} (first stage < 3 tasks: thin; size 1000 s):")
+    heads = [f"{c}({len(m)})" for c, m in classes.items()]
+    print(f"  {'step':28s} mean JCT " + "".join(f"{h:>17s}" for h in heads))
+    runs = [(label, Counterfactual(truths)) for label, truths in LADDER]
+    runs.append(("gs+oracle", None))
+    for label, est in runs:
+        policy = GsPolicy(GsParams())
+        if est is not None:
+            policy.estimator = est
+        sim = Simulation(wl, policy, lambda: registry.build("asks", "greedy"), policy_name="gs")
+        jct = {r.name: r.jct_s or 0.0 for r in analyze(sim.run().records).jobs}
+        n = len(jct)
+        parts = [sum(jct[k] for k in m) / n for m in classes.values()]
+        row = "".join(f"{x:17.1f}" for x in parts)
+        print(f"  {label:28s} {sum(jct.values()) / n:8.1f} {row}")
+
+
+WORKLOADS: dict[str, Callable[[bool, Path], tuple[Workload, Path]]] = {
+    "wta": wta_workload,
+    "swim": swim_workload,
+    "swim-map": lambda quick, tmp: swim_workload(quick, tmp, map_only=True),
+}
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.benchmarks slearn", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="fewer jobs")
-    ap.add_argument("--only", default="wta,swim", help="workloads: wta, swim")
+    ap.add_argument("--only", default=",".join(WORKLOADS), help="workloads: wta, swim, swim-map")
+    ap.add_argument("--decompose", action="store_true", help="split gs+slearn's gap to the oracle")
     args = ap.parse_args(argv)
-    wanted = set(args.only.split(","))
-    if not wanted <= {"wta", "swim"}:
-        print(f"--only: unknown workload(s) {sorted(wanted - {'wta', 'swim'})}")
+    wanted = args.only.split(",")
+    if not set(wanted) <= set(WORKLOADS):
+        print(f"--only: unknown workload(s) {sorted(set(wanted) - set(WORKLOADS))}")
         return 2
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        if "wta" in wanted:
-            bench(*wta_workload(args.quick, tmp))
-        if "swim" in wanted:
-            bench(*swim_workload(args.quick, tmp))
+        for name in WORKLOADS:
+            if name in wanted:
+                wl, history = WORKLOADS[name](args.quick, Path(d))
+                bench(wl, history)
+                if args.decompose:
+                    decompose(wl)
     print(f"\n{time.perf_counter() - t0:.0f} s wall in all")
     return 0
