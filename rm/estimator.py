@@ -205,13 +205,14 @@ class Estimator(ABC):
 # ---------------------------------------------------------------- history estimators
 """The history estimators' common part (3Sigma's method, spec A1.4 items 4-6).
 
-A job's features: its name, user, submission day and hour (``day = floor(submit_s /
-86400) mod 7``, ``hour = floor(submit_s / 3600) mod 24``), cpu and memory request (first
-stage). Treadle's jobs carry no application name, so five of 3Sigma's six features exist.
-The *similar jobs* of a job for feature ``f``: history jobs with the same value of ``f``
-submitted within ``window_days`` before it (all of them without a window). Learned
-quantity: each job's mean task runtime; ``size = point(similar) x tasks``, where the
-subclass gives ``point`` (3sigma: utility certainty-equivalent; point: median).
+A job's features: its recurring name (``recurring_name``: up to the first ``:``), user,
+submission day and hour (``day = floor(submit_s / 86400) mod 7``, ``hour = floor(submit_s
+/ 3600) mod 24``), cpu and memory request (first stage). Treadle's jobs carry no
+application name, so five of 3Sigma's six features exist. The *similar jobs* of a job for
+feature ``f``: history jobs with the same value of ``f`` submitted within ``window_days``
+before it (all of them without a window). Learned quantity: each job's mean task runtime;
+``size = point(similar) x tasks``, where the subclass gives ``point`` (3sigma: utility
+certainty-equivalent; point: median).
 
 Feature choice: each feature keeps the mean absolute percentage error of the predictions
 it would have made for jobs whose runtime became known (history jobs in submission order,
@@ -239,9 +240,17 @@ class HistoryParams(BaseModel):
     thin_limit: int = Field(3, ge=1)
 
 
+def recurring_name(name: str) -> str:
+    """The part of a job's name that recurs across runs of the same job: the name up to
+    its first ``:``. Job names are unique in a workload, so importers that know a
+    recurring key write ``KEY:ID`` (swim: ``INPUT_PATH:jobN``; wta and uwfq:
+    ``USER:...``); a name without ``:`` is its own."""
+    return name.partition(":")[0]
+
+
 def features(name: str, user: str, submit_s: float, vcores: float, memory_mb: float) -> Features:
     when = (int(submit_s // 86400) % 7, int(submit_s // 3600) % 24)
-    return (name, user, when, vcores, memory_mb)
+    return (recurring_name(name), user, when, vcores, memory_mb)
 
 
 class _Series:

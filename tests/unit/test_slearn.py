@@ -23,7 +23,7 @@ from plugins.estimators.slearn import AdaptiveRatio, SlearnEstimator, normalized
 from plugins.estimators.threesigma import ThreeSigmaEstimator, utility_point
 from plugins.policies.gs import GsPolicy
 from plugins.policies.las import LasPolicy
-from rm.estimator import HistoryJob, features, read_history
+from rm.estimator import HistoryJob, features, read_history, recurring_name
 from rm.policy.multiqueue import Layout, QueueParams, runtime_range
 from treadle import events as ev, registry
 from treadle.errors import InputError, PluginError
@@ -346,6 +346,16 @@ def test_history_estimators_pick_the_feature_with_the_least_past_error() -> None
     )
     assert utility_point([1.0, 1.0]) == 1.0
     assert utility_point([1.0, 3.0]) < 2 / (1 + 1 / 3)
+
+
+def test_history_estimators_match_jobs_by_their_recurring_name() -> None:
+    # swim names a job over an input path ``PATH:jobN``: unique, but PATH recurs.
+    est = PointEstimator()
+    est.load_history([HistoryJob("in/7:job1", "u1", 0.0, 4, 100.0)])
+    f = features("in/7:job9", "u2", 50.0, 1.0, 0.0)
+    assert f[0] == recurring_name("in/7:job9") == "in/7"
+    assert est._predictions(f, 50.0)[0] == 100.0
+    assert recurring_name("plain") == "plain"
 
 
 def test_history_window_and_empty_history() -> None:
