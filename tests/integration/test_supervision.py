@@ -224,6 +224,50 @@ def test_the_am_host_killed_mid_run_in_a_comparison_comes_back(tmp_path: Path) -
     )
 
 
+def test_an_am_host_death_uses_up_an_attempt_as_yarn_counts_an_am_death(tmp_path: Path) -> None:
+    """YARN counts an attempt whose AM died or expired (only an AM container ABORTED,
+    PREEMPTED, DISKS_FAILED or KILLED_BY_RESOURCEMANAGER is exempt: node loss, YARN-614),
+    and the supervisor restarting the AM host does not change that: with one attempt
+    allowed, the jobs whose AMs ran on the killed host fail; those without an AM yet get
+    their first attempt from the new host and finish."""
+    wl = parse_workload(WORKLOAD, "six")
+    cluster = LocalCluster(wl, "fifo", workdir=tmp_path / "cluster", dilation=DILATION,
+                           max_am_attempts=1)  # fmt: skip
+    events = cluster.events_path
+    running: set[str] = set()
+
+    async def scenario() -> list[ev.Record]:
+        await cluster.start()
+        run = asyncio.ensure_future(replay(cluster.rm_address, wl, timeout_s=50, mode="local"))
+        while not _mid_run(events)():
+            await asyncio.sleep(0.05)
+        os.killpg(cluster.processes["am"].pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)  # calls in flight at the kill reach the RM's log
+        records = _events(events)
+        ended = {r["job"] for r in records if r["event"] in (ev.JOB_FINISHED, ev.JOB_FAILED)}
+        running.update(r["job"] for r in records if r["event"] == ev.ATTEMPT_STARTED)
+        running.difference_update(ended)
+        return await cluster.guard(run)
+
+    try:
+        records = asyncio.run(asyncio.wait_for(scenario(), 60))
+    finally:
+        cluster.stop()
+    assert cluster.restart_counts() == {"am": 1}
+    failed = {r["job"]: r for r in records if r["event"] == ev.JOB_FAILED}
+    # Each job whose attempt was on the dead host: failed (or it had just finished).
+    finished = {r["job"] for r in records if r["event"] == ev.JOB_FINISHED}
+    assert failed
+    assert set(failed) <= running
+    assert running <= set(failed) | finished
+    for r in failed.values():
+        assert r["diagnostics"].startswith("attempt 1 failed: AM missed Allocate calls")
+    assert len(failed) + len(finished) == JOBS
+    later = [r for r in records if r["event"] == ev.JOB_SUBMITTED and r["job"] not in running]
+    assert later  # jobs with no AM at the kill...
+    assert all(r["job"] in finished for r in later)  # ...finish under the new host
+
+
 def test_a_role_dying_beyond_its_restart_budget_fails_the_cluster(tmp_path: Path) -> None:
     wl = parse_workload(WORKLOAD, "six")
     cluster = LocalCluster(wl, "fifo", workdir=tmp_path / "cluster", dilation=DILATION,
