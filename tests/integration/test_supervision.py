@@ -30,7 +30,10 @@ from tests.faults import (
     TREADLE,
     WORKLOAD,
     cli as _cli,
+    count as _count,
+    mid_run as _mid_run,
     read_events as _events,
+    tasks_rerun,
 )
 from treadle import events as ev
 from treadle.cluster.driver import replay
@@ -38,20 +41,6 @@ from treadle.cluster.local import LocalCluster
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.errors import TreadleError
 from treadle.workload import parse_workload
-
-
-def _count(records: list[dict[str, Any]], event: str) -> int:
-    return sum(1 for r in records if r["event"] == event)
-
-
-def _mid_run(events: Path) -> Callable[[], bool]:
-    def cond() -> bool:
-        records = _events(events)
-        return (
-            _count(records, ev.CONTAINER_FINISHED) >= 4 and _count(records, ev.JOB_SUBMITTED) >= 3
-        )
-
-    return cond
 
 
 def _wait_for(what: str, cond: Callable[[], Any], timeout_s: float = 30.0) -> Any:
@@ -78,7 +67,7 @@ def _check_counts(records: list[dict[str, Any]]) -> int:
     assert _count(records, ev.JOB_FAILED) == 0
     ok = [r for r in records if r["event"] == ev.CONTAINER_FINISHED and r["state"] == "COMPLETE"]
     assert len({r["container"] for r in ok if r["exit_status"] == 0}) >= TASKS
-    return _count(records, ev.CONTAINER_FINISHED) - TASKS
+    return tasks_rerun(records)
 
 
 def test_the_rm_killed_mid_run_is_restarted_by_the_supervisor(tmp_path: Path) -> None:
