@@ -153,10 +153,6 @@ class ReplayWindow:
         is accepted again."""
         self._floors.update(newest)
 
-    def newest(self) -> dict[str, int]:
-        """Each user's newest accepted timestamp (of this run, else of the previous)."""
-        return {**self._floors, **self._newest}
-
 
 # ---------------------------------------------------------------------- the ACL file
 @dataclass(frozen=True)
