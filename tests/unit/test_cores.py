@@ -1478,3 +1478,24 @@ def test_a_policy_sees_the_submission_time_when_an_application_arrives() -> None
     rm.submit_application(AppSubmission("a", "alice", "default", 1), 3.0)
     rm.submit_application(AppSubmission("b", "alice", "default", 1), 7.5)
     assert policy.seen == [3.0, 7.5]
+
+
+def test_a_restarted_rm_does_not_take_back_a_container_whose_end_it_logged() -> None:
+    """The RM logged a container's end and died before its NM heard the answer: the NM
+    resyncs with it still held. The restarted RM (told of logged ends by
+    ``redeliver_ended``) stops it instead of recovering it, so its end is logged once."""
+    rm = make_rm()
+    app = submit(rm)
+    rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 2)]), 0.0)
+    Beater(rm)(1.0)
+    done, running = sorted(rm.state.apps[app].containers.values(), key=lambda c: c.container_id)
+    restarted = ResourceManager(FifoPolicy())
+    restarted.restore(rm.app_records(), 2.0)
+    status = ContainerStatus(done.container_id, ContainerState.COMPLETE, 0, 1.0, 2.0)
+    restarted.redeliver_ended([(app, status)])
+    restarted.register_node(NodeRegistration("n1", NODE, containers=(done, running)), 3.0)
+    assert list(restarted.state.apps[app].containers) == [running.container_id]
+    assert restarted.state.nodes["n1"].to_stop == [done.container_id]
+    beat = Beater(restarted)
+    beat(4.0, completed=[status])  # the NM's report of it, again: not logged twice
+    assert of(restarted, ev.CONTAINER_FINISHED) == []
