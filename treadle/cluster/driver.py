@@ -66,8 +66,6 @@ RM_ABSENT_S = 120.0
 EVENTS_PAGE = 5000
 
 
-#: A job of the workload the replay never submitted (its timeout came first).
-NOT_SUBMITTED = "NOT_SUBMITTED"
 #: How long, after a timeout, the driver waits for the RM to hand it the run's events.
 AFTER_TIMEOUT_ABSENT_S = 10.0
 
@@ -458,14 +456,16 @@ async def replay(
                     timed_out = await _give_up(
                         stub, names, states, rm_address, timeout_s, len(jobs)
                     )
-                    listing = await _call_through_absence(
-                        "ListApplications",
-                        rm_address,
-                        stub.ListApplications,
-                        client_pb.ListApplicationsRequest(),
-                        AFTER_TIMEOUT_ABSENT_S,
-                    )
-                    states = {a.app_id: a.state for a in listing.applications if a.app_id in names}
+                    with contextlib.suppress(TreadleError):  # else: the states last seen
+                        listing = await _call_through_absence(
+                            "ListApplications",
+                            rm_address,
+                            stub.ListApplications,
+                            client_pb.ListApplicationsRequest(),
+                            AFTER_TIMEOUT_ABSENT_S,
+                        )
+                        apps = listing.applications
+                        states = {a.app_id: a.state for a in apps if a.app_id in names}
                     break
         except BaseException:
             if not submitter.done():
