@@ -79,3 +79,21 @@ def tasks_rerun(records: list[dict[str, Any]]) -> int:
     """How many task containers ended beyond one per task: the tasks run again (each
     container once, whatever records its end)."""
     return len({r["container"] for r in records if r["event"] == ev.CONTAINER_FINISHED}) - TASKS
+
+
+def host_nodes(workdir: Path, host: int) -> set[str]:
+    """The node ids a local cluster's NM host ``host`` (1, 2, ...) runs."""
+    nodes = json.loads((workdir / f"nodes-{host}.json").read_text())
+    return {str(n["node_id"]) for n in nodes}
+
+
+def busy(events: Path, nodes: set[str]) -> bool:
+    """Whether a container runs on one of ``nodes`` (started, not ended): an NM host
+    killed then has something at stake."""
+    running: set[str] = set()
+    for r in read_events(events):
+        if r["event"] == ev.CONTAINER_STARTED and r.get("node") in nodes:
+            running.add(r["container"])
+        elif r["event"] in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
+            running.discard(r["container"])
+    return bool(running)

@@ -47,7 +47,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.faults import DILATION, JOBS, WORKLOAD, count, mid_run, read_events, tasks_rerun
+from tests.faults import (
+    DILATION,
+    JOBS,
+    WORKLOAD,
+    busy,
+    count,
+    host_nodes,
+    mid_run,
+    read_events,
+    tasks_rerun,
+)
 from treadle import events as ev, metrics
 from treadle.cluster.driver import ReplayTimedOut, replay
 from treadle.cluster.local import LocalCluster
@@ -98,17 +108,6 @@ def _recovered(fault: str, events: Path, rm_log: Path) -> Callable[[], bool]:
     return cond
 
 
-def _busy(events: Path, nodes: set[str]) -> bool:
-    """Whether a container runs on one of ``nodes`` (started, not ended)."""
-    running: set[str] = set()
-    for r in read_events(events):
-        if r["event"] == ev.CONTAINER_STARTED and r.get("node") in nodes:
-            running.add(r["container"])
-        elif r["event"] in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
-            running.discard(r["container"])
-    return bool(running)
-
-
 async def _trial(fault: str, workdir: Path) -> Trial:
     wl = parse_workload(WORKLOAD, "six")
     cluster = LocalCluster(wl, "fifo", workdir=workdir / "cluster", dilation=DILATION,
@@ -124,8 +123,8 @@ async def _trial(fault: str, workdir: Path) -> Trial:
         )
         under_way = mid_run(events)
         # An NM host is killed while its node runs containers (else nothing is at stake).
-        nodes = {n["node_id"] for n in json.loads((cluster.workdir / "nodes-2.json").read_text())}
-        while not (under_way() and (role != "nm-2" or _busy(events, nodes))):
+        nodes = host_nodes(cluster.workdir, 2)
+        while not (under_way() and (role != "nm-2" or busy(events, nodes))):
             if run.done():
                 run.result()
                 raise TreadleError("the run ended before the fault")

@@ -29,8 +29,10 @@ from tests.faults import (
     TASKS,
     TREADLE,
     WORKLOAD,
+    busy,
     cli as _cli,
     count as _count,
+    host_nodes,
     mid_run as _mid_run,
     read_events as _events,
     tasks_rerun,
@@ -132,7 +134,10 @@ def test_an_nm_host_killed_mid_run_is_restarted_with_its_nodes(tmp_path: Path) -
     async def scenario() -> list[ev.Record]:
         await cluster.start()
         run = asyncio.ensure_future(replay(cluster.rm_address, wl, timeout_s=50, mode="local"))
-        while not _mid_run(events)():
+        # Killed while its node runs containers: an idle node's new incarnation leaves no
+        # trace in the event log to wait for.
+        nodes = host_nodes(cluster.workdir, 2)
+        while not (_mid_run(events)() and busy(events, nodes)):
             await asyncio.sleep(0.05)
         registered = _count(_events(events), ev.NODE_REGISTERED)
         os.killpg(cluster.processes["nm-2"].pid, signal.SIGKILL)
