@@ -5,6 +5,12 @@ The heartbeat loop sends every hosted NM's heartbeat each interval, unary (one c
 NM, like a real NM) or batched (one call for all). StartContainers routes each launch to
 the NM it names. An AM container's launch carries a command: the NM runs it as its own
 OS process and the container ends when the process exits.
+
+Identity (with a node secret): a launch starts only with the RM's signature of its grant
+(the container token); StopContainers and GetContainerStatuses name, per container, that
+same token, which only the RM and the AM it granted the container to hold (YARN's NMToken
+ties these calls to the container's application): a call lacking one is UNAUTHENTICATED,
+one whose token is not the container's is PERMISSION_DENIED, whole, before any effect.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import structlog
 from nm.core import NodeManager
 from treadle.errors import InvalidRequestError, NotFoundError
 from treadle.live import auth, wire
+from treadle.live.auth import PermissionDeniedError, UnauthenticatedError
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import ContainerVerifier
 from treadle.live.rpcutil import channel, map_errors, peer_for
@@ -66,6 +73,9 @@ class NodeHost:
         # container id -> its launch, from its start until the RM acknowledged its end: what
         # a resync reports (``register``).
         self.launches: dict[str, ContainerLaunch] = {}
+        # container id -> the container token its launch was verified with, for as long
+        # as ``launches`` holds it: what Stop/GetContainerStatuses callers must present.
+        self.grant_tokens: dict[str, str] = {}
         self._channel: grpc.aio.Channel | None = None
         self._stub: Any = None
         self._hb_lock = asyncio.Lock()
@@ -156,6 +166,7 @@ class NodeHost:
                 nm.acknowledge(hb.seq)
                 for s in hb.completed:  # the RM has them now
                     launches.pop(s.container_id, None)
+                    self.grant_tokens.pop(s.container_id, None)
                 for cid in answer.stop:
                     self._stop(nm, cid, now)
         if resync:
@@ -208,6 +219,31 @@ class NodeHost:
                 log.info("nm_clock_changed", epoch=clock.epoch, dilation=clock.dilation)
             elif clock.now() > t + self.interval_s:
                 t = clock.now()  # fell behind: do not fire a burst to catch up
+
+    def check_grants(
+        self, method: str, container_ids: Sequence[str], tokens: Sequence[str]
+    ) -> None:
+        """A Stop/GetContainerStatuses caller holds each named container's grant: one
+        token per container id, the one its launch carried (a container not started here
+        needs none: the call has no effect on it). Without a node secret, anyone may."""
+        if self.node_secret is None:
+            return
+        if len(tokens) != len(container_ids):
+            raise UnauthenticatedError(
+                f"{method} needs the container token of each container named "
+                f"({len(tokens)} token(s) for {len(container_ids)} container(s))"
+            )
+        for cid, token in zip(container_ids, tokens, strict=True):
+            known = self.grant_tokens.get(cid)
+            if known is None:
+                continue
+            if not token:
+                raise UnauthenticatedError(f"{method}: container {cid} carries no container token")
+            if not auth.same(known, token):
+                raise PermissionDeniedError(
+                    f"{method}: not the container token of {cid} (only the application it "
+                    "was granted to may stop it or read its status)"
+                )
 
     def _stop(self, nm: NodeManager, cid: str, now: float, *, by_am: bool = False) -> bool:
         """Stop a container: asked by the RM (a heartbeat's answer) or by its AM
@@ -300,6 +336,8 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
                     )
                 nm.start_container(launch, now)
                 host.launches[launch.container_id] = launch
+                if host.node_secret is not None:
+                    host.grant_tokens[launch.container_id] = m.container_token
                 host.schedule_completion(launch.node_id, launch.duration_s)
                 if m.command:
                     await host.launch_process(
@@ -314,6 +352,8 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
         self, request: cm_pb.StopContainersRequest, context: Any
     ) -> cm_pb.StopContainersResponse:
         nm = self.host.nm(request.node_id)
+        ids = list(request.container_ids)
+        self.host.check_grants("StopContainers", ids, list(request.container_tokens))
         now = self.host.clock.now()
         stopped = [c for c in request.container_ids if self.host._stop(nm, c, now, by_am=True)]
         return cm_pb.StopContainersResponse(stopped=stopped)
@@ -322,6 +362,8 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
         self, request: cm_pb.GetContainerStatusesRequest, context: Any
     ) -> cm_pb.GetContainerStatusesResponse:
         nm = self.host.nm(request.node_id)
+        ids = list(request.container_ids)
+        self.host.check_grants("GetContainerStatuses", ids, list(request.container_tokens))
         now = self.host.clock.now()
         resp = cm_pb.GetContainerStatusesResponse()
         for cid in request.container_ids:

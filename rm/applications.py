@@ -56,9 +56,9 @@ class Applications:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
         self._seq = 0
-        #: Per running application, its attempts that failed through no fault of the AM
-        #: (its container's node lost, or preempted): they do not count (YARN-614).
-        self._uncounted: dict[str, int] = {}
+        #: Attempts failed through no fault of the AM since this RM started (a state store
+        #: writes such a failure at once: it must not count after a restart either).
+        self.uncounted_failures = 0
         #: Hide true durations from the policy (``rm.blinding``).
         self.blind = not scheduler.policy.uses_oracle()
 
@@ -113,6 +113,7 @@ class Applications:
         # run granted are never reused.
         app._cid_prefix = f"container_e{rm_epoch}_{rec.seq + 1:05d}_"
         app.attempt = rec.attempt
+        app.uncounted_attempts = rec.uncounted_attempts
         app.done_tasks = dict.fromkeys(rec.done_tasks)
         app.progress = rec.progress
         app.diagnostics = rec.diagnostics
@@ -150,7 +151,6 @@ class Applications:
         if status is FinalStatus.SUCCEEDED:
             app.progress = 1.0
         del st.apps[app_id]
-        self._uncounted.pop(app_id, None)
         st.finished[app_id] = app
         st.version += 1
         if status is FinalStatus.SUCCEEDED:
@@ -209,7 +209,8 @@ class Applications:
         that were preempted: YARN-614) use up the ``max_am_attempts``."""
         app = self.running(app_id)
         if not counts:
-            self._uncounted[app_id] = self._uncounted.get(app_id, 0) + 1
+            app.uncounted_attempts += 1
+            self.uncounted_failures += 1
         self._log.attempt_failed(now, app_id, app.attempt, reason)
         for c in list(app.containers.values()):
             self._containers.release(c, now, killed=True)
@@ -218,7 +219,7 @@ class Applications:
         app.completed_reports = []
         app.am_registered = False
         app.am_container = None
-        if app.attempt - self._uncounted.get(app_id, 0) >= self.max_am_attempts:
+        if app.attempt - app.uncounted_attempts >= self.max_am_attempts:
             app.diagnostics = f"attempt {app.attempt} failed: {reason}"
             self.finish(app_id, FinalStatus.FAILED, now)
         elif app.managed_am:

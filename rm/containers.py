@@ -14,11 +14,14 @@ from treadle.events import EventLog
 from treadle.messages import (
     EXIT_ABORTED,
     EXIT_KILLED_BY_AM,
+    NOT_AM_FAILURES,
     Container,
     ContainerState,
     ContainerStatus,
 )
 
+#: States that never count against the AM (whatever exit status an NM put on them).
+_NOT_AM_STATES = (ContainerState.LOST, ContainerState.PREEMPTED)
 #: ``Policy.on_container_finished`` when the policy overrides it (else None: not called).
 FinishedHook = Callable[[Container, ContainerStatus, Any], None] | None
 
@@ -62,8 +65,9 @@ class ContainerLifecycle:
             return
         if cid == app.am_container:
             app.am_container = None
-            # YARN-614: a node lost or a preemption is not the AM's failure.
-            counts = state not in (ContainerState.LOST, ContainerState.PREEMPTED)
+            # YARN-614: a node lost, a preemption, or the RM's own kill is not the AM's
+            # failure; its crash or its own exit is (YARN decides by the exit status).
+            counts = status.exit_status not in NOT_AM_FAILURES and state not in _NOT_AM_STATES
             self._outbox.am_exits.append(
                 (app.app_id, f"AM container exited ({state}, {status.exit_status})", counts)
             )

@@ -235,8 +235,11 @@ class ResourceManager:
 
     def redeliver_ended(self, ended: Iterable[tuple[str, ContainerStatus]]) -> None:
         """After a restart: the AMs of running applications hear again of these ended
-        containers (``rm.store.ended_containers``); reports they had are ignored."""
+        containers (``rm.store.ended_containers``); reports they had are ignored. A node
+        resyncing with one of them (its NM had not heard that the RM logged its end) does
+        not get it back (``NodeTracker.ended_before``): it ended once."""
         for app_id, status in ended:
+            self.nodes.ended_before.add(status.container_id)
             app = self.state.apps.get(app_id)
             if app is not None:
                 app.completed_reports.append(status)

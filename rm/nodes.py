@@ -52,6 +52,8 @@ class NodeTracker:
         self._settle = settle
         self.heartbeat_s = heartbeat_s
         self.expiry_s = expiry_s
+        #: Containers whose end a previous run of this RM logged: never recovered.
+        self.ended_before: set[str] = set()
 
     def register(self, reg: NodeRegistration, now: float) -> None:
         st = self._state
@@ -82,14 +84,20 @@ class NodeTracker:
         """A node new to this RM (it restarted) holds these containers: those of running
         applications count again as theirs (work-preserving restart, YARN-556: their AMs
         see them end as usual); the rest, and every container of a node this RM had
-        already lost (it ended them then), are stopped."""
+        already lost (it ended them then) or whose end it logged before it restarted, are
+        stopped."""
         st = self._state
         free = node._free
         hook = self._scheduler.policy.on_container_allocated
         for c in containers:
             cid = c.container_id
             app = None if known else st.apps.get(c.app_id)
-            if app is None or cid in app.containers or not free.covers(c.resources):
+            if (
+                app is None
+                or cid in app.containers
+                or cid in self.ended_before
+                or not free.covers(c.resources)
+            ):
                 node.to_stop.append(cid)
                 continue
             free.sub(c.resources)

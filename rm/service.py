@@ -85,7 +85,7 @@ class RmServer:
         self.clock = EmulatedClock(settings.epoch, dilation=settings.dilation)
         #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
         self.store = store
-        self.persister = Persister(store, rm, self.gate.am_tokens) if store else None
+        self.persister = Persister(store, rm, self.gate) if store else None
         # After a restart: the previous run's open containers, until their nodes report
         # them (container id -> application, node, started), and until when to wait.
         self.unrecovered: dict[str, tuple[str, str, bool]] = {}

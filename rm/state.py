@@ -113,6 +113,7 @@ class Application:
         "submission",
         "submit_s",
         "tasks",
+        "uncounted_attempts",
         "undelivered",
         "user",
     )
@@ -146,6 +147,9 @@ class Application:
         self.submission = sub
         self.managed_am = sub.managed_am
         self.attempt = 0  # AM attempts started so far
+        #: Of those, the ones that failed through no fault of the AM (its container's node
+        #: lost, or preempted): they do not count towards the maximum (YARN-614).
+        self.uncounted_attempts = 0
         self.am_registered = False
         self.am_last_seen_s = now
         self.am_container: str | None = None
@@ -395,6 +399,9 @@ class AppRecord:
     done_tasks: tuple[tuple[int, int], ...]
     progress: float
     diagnostics: str
+    #: Attempts that failed through no fault of the AM (YARN-614); absent from stores
+    #: written before it was kept: 0.
+    uncounted_attempts: int = 0
 
     @classmethod
     def of(cls, app: Application, done_since: int = 0) -> AppRecord:
@@ -411,6 +418,7 @@ class AppRecord:
             tuple(islice(done, done_since, None)) if done_since else tuple(done),
             app.progress,
             app.diagnostics,
+            app.uncounted_attempts,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -435,6 +443,7 @@ class AppRecord:
             "am_registered": self.am_registered,
             "progress": self.progress,
             "diagnostics": self.diagnostics,
+            "uncounted_attempts": self.uncounted_attempts,
         }
 
     @classmethod
@@ -465,4 +474,5 @@ class AppRecord:
             tuple(dict.fromkeys(done)),
             float(d["progress"]),
             str(d["diagnostics"]),
+            int(d.get("uncounted_attempts", 0)),
         )

@@ -1,8 +1,10 @@
 """The RM's state store: what a restarted RM needs, in SQLite (WAL) under ``--state-dir``.
 
 It keeps the cluster's clock (epoch and dilation), every application (its submission, job,
-state, attempts and the tasks its AM reported done: ``rm.state.AppRecord``), the AM and
-node tokens the gate issued, and the budget accounts' balances. Each write commits at
+state, attempts, those not counted against its maximum, and the tasks its AM reported
+done: ``rm.state.AppRecord``), the AM and node tokens the gate issued, each user's newest
+signed-request timestamp (the replay window: a request accepted before a restart is
+refused after it), and the budget accounts' balances. Each write commits at
 once (WAL, ``synchronous=NORMAL``: a killed process loses nothing committed; a power cut
 may lose the last commits), so a kill -9 of the RM loses at most what the service had not
 written yet (see ``RmServer.persist``). Service layer: the cores never see it.
@@ -43,7 +45,11 @@ CREATE INDEX IF NOT EXISTS done_tasks_app ON done_tasks (app_id);
 CREATE TABLE IF NOT EXISTS node_tokens (node_id TEXT PRIMARY KEY, token TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS balances (
     queue TEXT PRIMARY KEY, budget REAL NOT NULL, spending_rate REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS replay (user TEXT PRIMARY KEY, newest_ns INTEGER NOT NULL);
 """
+# Schema changes stay backward compatible within a version: a new table is created when
+# an older store is opened (``replay``), a new field of an application's record is read
+# with its default when absent (``uncounted_attempts``). Anything else: a new version.
 
 
 @dataclass
@@ -57,6 +63,7 @@ class StoredState:
     am_tokens: dict[str, str] = field(default_factory=dict)
     node_tokens: dict[str, str] = field(default_factory=dict)
     balances: dict[str, AccountBalance] = field(default_factory=dict)
+    replay: dict[str, int] = field(default_factory=dict)  # user -> newest timestamp (ns)
 
     @property
     def empty(self) -> bool:
@@ -163,6 +170,12 @@ class StateStore:
                 (node_id, token),
             )
 
+    def save_replay(self, user: str, newest_ns: int) -> None:
+        """A user's newest accepted timestamp (``auth.ReplayWindow.on_accept``)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO replay (user, newest_ns) VALUES (?, ?)", (user, newest_ns)
+        )
+
     def save_balances(self, balances: Mapping[str, AccountBalance]) -> None:
         with self._tx():
             self._db.execute("DELETE FROM balances")
@@ -198,6 +211,9 @@ class StateStore:
                 if token:
                     out.am_tokens[app_id] = token
             out.node_tokens = dict(db.execute("SELECT node_id, token FROM node_tokens"))
+            out.replay = {
+                str(u): int(n) for u, n in db.execute("SELECT user, newest_ns FROM replay")
+            }
             out.balances = {
                 q: AccountBalance(b, r)
                 for q, b, r in db.execute("SELECT queue, budget, spending_rate FROM balances")
@@ -207,27 +223,31 @@ class StateStore:
         return out
 
 
-Sig = tuple[str, int, bool, int]
+Sig = tuple[str, int, bool, int, int]
 
 
 def _sig(app: Application) -> Sig:
     """What changes whenever something the store keeps of ``app`` changes (state,
-    attempt, AM registered, tasks done: the last is how many are written)."""
-    return (app.state, app.attempt, app.am_registered, len(app.done_tasks))
+    attempt, AM registered, tasks done: how many are written, attempts not counted)."""
+    return (app.state, app.attempt, app.am_registered, len(app.done_tasks),
+            app.uncounted_attempts)  # fmt: skip
 
 
 class Persister:
     """What an RM service writes to its store, and when: the applications whose stored
     part changed since the last write, and the budget balances when they changed."""
 
-    def __init__(self, store: StateStore, rm: ResourceManager, am_tokens: Mapping[str, str]):
+    def __init__(self, store: StateStore, rm: ResourceManager, gate: Gate):
         self.store = store
         self.rm = rm
-        self.am_tokens = am_tokens  # the gate's: an application's is written with it
+        self.am_tokens = gate.am_tokens  # an application's is written with it
+        # Every signed request's new newest timestamp is written before it is let through.
+        gate.replay.on_accept = store.save_replay
         st = rm.state
         self._stored = {a.app_id: _sig(a) for a in (*st.finished.values(), *st.apps.values())}
         self._balances = dict(rm.accounts.balances()) if rm.accounts.enabled else None
         self._at = 0.0  # time.monotonic() of the last periodic write
+        self._uncounted = rm.apps.uncounted_failures
 
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
         """Write to the store what changed since the last write: these applications, or
@@ -304,6 +324,7 @@ def restore(
     rm.restore(stored.apps, now, stored.restarts + 1)
     gate.am_tokens.update(stored.am_tokens)
     gate.node_tokens.update(stored.node_tokens)
+    gate.replay.restore(stored.replay)
     if rm.accounts.enabled and stored.balances:
         rm.accounts.restore(stored.balances)
     return epoch

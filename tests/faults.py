@@ -1,6 +1,7 @@
 """The small workload and helpers the kill -9 fault tests share (the RM restart and the
-supervision tests): two nodes and six jobs submitted over 40 emulated s, so that a kill
-comes while some jobs run, some are done and some are not yet submitted."""
+supervision tests, and ``python -m tests.benchmarks faults``): two nodes and six jobs
+submitted over 40 emulated s, so that a kill comes while some jobs run, some are done and
+some are not yet submitted."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from treadle import events as ev
 
 TREADLE = [sys.executable, "-m", "treadle.cli"]
 DILATION = 4.0
@@ -55,3 +59,41 @@ def read_events(path: Path) -> list[dict[str, Any]]:
             with contextlib.suppress(ValueError):
                 out.append(json.loads(line))
     return out
+
+
+def count(records: list[dict[str, Any]], event: str) -> int:
+    return sum(1 for r in records if r["event"] == event)
+
+
+def mid_run(events: Path) -> Callable[[], bool]:
+    """Whether the run is under way: some tasks done, some jobs submitted, some not."""
+
+    def cond() -> bool:
+        records = read_events(events)
+        return count(records, ev.CONTAINER_FINISHED) >= 4 and count(records, ev.JOB_SUBMITTED) >= 3
+
+    return cond
+
+
+def tasks_rerun(records: list[dict[str, Any]]) -> int:
+    """How many task containers ended beyond one per task: the tasks run again (each
+    container once, whatever records its end)."""
+    return len({r["container"] for r in records if r["event"] == ev.CONTAINER_FINISHED}) - TASKS
+
+
+def host_nodes(workdir: Path, host: int) -> set[str]:
+    """The node ids a local cluster's NM host ``host`` (1, 2, ...) runs."""
+    nodes = json.loads((workdir / f"nodes-{host}.json").read_text())
+    return {str(n["node_id"]) for n in nodes}
+
+
+def busy(events: Path, nodes: set[str]) -> bool:
+    """Whether a container runs on one of ``nodes`` (started, not ended): an NM host
+    killed then has something at stake."""
+    running: set[str] = set()
+    for r in read_events(events):
+        if r["event"] == ev.CONTAINER_STARTED and r.get("node") in nodes:
+            running.add(r["container"])
+        elif r["event"] in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
+            running.discard(r["container"])
+    return bool(running)

@@ -39,8 +39,13 @@ class FinalStatus(StrEnum):
 EXIT_SUCCESS = 0
 EXIT_ABORTED = -100  # released by the RM / AM
 EXIT_LOST_NODE = -100  # YARN reports a lost node as ABORTED too
+EXIT_DISKS_FAILED = -101
 EXIT_PREEMPTED = -102
 EXIT_KILLED_BY_AM = -105  # KILLED_BY_APPMASTER
+EXIT_KILLED_BY_RM = -106  # KILLED_BY_RESOURCEMANAGER
+#: An AM container ending with one of these is no failure of the AM: the attempt does not
+#: count towards the maximum (YARN-614; RMAppAttemptImpl.shouldCountTowardsMaxAttemptRetry).
+NOT_AM_FAILURES = frozenset({EXIT_ABORTED, EXIT_DISKS_FAILED, EXIT_PREEMPTED, EXIT_KILLED_BY_RM})
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,8 +29,13 @@ from tests.faults import (
     TASKS,
     TREADLE,
     WORKLOAD,
+    busy,
     cli as _cli,
+    count as _count,
+    host_nodes,
+    mid_run as _mid_run,
     read_events as _events,
+    tasks_rerun,
 )
 from treadle import events as ev
 from treadle.cluster.driver import replay
@@ -38,20 +43,6 @@ from treadle.cluster.local import LocalCluster
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.errors import TreadleError
 from treadle.workload import parse_workload
-
-
-def _count(records: list[dict[str, Any]], event: str) -> int:
-    return sum(1 for r in records if r["event"] == event)
-
-
-def _mid_run(events: Path) -> Callable[[], bool]:
-    def cond() -> bool:
-        records = _events(events)
-        return (
-            _count(records, ev.CONTAINER_FINISHED) >= 4 and _count(records, ev.JOB_SUBMITTED) >= 3
-        )
-
-    return cond
 
 
 def _wait_for(what: str, cond: Callable[[], Any], timeout_s: float = 30.0) -> Any:
@@ -78,7 +69,7 @@ def _check_counts(records: list[dict[str, Any]]) -> int:
     assert _count(records, ev.JOB_FAILED) == 0
     ok = [r for r in records if r["event"] == ev.CONTAINER_FINISHED and r["state"] == "COMPLETE"]
     assert len({r["container"] for r in ok if r["exit_status"] == 0}) >= TASKS
-    return _count(records, ev.CONTAINER_FINISHED) - TASKS
+    return tasks_rerun(records)
 
 
 def test_the_rm_killed_mid_run_is_restarted_by_the_supervisor(tmp_path: Path) -> None:
@@ -143,7 +134,10 @@ def test_an_nm_host_killed_mid_run_is_restarted_with_its_nodes(tmp_path: Path) -
     async def scenario() -> list[ev.Record]:
         await cluster.start()
         run = asyncio.ensure_future(replay(cluster.rm_address, wl, timeout_s=50, mode="local"))
-        while not _mid_run(events)():
+        # Killed while its node runs containers: an idle node's new incarnation leaves no
+        # trace in the event log to wait for.
+        nodes = host_nodes(cluster.workdir, 2)
+        while not (_mid_run(events)() and busy(events, nodes)):
             await asyncio.sleep(0.05)
         registered = _count(_events(events), ev.NODE_REGISTERED)
         os.killpg(cluster.processes["nm-2"].pid, signal.SIGKILL)
@@ -222,6 +216,50 @@ def test_the_am_host_killed_mid_run_in_a_comparison_comes_back(tmp_path: Path) -
         f"expires the old ones: 5 wall s); {second} AMs came back as attempt 2, "
         f"{rerun} tasks re-run"
     )
+
+
+def test_an_am_host_death_uses_up_an_attempt_as_yarn_counts_an_am_death(tmp_path: Path) -> None:
+    """YARN counts an attempt whose AM died or expired (only an AM container ABORTED,
+    PREEMPTED, DISKS_FAILED or KILLED_BY_RESOURCEMANAGER is exempt: node loss, YARN-614),
+    and the supervisor restarting the AM host does not change that: with one attempt
+    allowed, the jobs whose AMs ran on the killed host fail; those without an AM yet get
+    their first attempt from the new host and finish."""
+    wl = parse_workload(WORKLOAD, "six")
+    cluster = LocalCluster(wl, "fifo", workdir=tmp_path / "cluster", dilation=DILATION,
+                           max_am_attempts=1)  # fmt: skip
+    events = cluster.events_path
+    running: set[str] = set()
+
+    async def scenario() -> list[ev.Record]:
+        await cluster.start()
+        run = asyncio.ensure_future(replay(cluster.rm_address, wl, timeout_s=50, mode="local"))
+        while not _mid_run(events)():
+            await asyncio.sleep(0.05)
+        os.killpg(cluster.processes["am"].pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)  # calls in flight at the kill reach the RM's log
+        records = _events(events)
+        ended = {r["job"] for r in records if r["event"] in (ev.JOB_FINISHED, ev.JOB_FAILED)}
+        running.update(r["job"] for r in records if r["event"] == ev.ATTEMPT_STARTED)
+        running.difference_update(ended)
+        return await cluster.guard(run)
+
+    try:
+        records = asyncio.run(asyncio.wait_for(scenario(), 60))
+    finally:
+        cluster.stop()
+    assert cluster.restart_counts() == {"am": 1}
+    failed = {r["job"]: r for r in records if r["event"] == ev.JOB_FAILED}
+    # Each job whose attempt was on the dead host: failed (or it had just finished).
+    finished = {r["job"] for r in records if r["event"] == ev.JOB_FINISHED}
+    assert failed
+    assert set(failed) <= running
+    assert running <= set(failed) | finished
+    for r in failed.values():
+        assert r["diagnostics"].startswith("attempt 1 failed: AM missed Allocate calls")
+    assert len(failed) + len(finished) == JOBS
+    later = [r for r in records if r["event"] == ev.JOB_SUBMITTED and r["job"] not in running]
+    assert later  # jobs with no AM at the kill...
+    assert all(r["job"] in finished for r in later)  # ...finish under the new host
 
 
 def test_a_role_dying_beyond_its_restart_budget_fails_the_cluster(tmp_path: Path) -> None:

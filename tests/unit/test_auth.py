@@ -43,6 +43,21 @@ def test_the_replay_window_accepts_each_timestamp_once() -> None:
     assert w.check("alice", 2100) is not None  # inside it: remembered, refused
 
 
+def test_the_replay_window_goes_on_from_a_previous_runs_newest_timestamps() -> None:
+    kept: list[tuple[str, int]] = []
+    w = auth.ReplayWindow(window_ns=100, floor_ns=1000)
+    w.on_accept = lambda user, ts: kept.append((user, ts))
+    assert w.check("alice", 1500) is None
+    assert w.check("alice", 1450) is None  # out of order: not a new newest, not kept
+    assert kept == [("alice", 1500)]
+    again = auth.ReplayWindow(window_ns=100, floor_ns=1000)  # the restarted server
+    again.restore(dict(kept))
+    assert "older than the replay window" in (again.check("alice", 1500) or "")
+    assert again.check("alice", 1450) is not None  # nothing at or below it, window or not
+    assert again.check("alice", 1501) is None
+    assert again.check("bob", 1200) is None  # other users as before
+
+
 def test_stamps_strictly_increase() -> None:
     s = auth.Stamper()
     stamps = [s.next() for _ in range(1000)]

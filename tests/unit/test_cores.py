@@ -640,6 +640,41 @@ def test_a_lost_node_does_not_use_up_an_am_attempt() -> None:
     assert rm.register_application_master(app, 6.0).attempt == 2
 
 
+@pytest.mark.parametrize(
+    ("state", "exit_status", "counts"),
+    [
+        (ContainerState.FAILED, 1, True),  # the AM's own failure
+        (ContainerState.FAILED, 137, True),  # its process killed (kill -9): YARN counts it
+        (ContainerState.KILLED, -105, True),  # KILLED_BY_APPMASTER: not in YARN's list
+        (ContainerState.KILLED, -100, False),  # ABORTED: released, or its node lost
+        (ContainerState.FAILED, -101, False),  # DISKS_FAILED
+        (ContainerState.KILLED, -102, False),  # PREEMPTED
+        (ContainerState.KILLED, -106, False),  # KILLED_BY_RESOURCEMANAGER
+    ],
+)
+def test_an_am_containers_exit_status_decides_whether_the_attempt_counts(
+    state: ContainerState, exit_status: int, counts: bool
+) -> None:
+    """YARN's shouldCountTowardsMaxAttemptRetry: with one attempt allowed, an AM container
+    ending with an exit status of YARN's list is retried, any other fails the job."""
+    rm = ResourceManager(FifoPolicy(), max_am_attempts=1, am_resources=res(1, 512))
+    rm.register_node(NodeRegistration("n1", NODE), 0.0)
+    app = rm.submit_application(AppSubmission("j", "alice", "default", 1, managed_am=True), 0.0)
+    Beater(rm)(1.0)
+    (amc,) = rm.take_effects().am_launches
+    rm.register_application_master(app, 2.0)
+    beat = Beater(rm)
+    beat.seq = 1
+    beat(
+        5.0,
+        started=[ContainerStatus(amc.container_id, ContainerState.COMPLETE, 0, 1.5)],
+        completed=[ContainerStatus(amc.container_id, state, exit_status, 1.5, 4.0)],
+    )
+    assert len(of(rm, ev.ATTEMPT_FAILED)) == 1
+    assert len(of(rm, ev.JOB_FAILED)) == (1 if counts else 0)
+    assert rm.application(app).state == ("FAILED" if counts else "RUNNING")
+
+
 # ----------------------------------------------------------------------------------
 # RM: faulty policies
 # ----------------------------------------------------------------------------------
@@ -1443,3 +1478,24 @@ def test_a_policy_sees_the_submission_time_when_an_application_arrives() -> None
     rm.submit_application(AppSubmission("a", "alice", "default", 1), 3.0)
     rm.submit_application(AppSubmission("b", "alice", "default", 1), 7.5)
     assert policy.seen == [3.0, 7.5]
+
+
+def test_a_restarted_rm_does_not_take_back_a_container_whose_end_it_logged() -> None:
+    """The RM logged a container's end and died before its NM heard the answer: the NM
+    resyncs with it still held. The restarted RM (told of logged ends by
+    ``redeliver_ended``) stops it instead of recovering it, so its end is logged once."""
+    rm = make_rm()
+    app = submit(rm)
+    rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 2)]), 0.0)
+    Beater(rm)(1.0)
+    done, running = sorted(rm.state.apps[app].containers.values(), key=lambda c: c.container_id)
+    restarted = ResourceManager(FifoPolicy())
+    restarted.restore(rm.app_records(), 2.0)
+    status = ContainerStatus(done.container_id, ContainerState.COMPLETE, 0, 1.0, 2.0)
+    restarted.redeliver_ended([(app, status)])
+    restarted.register_node(NodeRegistration("n1", NODE, containers=(done, running)), 3.0)
+    assert list(restarted.state.apps[app].containers) == [running.container_id]
+    assert restarted.state.nodes["n1"].to_stop == [done.container_id]
+    beat = Beater(restarted)
+    beat(4.0, completed=[status])  # the NM's report of it, again: not logged twice
+    assert of(restarted, ev.CONTAINER_FINISHED) == []

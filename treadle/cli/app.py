@@ -450,7 +450,8 @@ def run_live(
             rm = str(state["rm"])
         identify(rm, user, key_file, (tls_cert, tls_key, tls_ca), cluster_dir)
         from treadle import metrics
-        from treadle.cluster.driver import replay, run_async, wait_for_rm
+        from treadle.cluster.driver import ReplayTimedOut, replay, run_async, wait_for_rm
+        from treadle.metrics.summary import with_unsubmitted
         from treadle.registry import build
         from treadle.study.runner import alone_jcts, asks_for, build_policy
 
@@ -479,25 +480,34 @@ def run_live(
         except TreadleError:  # a policy installed on the RM only: its AMs default to greedy
             strategy, strategy_params = asks_for(None, options)
         alone = alone_jcts(wl, options) if slowdown else None
+        timed_out: ReplayTimedOut | None = None
         with progress_bars() as progress:
-            records = run_async(
-                replay(
-                    rm,
-                    wl,
-                    alone=alone,
-                    ask_strategy=strategy,
-                    ask_params=strategy_params,
-                    managed_am=managed_am,
-                    timeout_s=timeout_s,
-                    progress=tracker(progress, live.policy or "replay", len(wl.jobs)),
-                    rm_absent_s=rm_absent_s,
+            try:
+                records = run_async(
+                    replay(
+                        rm,
+                        wl,
+                        alone=alone,
+                        ask_strategy=strategy,
+                        ask_params=strategy_params,
+                        managed_am=managed_am,
+                        timeout_s=timeout_s,
+                        progress=tracker(progress, live.policy or "replay", len(wl.jobs)),
+                        rm_absent_s=rm_absent_s,
+                    )
                 )
-            )
+            except ReplayTimedOut as e:  # every job's result is written all the same
+                records, timed_out = e.records, e
         policy = str(records[0].get("policy") or "unknown")
         weights = {name: u.weight for name, u in wl.users.items()}
+        run = metrics.analyze(records, policy=policy, user_weights=weights)
+        if timed_out is not None:
+            run = with_unsubmitted(run, timed_out.unsubmitted_rows())
         s = metrics.write_run_outputs(
-            records, out_dir, policy=policy, user_weights=weights, events=events
+            records, out_dir, policy=policy, user_weights=weights, run=run, events=events
         )
+        if timed_out is not None:
+            fail(f"{timed_out}; every job's result written to {out_dir}")
     say(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
         f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}"

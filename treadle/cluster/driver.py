@@ -66,6 +66,28 @@ RM_ABSENT_S = 120.0
 EVENTS_PAGE = 5000
 
 
+#: How long, after a timeout, the driver waits for the RM to hand it the run's events.
+AFTER_TIMEOUT_ABSENT_S = 10.0
+
+
+class ReplayTimedOut(TreadleError):
+    """A replay ran out of time: the unfinished applications were killed (KILLED, as
+    YARN's own clients do on a timeout: DistributedShell's ``-timeout`` force-kills its
+    application), and ``records`` is the run's log all the same, every submitted job with
+    its end; ``unsubmitted`` the jobs never submitted (their status ``NOT_SUBMITTED``)."""
+
+    def __init__(self, message: str, records: list[ev.Record], unsubmitted: list[JobSpec]):
+        super().__init__(message)
+        self.records = records
+        self.unsubmitted = unsubmitted
+
+    def unsubmitted_rows(self) -> list[tuple[str, str, str, float, int]]:
+        """(name, user, queue, due submission time, tasks) of each job never submitted,
+        as ``treadle.metrics.summary.with_unsubmitted`` takes them."""
+        t0 = float(self.records[0]["t"]) if self.records else 0.0
+        return [(j.name, j.user, j.queue, t0 + j.submit_s, j.tasks) for j in self.unsubmitted]
+
+
 def _rpc_error(what: str, address: str, e: grpc.aio.AioRpcError) -> TreadleError:
     code = e.code()
     name = code.name if code is not None else "UNKNOWN"
@@ -292,7 +314,8 @@ async def replay(
 
     Jobs are submitted at t0 + submit_s in emulated time, t0 being the RM's clock when the
     replay starts. ``timeout_s`` bounds the whole replay in wall seconds; when it runs out
-    the unfinished applications are killed and a TreadleError names them. The replay
+    no more jobs are submitted, the unfinished applications are killed, and
+    ``ReplayTimedOut`` names them and carries the run's records as far as they went. The replay
     outlives the RM's absence (a restart on the same address) for ``rm_absent_s`` wall
     seconds at a time, retrying its calls with backoff. Returns this
     run's records: ``run_started`` (t = t0) first, then every record of the submitted
@@ -396,6 +419,7 @@ async def replay(
         # The timeline runs beside the jobs and stops with them, as in the simulator.
         admin = asyncio.create_task(admin_all()) if accounts and workload.admin else None
         states: dict[str, str] = {}
+        timed_out: str | None = None
         try:
             while True:
                 due = loop.time() + poll_s
@@ -426,7 +450,23 @@ async def replay(
                 if submitter.done() and done == len(jobs):
                     break
                 if loop.time() > deadline:
-                    await _give_up(stub, names, states, rm_address, timeout_s, len(jobs))
+                    submitter.cancel()  # no submission after the kills
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await submitter
+                    timed_out = await _give_up(
+                        stub, names, states, rm_address, timeout_s, len(jobs)
+                    )
+                    with contextlib.suppress(TreadleError):  # else: the states last seen
+                        listing = await _call_through_absence(
+                            "ListApplications",
+                            rm_address,
+                            stub.ListApplications,
+                            client_pb.ListApplicationsRequest(),
+                            AFTER_TIMEOUT_ABSENT_S,
+                        )
+                        apps = listing.applications
+                        states = {a.app_id: a.state for a in apps if a.app_id in names}
+                    break
         except BaseException:
             if not submitter.done():
                 submitter.cancel()
@@ -438,7 +478,8 @@ async def replay(
                 admin.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await admin
-        everything = await fetch_events(stub, rm_address, absent_s=rm_absent_s)
+        absent_s = rm_absent_s if timed_out is None else min(rm_absent_s, AFTER_TIMEOUT_ABSENT_S)
+        everything = await fetch_events(stub, rm_address, absent_s=absent_s)
     ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
     end = max((float(r["t"]) for r in ours), default=t0)
     ours += [r for r in everything if r.get("event") in RUN_EVENTS and t0 <= float(r["t"]) <= end]
@@ -452,7 +493,11 @@ async def replay(
         stalled=None,
         submit_timers=lag.summary(),
     )
-    return [_run_started(m, workload, mode, t0), *ours, *tail.records]
+    records = [_run_started(m, workload, mode, t0), *ours, *tail.records]
+    if timed_out is not None:
+        submitted = set(names.values())
+        raise ReplayTimedOut(timed_out, records, [j for j in jobs if j.name not in submitted])
+    return records
 
 
 async def _give_up(
@@ -462,18 +507,20 @@ async def _give_up(
     address: str,
     timeout_s: float,
     total: int,
-) -> None:
+) -> str:
+    """Kill the applications not yet ended (leave nothing running on a shared cluster);
+    return the one-line message naming them."""
     open_ = [a for a in names if states.get(a) not in FINAL_STATES]
-    for app_id in open_:  # leave nothing running on a shared cluster
+    for app_id in open_:
         with contextlib.suppress(grpc.aio.AioRpcError):
             await stub.KillApplication(client_pb.KillApplicationRequest(app_id=app_id), timeout=5)
     never = total - len(names)
     listed = [f"{names[a]} ({a}, {states.get(a, 'unknown')})" for a in open_]
     shown = ", ".join(listed[:10]) + (f" and {len(listed) - 10} more" if len(listed) > 10 else "")
-    extra = f"; {never} job(s) not yet submitted" if never else ""
-    raise TreadleError(
+    extra = f"; {never} job(s) not submitted" if never else ""
+    return (
         f"replay on {address} timed out after {timeout_s:g} s: "
-        f"{len(open_)} job(s) unfinished: {shown or '-'}{extra}"
+        f"{len(open_)} job(s) unfinished, killed: {shown or '-'}{extra}"
     )
 
 

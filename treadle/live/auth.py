@@ -21,7 +21,7 @@ import hmac
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -109,11 +109,18 @@ class ReplayWindow:
     newest, or within the window below it and not seen yet. Nothing older than the
     window (nor older than ``floor_ns``, the server's start) is ever accepted, so every
     accepted timestamp is accepted once.
+
+    Across a restart of the server: ``restore`` takes each user's newest timestamp as
+    kept by ``on_accept`` (called with every new newest before the request is let
+    through), and nothing at or below it is accepted again (a request in flight across
+    the restart is refused: its client signs a new one).
     """
 
     def __init__(self, window_ns: int, floor_ns: int = 0) -> None:
         self.window_ns = window_ns
         self.floor_ns = floor_ns
+        self.on_accept: Callable[[str, int], None] | None = None
+        self._floors: dict[str, int] = {}  # per user, from a previous run (``restore``)
         self._newest: dict[str, int] = {}
         # Per user, the timestamps accepted inside the window: a set to look up, a heap to
         # drop the ones the window has left behind (oldest first).
@@ -122,21 +129,29 @@ class ReplayWindow:
 
     def check(self, user: str, ts: int) -> str | None:
         """None if ``ts`` is fresh for ``user`` (and record it), else why not."""
-        newest = self._newest.get(user, self.floor_ns)
+        floor = max(self.floor_ns, self._floors.get(user, 0))
+        newest = self._newest.get(user, floor)
         seen = self._seen.setdefault(user, set())
         order = self._order.setdefault(user, [])
         if ts > newest:
+            if self.on_accept is not None:
+                self.on_accept(user, ts)  # kept before anything is done
             self._newest[user] = ts
             low = ts - self.window_ns
             while order and order[0] <= low:
                 seen.discard(heapq.heappop(order))
-        elif ts <= newest - self.window_ns or ts <= self.floor_ns:
+        elif ts <= newest - self.window_ns or ts <= floor:
             return f"timestamp {ts} is older than the replay window (newest {newest})"
         elif ts in seen:
             return f"timestamp {ts} was already used (replayed request)"
         seen.add(ts)
         heapq.heappush(order, ts)
         return None
+
+    def restore(self, newest: Mapping[str, int]) -> None:
+        """Each user's newest timestamp accepted by a previous run: none at or below it
+        is accepted again."""
+        self._floors.update(newest)
 
 
 # ---------------------------------------------------------------------- the ACL file

@@ -11,7 +11,7 @@ records (a policy that sizes jobs: gs) an ``estimation`` section
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -183,3 +183,26 @@ def analyze(
         records, log, cols, summary_from(log, cols, policy, user_weights, JAIN_WINDOW_S)
     )
     return RunMetrics(summary, job_results_from(log, cols), utilization_series_from(log))
+
+
+#: The status of a job a live replay never submitted (its timeout came first).
+NOT_SUBMITTED = "NOT_SUBMITTED"
+
+
+def with_unsubmitted(
+    run: RunMetrics, jobs: Sequence[tuple[str, str, str, float, int]]
+) -> RunMetrics:
+    """``run`` with these jobs (name, user, queue, due submission time, tasks), which were
+    never submitted, listed last with status ``NOT_SUBMITTED`` and no times, and counted
+    in the summary's ``jobs`` and ``not_submitted``: every job of the workload appears."""
+    if not jobs:
+        return run
+    nothing = (None, None, None, None, None)  # start, finish, JCT, wait, slowdown
+    extra = [
+        JobResult("", n, user, queue, due, *nothing, tasks, NOT_SUBMITTED, None)
+        for n, user, queue, due, tasks in jobs
+    ]
+    summary = dict(run.summary)
+    summary["jobs"] = int(summary["jobs"]) + len(extra)
+    summary["not_submitted"] = len(extra)
+    return RunMetrics(summary, [*run.jobs, *extra], run.utilization)

@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from treadle import events as ev, metrics
-from treadle.cluster.driver import DEFAULT_TIMEOUT_S, finished_count, replay, run_async
+from treadle.cluster.driver import (
+    DEFAULT_TIMEOUT_S,
+    ReplayTimedOut,
+    finished_count,
+    replay,
+    run_async,
+)
 from treadle.errors import TreadleError
 from treadle.event_columns import read_events
 from treadle.model import Workload
@@ -230,9 +236,15 @@ class ClusterBackend:
                     )
                 )
 
-        records = run_async(replay_on_cluster())
+        timed_out: ReplayTimedOut | None = None
+        try:
+            records = run_async(replay_on_cluster())
+        except ReplayTimedOut as e:  # every job's result is written all the same
+            records, timed_out = e.records, e
         weights = {name: u.weight for name, u in workload.users.items()}
         run = metrics.analyze(records, policy=choice.name, user_weights=weights)
+        if timed_out is not None:
+            run = metrics.summary.with_unsubmitted(run, timed_out.unsubmitted_rows())
         run.summary["parameters"] = run_parameters(workload, choice, options)
         metrics.write_run_outputs(
             records,
@@ -245,6 +257,10 @@ class ClusterBackend:
         fidelity = cluster.fidelity(records)  # lag per role, expiries, verdict
         metrics.write_json(metrics.rounded(fidelity.to_json()), run_dir / TIMERS_JSON)
         self.notes[choice.name] = fidelity.markdown(choice.name)
+        if timed_out is not None:
+            raise TreadleError(
+                f"{choice.name}: {timed_out}; every job's result written to {run_dir}"
+            )
         end = max((float(r["t"]) for r in records), default=0.0)
         result = RunResult(
             choice.name,

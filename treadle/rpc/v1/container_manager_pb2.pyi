@@ -157,22 +157,32 @@ Global___StartContainersResponse: _TypeAlias = StartContainersResponse  # noqa: 
 
 @_typing.final
 class StopContainersRequest(_message.Message):
+    """Stop and status calls prove, per container, that the caller holds its grant: the
+    container token the RM signed (the AM received it in Allocate), as YARN's NMToken
+    ties these calls to the application whose containers they are. One per container id,
+    in the same order; the NM refuses the whole call when one does not match.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     CONTAINER_IDS_FIELD_NUMBER: _builtins.int
     NODE_ID_FIELD_NUMBER: _builtins.int
+    CONTAINER_TOKENS_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     @_builtins.property
     def container_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def container_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
         container_ids: _abc.Iterable[_builtins.str] | None = ...,
         node_id: _builtins.str = ...,
+        container_tokens: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_ids", b"container_ids", "node_id", b"node_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_ids", b"container_ids", "container_tokens", b"container_tokens", "node_id", b"node_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -204,18 +214,24 @@ class GetContainerStatusesRequest(_message.Message):
 
     CONTAINER_IDS_FIELD_NUMBER: _builtins.int
     NODE_ID_FIELD_NUMBER: _builtins.int
+    CONTAINER_TOKENS_FIELD_NUMBER: _builtins.int
     node_id: _builtins.str
     @_builtins.property
     def container_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def container_tokens(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """as StopContainersRequest's"""
+
     def __init__(
         self,
         *,
         container_ids: _abc.Iterable[_builtins.str] | None = ...,
         node_id: _builtins.str = ...,
+        container_tokens: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_ids", b"container_ids", "node_id", b"node_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["container_ids", b"container_ids", "container_tokens", b"container_tokens", "node_id", b"node_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
