@@ -20,7 +20,7 @@ adds no dependency.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from rm.policy.views import AppView, ClusterView
@@ -81,7 +81,7 @@ class ByShape:
     def __init__(self) -> None:
         self.lists: dict[Resources, list[Entry]] = {}
         #: Per item: its entry and its shapes.
-        self.items: dict[str, tuple[Entry, tuple[Resources, ...]]] = {}
+        self.items: dict[Hashable, tuple[Entry, tuple[Resources, ...]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -93,7 +93,7 @@ class ByShape:
         self.lists.clear()
         self.items.clear()
 
-    def put(self, name: str, entry: Entry, shapes: tuple[Resources, ...]) -> None:
+    def put(self, name: Hashable, entry: Entry, shapes: tuple[Resources, ...]) -> None:
         """File ``name`` as ``entry`` under ``shapes`` (replacing what it was)."""
         old = self.items.get(name)
         lists = self.lists
@@ -120,7 +120,7 @@ class ByShape:
                 insort(lst, entry)
         self.items[name] = (entry, shapes)
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: Hashable) -> None:
         old = self.items.pop(name, None)
         if old is not None:
             for s in old[1]:
