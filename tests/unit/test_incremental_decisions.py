@@ -6,8 +6,9 @@ built-in policy as shipped, kept between heartbeats and updated from the RM's fe
 changed applications; the other a reference that looks at everything on every heartbeat
 (the previous implementations: the ordering helper's sort-and-fill, the queue-tree walk
 over every pending application, carbyne's walk of every DEFAULT ask, tetris' window and
-index rebuilt from ``pending_apps()``). Every container must go to the same job, node and
-priority, in the same order.
+index rebuilt from ``pending_apps()``, the stage-ordering walk over every task set, Dynamic
+Priority's two passes over every pending application). Every container must go to the
+same job, node and priority, in the same order.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from plugins.policies.capacity import CapacityPolicy
 from plugins.policies.carbyne import CarbynePolicy
 from plugins.policies.cfq import CfqPolicy
+from plugins.policies.dp import DpPolicy
 from plugins.policies.drf import DrfPolicy
 from plugins.policies.fair import FairPolicy
 from plugins.policies.fifo import FifoPolicy
@@ -221,6 +223,23 @@ class OldUwfq(UwfqPolicy):
                 self._seen(app.app_id, ts.stage, vjob.deadline)
 
 
+class OldDp(DpPolicy):
+    """NO_FILL and FILL over every pending application in submission order."""
+
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        quota, running = self._quota, self._running
+        if quota:
+            for app in list(cluster.pending_apps()):
+                q = app.queue
+                while quota.get(q, 0) - running.get(q, 0) >= 1 and app.pending > 0:
+                    ask = first_fit_ask(app, node.free)
+                    if ask is None:
+                        break
+                    yield _placement(app.app_id, ask.priority)
+        for app in list(cluster.pending_apps()):
+            yield from fill_node(app, node)
+
+
 CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = {
     "fifo": (FifoPolicy, OldFifo, {}),
     "sjf": (SjfPolicy, OldSjf, {}),
@@ -245,6 +264,8 @@ CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = 
     "cfq": (CfqPolicy, OldCfq, {}),
     "cfq-job": (CfqPolicy, OldCfq, {"level": "job"}),
     "uwfq": (UwfqPolicy, OldUwfq, {}),
+    "dp": (DpPolicy, OldDp, {"interval_s": 1.0, "budget": 100.0}),
+    "dp-hadoop": (DpPolicy, OldDp, {"interval_s": 2.0, "budget": 50.0, "semantics": "hadoop"}),
 }
 #: Cases whose asks name stages (``Ask.group``): stage-level policies.
 STAGED = {"spark-fair", "spark-fair-job-submit", "spark-fair-node", "ujf", "ujf-job-node", "cfq"}
@@ -308,6 +329,8 @@ def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
             out.append(("ask", t, job, asks))
         elif x < 0.65:
             out.append(("release", t, r.random(), r.random()))
+        elif policy.startswith("dp") and x > 0.93:
+            out.append(("tick", t))  # Dynamic Priority's quotas change
         else:
             out.append(("beat", t, r.randrange(len(nodes))))
     return out
@@ -334,6 +357,8 @@ def _play(twin: Twin, history: list[tuple[Any, ...]]) -> list[list[tuple[str, st
                 cids = sorted(app.containers)
                 cid = cids[int(event[3] * len(cids))]
                 rm.on_allocate(AllocateRequest(app.app_id, releases=[cid]), t)
+        elif kind == "tick":
+            rm.tick(t)
         else:
             node_id = f"n{event[2]}"
             twin.seq[node_id] += 1
