@@ -3,13 +3,18 @@ TaskSetManagers, instead of over applications.
 
 A task set is one application's outstanding asks of one stage (``AppView.stage_of``);
 asks that name no stage form a task set of their own per application (stage None). On a
-node's heartbeat the task sets are built in submission order (application, then stage),
-``prepare`` sees them, and placement is first-fit in ``stage_key`` order (smallest
-first; ties keep submission order). With ``resort`` false the order is computed once per
-heartbeat and each task set takes every container of the node it can use before the next
-(Spark's ``resourceOffers``: one offer round); with ``resort`` true the keys are computed
-again after every placement (the idealized model where each freed slot goes to the task
-set first in order at that instant).
+node's heartbeat, ``changed`` sees the task sets new or changed since the last one, and
+placement is first-fit in ``stage_key`` order (smallest first; ties keep submission
+order: application, then stage). With ``resort`` false the order is the one at the start
+of the heartbeat and each task set takes every container of the node it can use before
+the next (Spark's ``resourceOffers``: one offer round); with ``resort`` true the keys are
+computed again after every placement (the idealized model where each freed slot goes to
+the task set first in order at that instant).
+
+The task sets are kept between heartbeats, filed by (key, submission order) under the
+shapes they ask for (``rm.policy.tracking.ByShape``; with groups, the groups too), and
+refiled only for the applications that changed (the RM's feed): a placement costs
+O(shapes + log task sets), not a walk over every task set.
 
 Spark submits a stage the moment its parents end; a treadle AM asks for it on its next
 call. So that the slots its parents free do not go to a task set behind it meanwhile, a
