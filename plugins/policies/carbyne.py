@@ -63,6 +63,7 @@ from rm.policy import (
     best_scored,
     drf_entitlements,
 )
+from rm.policy.base import _placement
 from treadle.messages import Ask, AskKind
 from treadle.resources import ZERO, Resources
 
@@ -239,7 +240,7 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 best = self._leftover(align)
             if best is None:
                 return
-            yield Placement(best.app_id, best.priority)
+            yield _placement(best.app_id, best.priority)
             index.placed(best.app_id, cluster)
             if placed is not None:
                 placed(best.app_id)

@@ -114,7 +114,9 @@ class CfqPolicy(StageOrderingPolicy[CfqParams]):
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         self.finish.pop(app.app_id, None)
 
-    def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
+    def changed(
+        self, apps: Sequence[AppView] | None, sets: Sequence[TaskSet], cluster: ClusterView
+    ) -> None:
         if self.params.level == "job":
             return
         for t, ts in new_arrivals(sets, self.finish, cluster):

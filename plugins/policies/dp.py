@@ -46,15 +46,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy import ClusterView, NodeView, Placement, Policy, fill_node
+from rm.policy import AppView, ByShape, Changes, ClusterView, NodeView, Placement, Policy
 from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo
 from rm.policy.base import _placement
 from rm.policy.dynprio import Account, Held, allocate, choose_victims
 from rm.policy.ordering import first_fit_ask
+from rm.policy.tracking import shapes_of
 from treadle.messages import Container, ContainerStatus
 from treadle.resources import VCORES
 
@@ -92,6 +93,9 @@ class DpPolicy(Policy[DpParams]):
         self._queue_of: dict[str, str] = {}  # live container -> its queue
         self._held: dict[str, tuple[str, str, float]] = {}  # task cid -> (app, queue, t)
         self._last_kill = -math.inf
+        self._changes = Changes()
+        self._all = ByShape()  # pending applications by (seq, id), filed by shape
+        self._by_queue: dict[str, ByShape] = {}  # the same, per queue
 
     # ------------------------------------------------------------------ accounts
     def on_start(self, cluster: ClusterView) -> None:
@@ -216,19 +220,68 @@ class DpPolicy(Policy[DpParams]):
         return choose_victims(left, _pending_by_queue(cluster), held, started)
 
     # ------------------------------------------------------------------ placement
+    def _sync(self, cluster: ClusterView) -> None:
+        """The pending applications by (seq, id), filed by shape: all, and per queue."""
+        changed = self._changes.take(cluster)
+        if changed is None:
+            self._all.clear()
+            self._by_queue.clear()
+            changed = list(cluster.pending_apps())
+        for app in changed:
+            self._file(app, cluster)
+
+    def _file(self, app: AppView, cluster: ClusterView) -> None:
+        app_id, q = app.app_id, app.queue
+        members = self._by_queue.get(q)
+        if app.pending > 0 and app_id in cluster.apps:
+            entry, shapes = (app.seq, app_id), shapes_of(app)
+            self._all.put(app_id, entry, shapes)
+            if members is None:
+                members = self._by_queue[q] = ByShape()
+            members.put(app_id, entry, shapes)
+        elif members is not None:
+            self._all.remove(app_id)
+            members.remove(app_id)
+            if not members:
+                del self._by_queue[q]
+
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
-        quota, running = self._quota, self._running
+        self._sync(cluster)
+        quota, running, apps = self._quota, self._running, cluster.apps
         if quota:  # NO_FILL: within quota, in submission order
-            for app in list(cluster.pending_apps()):
+            under = [q for q in self._by_queue if quota.get(q, 0) - running.get(q, 0) >= 1]
+            while under:
+                free = node.free
+                best: tuple[Any, ...] | None = None
+                for q in under:
+                    members = self._by_queue.get(q)
+                    if members is not None:
+                        head = members.first(members.fitting(free))
+                        if head is not None and (best is None or head < best):
+                            best = head
+                if best is None:
+                    break
+                app = apps[best[1]]
+                ask = first_fit_ask(app, free)
+                if ask is None:  # cannot happen while the index is current
+                    break
+                yield _placement(app.app_id, ask.priority)
+                self._file(app, cluster)
                 q = app.queue
-                app_id = app.app_id
-                while quota.get(q, 0) - running.get(q, 0) >= 1 and app.pending > 0:
-                    ask = first_fit_ask(app, node.free)
-                    if ask is None:
-                        break
-                    yield _placement(app_id, ask.priority)
-        for app in list(cluster.pending_apps()):  # FILL: work conservation, free
-            yield from fill_node(app, node)
+                if quota.get(q, 0) - running.get(q, 0) < 1:
+                    under.remove(q)
+        index = self._all
+        while True:  # FILL: work conservation, free, in submission order
+            free = node.free
+            head = index.first(index.fitting(free))
+            if head is None:
+                return
+            app = apps[head[1]]
+            ask = first_fit_ask(app, free)
+            if ask is None:  # cannot happen while the index is current
+                return
+            yield _placement(app.app_id, ask.priority)
+            self._file(app, cluster)
 
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         app = cluster.apps[container.app_id]

@@ -41,6 +41,7 @@ from rm.policy import (
     Policy,
     best_scored,
 )
+from rm.policy.base import _placement
 from treadle.resources import Resources
 
 
@@ -100,7 +101,7 @@ class TetrisPolicy(Policy[TetrisParams]):
                 best = best_scored(((a, e) for a, _, e in index.heads(align)), eps)
             if best is None:
                 return
-            yield Placement(best.app_id, best.priority)
+            yield _placement(best.app_id, best.priority)
             placed = index.placed(best.app_id, cluster)
             if window is not None:
                 if placed is not None:

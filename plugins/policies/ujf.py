@@ -30,7 +30,8 @@ class UjfPolicy(StageOrderingPolicy[SparkOrderParams]):
     def __init__(self, params: SparkOrderParams | None = None) -> None:
         super().__init__(params)
         self._stage_ids = SparkStageIds()
-        self._user_running: dict[str, int] = {}  # this heartbeat
+        self._user_running: dict[str, int] = {}
+        self._app_running: dict[str, int] = {}  # what _user_running counts per application
 
     def resorts(self) -> bool:
         return self.params.offer == "slot"
@@ -41,18 +42,38 @@ class UjfPolicy(StageOrderingPolicy[SparkOrderParams]):
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         self._stage_ids.removed(app)
 
-    def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
-        running: dict[str, int] = {}
-        for app in cluster.apps.values():
-            running[app.user] = running.get(app.user, 0) + app.running
-        self._user_running = running
+    def changed(
+        self, apps: Sequence[AppView] | None, sets: Sequence[TaskSet], cluster: ClusterView
+    ) -> None:
+        """Keep each user's running tasks (over its running applications) current."""
+        users, counted = self._user_running, self._app_running
+        if apps is None:
+            users.clear()
+            counted.clear()
+            apps = list(cluster.apps.values())
+        live = cluster.apps
+        for app in apps:
+            app_id = app.app_id
+            running = app.running if app_id in live else 0
+            delta = running - counted.get(app_id, 0)
+            if delta:
+                users[app.user] = users.get(app.user, 0) + delta
+            if running:
+                counted[app_id] = running
+            else:
+                counted.pop(app_id, None)
 
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         app = cluster.apps.get(container.app_id)
         if app is not None:
             self._user_running[app.user] = self._user_running.get(app.user, 0) + 1
+            self._app_running[app.app_id] = self._app_running.get(app.app_id, 0) + 1
 
-    def stage_key(self, ts: TaskSet, cluster: ClusterView) -> tuple[int, str, int, str | int, int]:
-        app = ts.app
-        user = (self._user_running.get(app.user, 0), app.user)
-        return (*user, *self._stage_ids.fair_key(ts, self.params.level, self.params.tie))
+    def group_of(self, app: AppView) -> str:
+        return app.user
+
+    def group_key(self, name: str, cluster: ClusterView) -> tuple[int, str]:
+        return (self._user_running.get(name, 0), name)
+
+    def stage_key(self, ts: TaskSet, cluster: ClusterView) -> tuple[int, str | int, int]:
+        return self._stage_ids.fair_key(ts, self.params.level, self.params.tie)

@@ -183,6 +183,11 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
         self.stages.setdefault(app_id, {})[stage] = (deadline, self._arrivals)
         self._arrivals += 1
 
+    def _moved(self, user: VUser) -> None:
+        """``user``'s jobs got new deadlines: their task sets' keys move."""
+        if user.jobs:
+            self.rekey(*[j.app_id for j in user.jobs])
+
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
         job = app.job
         size = sum(slot_time(s) for s in job.stages) if job is not None else 0.0
@@ -190,7 +195,8 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
         self.jobs[app.app_id] = vjob
         weight = self._weight(app.user, cluster)
         r = cluster.capacity["vcores"]
-        self.clock.arrive(app.user, weight, vjob, app.app_id, app.submit_s, r)
+        user = self.clock.arrive(app.user, weight, vjob, app.app_id, app.submit_s, r)
+        self._moved(user)
         self.stages[app.app_id] = {}
         if job is not None:
             for i, parents in enumerate(job.parent_indices):
@@ -201,11 +207,15 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
         self.jobs.pop(app.app_id, None)
         self.stages.pop(app.app_id, None)
 
-    def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
+    def changed(
+        self, apps: Sequence[AppView] | None, sets: Sequence[TaskSet], cluster: ClusterView
+    ) -> None:
         r = cluster.capacity["vcores"]
         for t, ts in new_arrivals(sets, self.stages, cluster):
             app = ts.app
-            self.clock.arrive(app.user, self._weight(app.user, cluster), None, app.app_id, t, r)
+            weight = self._weight(app.user, cluster)
+            user = self.clock.arrive(app.user, weight, None, app.app_id, t, r)
+            self._moved(user)
             vjob = self.jobs.get(app.app_id)
             if vjob is not None and vjob.active:
                 self._seen(app.app_id, ts.stage, None)

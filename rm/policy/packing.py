@@ -57,6 +57,19 @@ def alignment(demand: Resources, free: Resources, capacity: Resources) -> float:
     return total
 
 
+def _alignment_terms(
+    demand: Resources, capacity: Resources
+) -> tuple[tuple[str, float, float], ...]:
+    """What ``alignment`` takes of ``demand`` and ``capacity``: per dimension (in its
+    order), the name, demand_k / capacity_k and capacity_k."""
+    out = []
+    for k, v in demand.to_dict().items():
+        c = capacity.get(k)
+        if c:
+            out.append((k, v / c, c))
+    return tuple(out)
+
+
 def remaining_work(asks: Iterable[Ask], capacity: Resources | None = None) -> float:
     """A job's remaining work from its asks, in resource-seconds weighted by ``capacity``
     (the cluster's; Tetris' and Carbyne's SRTF measure): the dominant share of the AM's
@@ -64,6 +77,14 @@ def remaining_work(asks: Iterable[Ask], capacity: Resources | None = None) -> fl
     rated by its ``remaining_work`` hint (task-seconds), else by the task-seconds asked for
     (count x expected duration), else by the count, each weighted by its demand's dominant
     share, so that jobs with and without the hint compare. Without a capacity, unweighted."""
+    return _remaining_work(asks, capacity, None)
+
+
+def _remaining_work(
+    asks: Iterable[Ask], capacity: Resources | None, shares: dict[Resources, float] | None
+) -> float:
+    """``remaining_work``; ``shares`` (if given) keeps each demand's dominant share of
+    ``capacity`` from call to call (the caller empties it when the capacity changes)."""
     asks = list(asks)
     if capacity is not None and capacity.is_zero():
         capacity = None
@@ -74,7 +95,14 @@ def remaining_work(asks: Iterable[Ask], capacity: Resources | None = None) -> fl
     for a in asks:
         if a.remaining_work > hint and math.isfinite(a.remaining_work):
             hint = a.remaining_work
-        w = a.resources.dominant_share(capacity) if capacity is not None else 1.0
+        if capacity is None:
+            w = 1.0
+        elif shares is None:
+            w = a.resources.dominant_share(capacity)
+        else:
+            w = shares.get(a.resources, -1.0)
+            if w < 0:
+                w = shares[a.resources] = a.resources.dominant_share(capacity)
         weight = max(weight, w)
         if a.expected_duration_s > 0 and math.isfinite(a.expected_duration_s):
             work += a.count * a.expected_duration_s * w
@@ -114,6 +142,9 @@ class AskIndex:
         self._inexact = 0  # indexed jobs whose remaining work is not finite
         #: The cluster's capacity, weighting remaining work (as of the last sync).
         self.capacity: Resources | None = None
+        self._shares: dict[Resources, float] = {}  # demands' dominant shares of capacity
+        #: Per node capacity, per shape: ``_alignment_terms``.
+        self._terms: dict[Resources, dict[Resources, tuple[tuple[str, float, float], ...]]] = {}
 
     def sync(self, cluster: ClusterView) -> list[AppView] | None:
         """Re-index the applications whose asks changed since they were last seen; drop
@@ -121,7 +152,10 @@ class AskIndex:
         last sync (asks or allocation, or ended), or None when every pending application
         was looked at (the first sync, a cluster without the RM's feed, or a new
         capacity). O(changed applications)."""
-        self.capacity = cluster.capacity
+        cap = cluster.capacity
+        if cap is not self.capacity and cap != self.capacity:
+            self._shares.clear()
+        self.capacity = cap
         changed = self._changes.take(cluster)
         apps = self.apps
         if changed is None:
@@ -156,7 +190,7 @@ class AskIndex:
         if not asks:
             self.remove(app.app_id)
             return
-        r = remaining_work(asks, self.capacity)
+        r = _remaining_work(asks, self.capacity, self._shares)
         sig = (r, *((a.priority, a.resources, a.kind) for a in asks))
         rec = self.apps.get(app.app_id)
         if rec is not None:
@@ -218,7 +252,23 @@ class AskIndex:
     def alignments(self, free: Resources, capacity: Resources) -> dict[Resources, float]:
         """The alignment of every shape that fits in ``free`` (shapes that do not fit are
         absent, so ``shape in result`` is the fit test)."""
-        return {s: alignment(s, free, capacity) for s in self.by_shape if s.fits_in(free)}
+        terms = self._terms.get(capacity)
+        if terms is None:
+            if len(self._terms) > 64:  # node shapes come and go: keep a few
+                self._terms.clear()
+            terms = self._terms[capacity] = {}
+        get = free.get
+        out = {}
+        for s in self.by_shape:
+            if s.fits_in(free):
+                t = terms.get(s)
+                if t is None:
+                    t = terms[s] = _alignment_terms(s, capacity)
+                total = 0.0
+                for k, share, c in t:  # alignment(s, free, capacity): the same floats
+                    total += share * (get(k) / c)
+                out[s] = total
+        return out
 
     def tetris_weight(self, align: dict[Resources, float], weight: float) -> float:
         """eps of ``score = alignment - eps x remaining work``: ``weight`` x mean alignment

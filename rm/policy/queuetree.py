@@ -281,7 +281,10 @@ class QueueTreePolicy(Policy[P]):
             members = t.leaves.get(name)
             if not members:
                 return None
-            entry = members.first(self._fitting(members, name, node, cluster))
+            if type(self).fits is QueueTreePolicy.fits:
+                entry = members.first(members.fitting(node.free))
+            else:  # a test of its own, maybe costly: the shapes by their first entry
+                entry = members.first_where(lambda s: self.fits(s, name, node, cluster))
             if entry is None:
                 return None
             app = t.apps[entry[-1]]

@@ -3,13 +3,18 @@ TaskSetManagers, instead of over applications.
 
 A task set is one application's outstanding asks of one stage (``AppView.stage_of``);
 asks that name no stage form a task set of their own per application (stage None). On a
-node's heartbeat the task sets are built in submission order (application, then stage),
-``prepare`` sees them, and placement is first-fit in ``stage_key`` order (smallest
-first; ties keep submission order). With ``resort`` false the order is computed once per
-heartbeat and each task set takes every container of the node it can use before the next
-(Spark's ``resourceOffers``: one offer round); with ``resort`` true the keys are computed
-again after every placement (the idealized model where each freed slot goes to the task
-set first in order at that instant).
+node's heartbeat, ``changed`` sees the task sets new or changed since the last one, and
+placement is first-fit in ``stage_key`` order (smallest first; ties keep submission
+order: application, then stage). With ``resort`` false the order is the one at the start
+of the heartbeat and each task set takes every container of the node it can use before
+the next (Spark's ``resourceOffers``: one offer round); with ``resort`` true the keys are
+computed again after every placement (the idealized model where each freed slot goes to
+the task set first in order at that instant).
+
+The task sets are kept between heartbeats, filed by (key, submission order) under the
+shapes they ask for (``rm.policy.tracking.ByShape``; with groups, the groups too), and
+refiled only for the applications that changed (the RM's feed): a placement costs
+O(shapes + log task sets), not a walk over every task set.
 
 Spark submits a stage the moment its parents end; a treadle AM asks for it on its next
 call. So that the slots its parents free do not go to a task set behind it meanwhile, a
@@ -28,6 +33,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from rm.policy.base import P, Placement, Policy, _placement
+from rm.policy.tracking import ByShape, Changes, Entry
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.model import StageSpec
 from treadle.resources import ZERO, Resources
@@ -201,10 +207,57 @@ def _hold(ts: TaskSet, free: Resources, held: Resources) -> tuple[Resources, int
     return held, n
 
 
+class _Kept:
+    """A stage-ordering policy's task sets between heartbeats."""
+
+    __slots__ = (
+        "app_group",
+        "changes",
+        "deferred",
+        "groups",
+        "last_seq",
+        "members",
+        "sets",
+        "stale",
+        "unasked",
+    )
+
+    def __init__(self) -> None:
+        self.changes = Changes()
+        #: Per application, its task sets by stage: (the task set, its entry).
+        self.sets: dict[str, dict[int | None, tuple[TaskSet, Entry]]] = {}
+        self.app_group: dict[str, str | None] = {}
+        #: Per group (None without groups), its task sets by (stage key, seq, stage),
+        #: filed by the shapes they ask for.
+        self.members: dict[str | None, ByShape] = {}
+        #: With groups: the groups by (group key, name), filed by their sets' shapes.
+        self.groups = ByShape()
+        self.stale: set[str] | None = set()  # to re-key (None: every application)
+        #: Applications that may have stages runnable but not asked for (``hold_s``).
+        self.unasked: dict[str, AppView] = {}
+        self.last_seq = -1  # the latest application looked at for ``unasked``
+        #: Applications with a task set served in a one-offer heartbeat: filed again at
+        #: the next one.
+        self.deferred: dict[str, AppView] = {}
+
+
 class StageOrderingPolicy(Policy[P]):
-    """Implement ``stage_key``; optionally ``prepare`` (per heartbeat, before any key;
-    it sees waiting task sets too) and ``resorts`` (whether keys change with each
-    placement). ``hold_s`` comes from the parameters (``StageOrderParams``)."""
+    """Implement ``stage_key``; optionally ``changed`` (per heartbeat, before any key:
+    the task sets new or changed since the last heartbeat, waiting ones included),
+    ``resorts`` (whether keys change with each placement), and ``group_of`` with
+    ``group_key`` (a first level of groups, e.g. users: the group with the smallest key
+    that has a task set with something fitting is served, then its first task set).
+    ``hold_s`` comes from the parameters (``StageOrderParams``).
+
+    Keys are kept between heartbeats, each recomputed when its application changes (its
+    asks or allocation; with ``resorts``, after each of its placements, else at the next
+    heartbeat): a stage key may depend on its application alone (and on what the policy
+    knew when it was first keyed); a group key only on the group's applications, and the
+    keys of different groups must differ. Keys that depend on more need ``rekey()``.
+    A placement then costs O(shapes + log task sets). A policy that overrides ``prepare``
+    (the older hook, which sees every task set) instead has every key recomputed on every
+    heartbeat; so does a heartbeat on which a waiting task set takes part.
+    """
 
     def resorts(self) -> bool:
         """Recompute the keys after every placement (default: no, the keys do not depend
@@ -212,13 +265,322 @@ class StageOrderingPolicy(Policy[P]):
         return False
 
     def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
-        """Per-heartbeat work before the keys are computed (e.g. new stages arrived)."""
+        """Per-heartbeat work before the keys are computed, seeing every task set (e.g. new
+        stages arrived). Overriding it makes every heartbeat look at every task set:
+        override ``changed`` instead."""
+
+    def changed(
+        self, apps: Sequence[AppView] | None, sets: Sequence[TaskSet], cluster: ClusterView
+    ) -> None:
+        """Per-heartbeat work before any key is computed: ``apps`` changed since the last
+        heartbeat (their asks or allocation; ended ones are no longer in
+        ``cluster.apps``), ``sets`` their pending task sets and every waiting one, in
+        submission order. ``apps`` is None when every key is being recomputed: ``sets`` is
+        then every task set."""
+
+    def group_of(self, app: AppView) -> str | None:
+        """The group ``app``'s task sets are served in (None: no groups, the default)."""
+        return None
+
+    def group_key(self, name: str, cluster: ClusterView) -> Any:
+        """The key of group ``name``: smaller first."""
+        return 0
 
     @abstractmethod
     def stage_key(self, ts: TaskSet, cluster: ClusterView) -> Any:
         """Smaller keys are served first."""
 
+    def rekey(self, *app_ids: str) -> None:
+        """Recompute the keys of ``app_ids``' task sets (of every one, without arguments)
+        before the next heartbeat's placements."""
+        k = self._kept()
+        if not app_ids:
+            k.stale = None
+        elif k.stale is not None:
+            k.stale.update(app_ids)
+
+    def _kept(self) -> _Kept:
+        k: _Kept | None = self.__dict__.get("_stageorder")
+        if k is None:
+            k = self.__dict__["_stageorder"] = _Kept()
+        return k
+
+    def _grouped(self) -> bool:
+        return type(self).group_of is not StageOrderingPolicy.group_of
+
+    def _full_key(self, ts: TaskSet, cluster: ClusterView) -> Any:
+        if not self._grouped():
+            return self.stage_key(ts, cluster)
+        group = self.group_of(ts.app)
+        return (self.group_key(group, cluster) if group is not None else None), self.stage_key(
+            ts, cluster
+        )
+
+    # The heartbeat ------------------------------------------------------------------
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        if type(self).prepare is not StageOrderingPolicy.prepare:
+            yield from self._rescan(node, cluster)
+            return
+        if not cluster.pending_apps():
+            return
+        k = self._kept()
+        waiting = self._sync(k, cluster)
+        if self.resorts():
+            yield from self._serve_slots(k, waiting, node, cluster)
+        else:
+            yield from self._serve_node(k, waiting, node, cluster)
+
+    def _sync(self, k: _Kept, cluster: ClusterView) -> list[TaskSet]:
+        """Brings the kept task sets up to date; returns the waiting task sets, in
+        submission order."""
+        changed = k.changes.take(cluster)
+        hold_s = float(getattr(self.params, "hold_s", 0.0))
+        if changed is None or k.stale is None:
+            return self._rebuild(k, cluster, hold_s)
+        changed.sort(key=_seq)
+        fresh: list[tuple[AppView, list[TaskSet]]] = []
+        sets: list[TaskSet] = []
+        for app in changed:
+            if app.pending > 0 and app.app_id in cluster.apps:
+                own = _app_sets(app)
+                sets += own
+                fresh.append((app, own))
+            else:
+                fresh.append((app, []))
+        waiting: list[TaskSet] = []
+        if hold_s > 0:
+            waiting = self._waiting(k, changed, cluster, hold_s)
+            if waiting:
+                sets = sorted(sets + waiting, key=_submission_order)
+        self.changed(changed, sets, cluster)
+        if k.stale is None:
+            return self._rebuild(k, cluster, 0.0, announced=waiting)
+        touched: dict[str | None, None] = {}
+        for app, own in fresh:
+            touched[self._file_app(k, app, own, cluster, True)] = None
+        apps = cluster.apps
+        if k.stale:
+            for app_id in k.stale:
+                stale = apps.get(app_id)
+                if stale is not None and app_id in k.sets:
+                    touched[self._file_app(k, stale, _app_sets(stale), cluster, True)] = None
+            k.stale.clear()
+        if k.deferred:
+            for app in k.deferred.values():
+                own = _app_sets(app) if app.pending > 0 and app.app_id in apps else []
+                touched[self._file_app(k, app, own, cluster, False)] = None
+            k.deferred.clear()
+        for group in touched:
+            self._file_group(k, group, cluster, True)
+        return waiting
+
+    def _rebuild(
+        self, k: _Kept, cluster: ClusterView, hold_s: float, announced: list[TaskSet] | None = None
+    ) -> list[TaskSet]:
+        """Every task set filed again (``changed`` told of them all, unless ``announced``:
+        the waiting sets it was told of)."""
+        k.sets.clear()
+        k.app_group.clear()
+        k.members.clear()
+        k.groups.clear()
+        k.stale = set()
+        k.deferred.clear()
+        fresh = [(app, _app_sets(app)) for app in cluster.pending_apps()]
+        if announced is not None:
+            waiting = announced
+        else:
+            k.unasked.clear()
+            waiting = []
+            if hold_s > 0:
+                waiting = self._waiting(k, list(cluster.apps.values()), cluster, hold_s)
+            sets = [ts for _, own in fresh for ts in own]
+            if waiting:
+                sets = sorted(sets + waiting, key=_submission_order)
+            self.changed(None, sets, cluster)
+        for app, own in fresh:
+            self._file_app(k, app, own, cluster, True)
+        for group in list(k.members):
+            self._file_group(k, group, cluster, True)
+        return waiting
+
+    def _waiting(
+        self, k: _Kept, changed: list[AppView], cluster: ClusterView, hold_s: float
+    ) -> list[TaskSet]:
+        """The waiting task sets now: looked for among the applications that changed or
+        arrived since the last look, and those that still had unasked stages."""
+        unasked = k.unasked
+        apps = cluster.apps
+        for app in changed:
+            if app.job is not None and app.app_id in apps and app.unasked_stages():
+                unasked[app.app_id] = app
+        last = k.last_seq
+        newest = last
+        # Applications come in submission order: the new ones are at the end.
+        newer = reversed(apps.values()) if isinstance(apps, dict) else reversed(list(apps.values()))
+        for app in newer:
+            if app.seq <= last:
+                break
+            newest = max(newest, app.seq)
+            if app.job is not None and app.unasked_stages():
+                unasked[app.app_id] = app
+        k.last_seq = newest
+        if not unasked:
+            return []
+        now = cluster.now
+        out: list[TaskSet] = []
+        for app in sorted(unasked.values(), key=_seq):
+            job = app.job
+            assert job is not None
+            keep = False
+            if app.app_id in apps:
+                for stage in app.unasked_stages():
+                    t = app.stage_runnable_s(stage)
+                    if t is None:
+                        keep = True  # not runnable yet: may become so without a change
+                    elif now - t <= hold_s and 0 <= stage < len(job.stages):
+                        spec = job.stages[stage]
+                        out.append(TaskSet(app, stage, (), spec.tasks, spec.resources))
+                        keep = True
+            if not keep:  # every unasked stage's hold is over (time only grows)
+                del unasked[app.app_id]
+        return out
+
+    def _file_app(
+        self, k: _Kept, app: AppView, own: list[TaskSet], cluster: ClusterView, rekey: bool
+    ) -> str | None:
+        """File ``app``'s task sets ``own`` (re-keyed when ``rekey``, else keeping the
+        keys of the stages filed before); returns its group."""
+        app_id = app.app_id
+        group = k.app_group.get(app_id)
+        if group is None and app_id not in k.app_group:
+            group = k.app_group[app_id] = self.group_of(app)
+        members = k.members.get(group)
+        if members is None:
+            members = k.members[group] = ByShape()
+        old = k.sets.pop(app_id, None)
+        new: dict[int | None, tuple[TaskSet, Entry]] = {}
+        for ts in own:
+            stage = ts.stage
+            before = old.pop(stage, None) if old is not None else None
+            if before is None or rekey:
+                name = (app_id, stage)
+                entry: Entry = (
+                    self.stage_key(ts, cluster),
+                    app.seq,
+                    -1 if stage is None else stage,
+                    name,
+                )
+            else:
+                entry = before[1]
+            new[stage] = (ts, entry)
+            members.put(entry[-1], entry, _shapes(ts))
+        if old:
+            for _, entry in old.values():
+                members.remove(entry[-1])
+        if new:
+            k.sets[app_id] = new
+        else:
+            del k.app_group[app_id]
+        return group
+
+    def _file_group(self, k: _Kept, group: str | None, cluster: ClusterView, rekey: bool) -> None:
+        members = k.members.get(group)
+        if not members:
+            k.members.pop(group, None)
+            if group is not None:
+                k.groups.remove(group)
+            return
+        if group is None:
+            return
+        old = k.groups.items.get(group)
+        key = (self.group_key(group, cluster), group) if rekey or old is None else old[0]
+        k.groups.put(group, key, tuple(members.lists))
+
+    def _first(self, k: _Kept, free: Resources) -> tuple[TaskSet, tuple[Any, ...]] | None:
+        """The first task set with an ask that fits ``free``, and its place in the order:
+        (its key, seq, stage) as ``_full_key`` would give it."""
+        if self._grouped():
+            head = k.groups.first(k.groups.fitting(free))
+            if head is None:
+                return None
+            members = k.members[head[-1]]
+        else:
+            found = k.members.get(None)
+            if found is None:
+                return None
+            members, head = found, None
+        entry = members.first(members.fitting(free))
+        if entry is None:
+            return None
+        app_id, stage = entry[-1]
+        key = entry[0] if head is None else (head[0], entry[0])
+        return k.sets[app_id][stage][0], (key, entry[1], entry[2])
+
+    def _place(self, w: TaskSet, cluster: ClusterView) -> tuple[Any, ...]:
+        """A waiting task set's place in the order."""
+        return (self._full_key(w, cluster), w.app.seq, -1 if w.stage is None else w.stage)
+
+    def _serve_slots(
+        self, k: _Kept, waiting: list[TaskSet], node: NodeView, cluster: ClusterView
+    ) -> Iterator[Placement]:
+        """Per slot: the first task set with an ask that fits gets its most important
+        such ask, and is re-keyed; a waiting task set first in order keeps a slot."""
+        held = ZERO
+        left = [w.waiting for w in waiting]
+        while True:
+            free = node.free - held if held is not ZERO else node.free
+            found = self._first(k, free)
+            if waiting:
+                best: tuple[tuple[Any, ...], int] | None = None
+                for j, w in enumerate(waiting):
+                    if left[j] and w.resources.fits_in(free):
+                        place = self._place(w, cluster)
+                        if best is None or place < best[0]:
+                            best = (place, j)
+                if best is not None and (found is None or best[0] < found[1]):
+                    held = held + waiting[best[1]].resources
+                    left[best[1]] -= 1
+                    continue
+            if found is None:
+                return
+            ts = found[0]
+            prio = _first_fit(ts, free)
+            if prio is None:  # cannot happen while the sets are current
+                return
+            app = ts.app
+            yield _placement(app.app_id, prio)
+            own = _app_sets(app) if app.pending > 0 and app.app_id in cluster.apps else []
+            group = self._file_app(k, app, own, cluster, True)
+            self._file_group(k, group, cluster, True)
+
+    def _serve_node(
+        self, k: _Kept, waiting: list[TaskSet], node: NodeView, cluster: ClusterView
+    ) -> Iterator[Placement]:
+        """One offer round: in the order of the heartbeat's start, each task set takes
+        every slot it can use (beside what the waiting ones before it keep). A task set
+        served leaves the order until the next heartbeat."""
+        order = sorted((self._place(w, cluster), j) for j, w in enumerate(waiting))
+        held = ZERO
+        next_w = 0
+        while True:
+            found = self._first(k, node.free)  # what fits beside ``held`` is among these
+            if next_w < len(order) and (found is None or order[next_w][0] < found[1]):
+                held = _hold(waiting[order[next_w][1]], node.free, held)[0]
+                next_w += 1
+                continue
+            if found is None:
+                return
+            ts = found[0]
+            yield from fill_task_set(ts, node, held)
+            app = ts.app
+            k.deferred[app.app_id] = app
+            group = k.app_group[app.app_id]
+            k.members[group].remove((app.app_id, ts.stage))
+            self._file_group(k, group, cluster, False)
+
+    # Every task set, every heartbeat --------------------------------------------------
+    def _rescan(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        """The order computed from every task set, ``prepare`` called first."""
         sets = task_sets(cluster)
         if not sets:
             return
@@ -228,7 +590,7 @@ class StageOrderingPolicy(Policy[P]):
             if waiting:
                 sets = sorted(sets + waiting, key=_submission_order)
         self.prepare(sets, cluster)
-        key = self.stage_key
+        key = self._full_key
         held = ZERO
         if not self.resorts():
             order = sorted(range(len(sets)), key=lambda i: (key(sets[i], cluster), i))
@@ -269,3 +631,34 @@ class StageOrderingPolicy(Policy[P]):
                 left[best[1]] -= 1
                 continue
             yield _placement(chosen.app.app_id, best_prio)
+
+
+def _seq(app: AppView) -> int:
+    return app.seq
+
+
+def _app_sets(app: AppView) -> list[TaskSet]:
+    """``app``'s pending task sets, by stage (asks without a stage first)."""
+    asks = app.sorted_asks()
+    stage_of = app.stage_of
+    if len(asks) == 1:
+        return [TaskSet(app, stage_of(asks[0].priority), (asks[0].priority,))]
+    by_stage: dict[int | None, list[int]] = {}
+    for ask in asks:
+        by_stage.setdefault(stage_of(ask.priority), []).append(ask.priority)
+    if len(by_stage) == 1:
+        ((stage, prios),) = by_stage.items()
+        return [TaskSet(app, stage, tuple(prios))]
+    return [
+        TaskSet(app, stage, tuple(by_stage[stage]))
+        for stage in sorted(by_stage, key=lambda s: -1 if s is None else s)
+    ]
+
+
+def _shapes(ts: TaskSet) -> tuple[Resources, ...]:
+    """The distinct shapes ``ts`` asks for."""
+    asks = ts.app.asks
+    prios = ts.priorities
+    if len(prios) == 1:
+        return (asks[prios[0]].resources,)
+    return tuple(dict.fromkeys([asks[p].resources for p in prios]))

@@ -20,7 +20,7 @@ adds no dependency.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from rm.policy.views import AppView, ClusterView
@@ -81,7 +81,7 @@ class ByShape:
     def __init__(self) -> None:
         self.lists: dict[Resources, list[Entry]] = {}
         #: Per item: its entry and its shapes.
-        self.items: dict[str, tuple[Entry, tuple[Resources, ...]]] = {}
+        self.items: dict[Hashable, tuple[Entry, tuple[Resources, ...]]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -93,7 +93,7 @@ class ByShape:
         self.lists.clear()
         self.items.clear()
 
-    def put(self, name: str, entry: Entry, shapes: tuple[Resources, ...]) -> None:
+    def put(self, name: Hashable, entry: Entry, shapes: tuple[Resources, ...]) -> None:
         """File ``name`` as ``entry`` under ``shapes`` (replacing what it was)."""
         old = self.items.get(name)
         lists = self.lists
@@ -120,7 +120,7 @@ class ByShape:
                 insort(lst, entry)
         self.items[name] = (entry, shapes)
 
-    def remove(self, name: str) -> None:
+    def remove(self, name: Hashable) -> None:
         old = self.items.pop(name, None)
         if old is not None:
             for s in old[1]:
@@ -144,6 +144,18 @@ class ByShape:
         """The shapes filed that fit in ``free``."""
         return [s for s in self.lists if s.fits_in(free)]
 
+    def first_where(self, accept: Callable[[Resources], bool]) -> Entry | None:
+        """``first`` of the shapes that ``accept`` takes, asking it about as few as it
+        can: shape by shape in the order of their first entries, up to the first taken."""
+        lists = self.lists
+        if len(lists) == 1:
+            ((shape, lst),) = lists.items()
+            return lst[0] if accept(shape) else None
+        for shape, lst in sorted(lists.items(), key=_head):
+            if accept(shape):
+                return lst[0]
+        return None
+
     def first(self, shapes: Iterable[Resources]) -> Entry | None:
         """The smallest entry filed under any of ``shapes``."""
         best: Entry | None = None
@@ -155,3 +167,7 @@ class ByShape:
                 if best is None or head < best:
                     best = head
         return best
+
+
+def _head(item: tuple[Resources, list[Entry]]) -> Entry:
+    return item[1][0]

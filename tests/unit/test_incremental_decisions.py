@@ -6,8 +6,9 @@ built-in policy as shipped, kept between heartbeats and updated from the RM's fe
 changed applications; the other a reference that looks at everything on every heartbeat
 (the previous implementations: the ordering helper's sort-and-fill, the queue-tree walk
 over every pending application, carbyne's walk of every DEFAULT ask, tetris' window and
-index rebuilt from ``pending_apps()``). Every container must go to the same job, node and
-priority, in the same order.
+index rebuilt from ``pending_apps()``, the stage-ordering walk over every task set, Dynamic
+Priority's two passes over every pending application). Every container must go to the
+same job, node and priority, in the same order.
 """
 
 from __future__ import annotations
@@ -21,11 +22,16 @@ import pytest
 
 from plugins.policies.capacity import CapacityPolicy
 from plugins.policies.carbyne import CarbynePolicy
+from plugins.policies.cfq import CfqPolicy
+from plugins.policies.dp import DpPolicy
 from plugins.policies.drf import DrfPolicy
 from plugins.policies.fair import FairPolicy
 from plugins.policies.fifo import FifoPolicy
 from plugins.policies.sjf import SjfPolicy
+from plugins.policies.spark_fair import SparkFairPolicy
 from plugins.policies.tetris import TetrisPolicy
+from plugins.policies.ujf import UjfPolicy
+from plugins.policies.uwfq import UwfqPolicy
 from rm.core import ResourceManager
 from rm.pending import PendingIndex
 from rm.policy import (
@@ -38,8 +44,11 @@ from rm.policy import (
     Placement,
     Policy,
     QueueTreePolicy,
+    StageOrderingPolicy,
+    TaskSet,
     fill_node,
     first_fit_ask,
+    new_arrivals,
 )
 from rm.policy.base import _placement
 from treadle.messages import (
@@ -50,7 +59,7 @@ from treadle.messages import (
     NodeHeartbeat,
     NodeRegistration,
 )
-from treadle.model import QueueSpec, UserSpec
+from treadle.model import JobSpec, QueueSpec, StageSpec, UserSpec
 from treadle.resources import Resources
 
 GB = 1024
@@ -163,6 +172,74 @@ class OldCarbyne(CarbynePolicy):
             yield from self._place_walking(node, cluster)
 
 
+class OldSparkFair(SparkFairPolicy):
+    """Every key recomputed from every task set on every heartbeat."""
+
+    def prepare(self, sets: Any, cluster: ClusterView) -> None:
+        pass
+
+
+class OldUjf(UjfPolicy):
+    """Users' running tasks counted on every heartbeat, one key (user, then stage)."""
+
+    group_of = StageOrderingPolicy.group_of  # type: ignore[assignment]
+
+    def prepare(self, sets: Any, cluster: ClusterView) -> None:
+        running: dict[str, int] = {}
+        for app in cluster.apps.values():
+            running[app.user] = running.get(app.user, 0) + app.running
+        self._user_running = running
+
+    def on_container_allocated(self, container: Any, cluster: ClusterView) -> None:
+        app = cluster.apps.get(container.app_id)
+        if app is not None:
+            self._user_running[app.user] = self._user_running.get(app.user, 0) + 1
+
+    def stage_key(self, ts: TaskSet, cluster: ClusterView) -> Any:
+        user = (self._user_running.get(ts.app.user, 0), ts.app.user)
+        return (*user, *super().stage_key(ts, cluster))
+
+
+class OldCfq(CfqPolicy):
+    def prepare(self, sets: Any, cluster: ClusterView) -> None:
+        if self.params.level == "job":
+            return
+        for t, ts in new_arrivals(sets, self.finish, cluster):
+            self._arrive(ts.app, ts.stage, t, cluster)
+
+
+class OldUwfq(UwfqPolicy):
+    def prepare(self, sets: Any, cluster: ClusterView) -> None:
+        r = cluster.capacity["vcores"]
+        for t, ts in new_arrivals(sets, self.stages, cluster):
+            app = ts.app
+            self.clock.arrive(app.user, self._weight(app.user, cluster), None, app.app_id, t, r)
+            vjob = self.jobs.get(app.app_id)
+            if vjob is not None and vjob.active:
+                self._seen(app.app_id, ts.stage, None)
+            elif self.params.late_stages == "first" or vjob is None:
+                self._seen(app.app_id, ts.stage, 0.0)
+            else:
+                self._seen(app.app_id, ts.stage, vjob.deadline)
+
+
+class OldDp(DpPolicy):
+    """NO_FILL and FILL over every pending application in submission order."""
+
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        quota, running = self._quota, self._running
+        if quota:
+            for app in list(cluster.pending_apps()):
+                q = app.queue
+                while quota.get(q, 0) - running.get(q, 0) >= 1 and app.pending > 0:
+                    ask = first_fit_ask(app, node.free)
+                    if ask is None:
+                        break
+                    yield _placement(app.app_id, ask.priority)
+        for app in list(cluster.pending_apps()):
+            yield from fill_node(app, node)
+
+
 CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = {
     "fifo": (FifoPolicy, OldFifo, {}),
     "sjf": (SjfPolicy, OldSjf, {}),
@@ -179,7 +256,20 @@ CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = 
     "tetris-f0.8": (TetrisPolicy, OldTetris, {"f": 0.8}),
     "carbyne": (CarbynePolicy, OldCarbyne, {}),
     "carbyne-g0.6": (CarbynePolicy, OldCarbyne, {"guarantee": 0.6}),
+    "spark-fair": (SparkFairPolicy, OldSparkFair, {}),
+    "spark-fair-job-submit": (SparkFairPolicy, OldSparkFair, {"level": "job", "tie": "submit"}),
+    "spark-fair-node": (SparkFairPolicy, OldSparkFair, {"offer": "node"}),
+    "ujf": (UjfPolicy, OldUjf, {}),
+    "ujf-job-node": (UjfPolicy, OldUjf, {"level": "job", "offer": "node"}),
+    "cfq": (CfqPolicy, OldCfq, {}),
+    "cfq-job": (CfqPolicy, OldCfq, {"level": "job"}),
+    "uwfq": (UwfqPolicy, OldUwfq, {}),
+    "dp": (DpPolicy, OldDp, {"interval_s": 1.0, "budget": 100.0}),
+    "dp-hadoop": (DpPolicy, OldDp, {"interval_s": 2.0, "budget": 50.0, "semantics": "hadoop"}),
 }
+#: Cases whose asks name stages (``Ask.group``): stage-level policies.
+STAGED = {"spark-fair", "spark-fair-job-submit", "spark-fair-node", "ujf", "ujf-job-node", "cfq"}
+STAGED |= {"cfq-job", "uwfq"}
 
 
 class Twin:
@@ -200,6 +290,18 @@ class Twin:
         ]
 
 
+def _job_spec(r: random.Random, user: str, queue: str, t: float) -> JobSpec:
+    """Three stages, the asks of stage i in group i + 1 (of shape ``SHAPES[i + 1]``)."""
+
+    def durations() -> tuple[float, ...]:
+        return tuple(r.uniform(1.0, 20.0) for _ in range(r.randint(1, 4)))
+
+    first = StageSpec("s0", SHAPES[1], durations())
+    second = StageSpec("s1", SHAPES[2], durations(), ("s0",) if r.random() < 0.5 else ())
+    third = StageSpec("s2", SHAPES[3], durations(), ("s0", "s1"))
+    return JobSpec("j", user, t, (first, second, third), queue=queue)
+
+
 def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
     r = random.Random(f"{seed}:{policy}")
     nodes = [Resources(vcores=r.choice((4, 8, 16)), memory_mb=r.choice((8, 16, 32)) * GB)]
@@ -210,7 +312,9 @@ def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
         t = step * 0.05
         x = r.random()
         if x < 0.12 or jobs == 0:
-            out.append(("job", t, f"u{r.randrange(3)}", r.choice(LEAVES)))
+            user, queue = f"u{r.randrange(3)}", r.choice(LEAVES)
+            job = _job_spec(r, user, queue, t) if policy in STAGED else None
+            out.append(("job", t, user, queue, job))
             jobs += 1
         if x < 0.45:
             job = r.randrange(jobs)
@@ -218,10 +322,15 @@ def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
             for prio in r.sample(range(5), r.randint(0, 3)):
                 kind = AskKind.DEFAULT if r.random() < 0.6 else AskKind.ALTRUISTIC
                 work = r.choice((0.0, r.uniform(10, 1000)))
-                asks.append(Ask(prio, r.choice(SHAPES), r.randint(0, 6), kind, 10.0, work))
+                shape, count = r.choice(SHAPES), r.randint(0, 6)
+                group = r.choice((0, 1, 1, 2, 3)) if policy in STAGED else 0
+                shape = SHAPES[group] if group else shape  # a stage's asks share a shape
+                asks.append(Ask(prio, shape, count, kind, 10.0, work, group=group))
             out.append(("ask", t, job, asks))
         elif x < 0.65:
             out.append(("release", t, r.random(), r.random()))
+        elif policy.startswith("dp") and x > 0.93:
+            out.append(("tick", t))  # Dynamic Priority's quotas change
         else:
             out.append(("beat", t, r.randrange(len(nodes))))
     return out
@@ -233,7 +342,8 @@ def _play(twin: Twin, history: list[tuple[Any, ...]]) -> list[list[tuple[str, st
         kind, t = event[0], event[1]
         start = len(rm.log.records)
         if kind == "job":
-            app_id = rm.submit_application(AppSubmission("j", event[2], event[3], 10), t)
+            sub = AppSubmission("j", event[2], event[3], 10, job=event[4])
+            app_id = rm.submit_application(sub, t)
             rm.register_application_master(app_id, t)
             apps.append(app_id)
         elif kind == "ask":
@@ -247,6 +357,8 @@ def _play(twin: Twin, history: list[tuple[Any, ...]]) -> list[list[tuple[str, st
                 cids = sorted(app.containers)
                 cid = cids[int(event[3] * len(cids))]
                 rm.on_allocate(AllocateRequest(app.app_id, releases=[cid]), t)
+        elif kind == "tick":
+            rm.tick(t)
         else:
             node_id = f"n{event[2]}"
             twin.seq[node_id] += 1
