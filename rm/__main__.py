@@ -43,6 +43,7 @@ LIMIT_HELP = {
     "max_stages_per_job": "most stages one submission may have",
     "max_request_bytes": "largest request (bytes), as received and as decoded",
     "max_pending_tasks": "most tasks of running applications not yet done",
+    "max_name_chars": "longest name (job, user, queue, stage) a submission may have",
 }
 log = structlog.get_logger("rm")
 

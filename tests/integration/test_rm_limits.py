@@ -33,7 +33,7 @@ from treadle.workload import load_workload
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 LIMITS = RmLimits(
     max_tasks_per_job=100, max_stages_per_job=5, max_request_bytes=64 * 1024,
-    max_pending_tasks=150,
+    max_pending_tasks=150, max_name_chars=64,
 )  # fmt: skip
 
 
@@ -71,8 +71,12 @@ async def refused(h: Rm, spec: Any) -> str:
          "submission has 101 tasks; the RM's limit max_tasks_per_job is 100"),
         (job("deep", *(stage(f"s{i}", 1) for i in range(6))),
          "submission has 6 stages; the RM's limit max_stages_per_job is 5"),
+        (job("x" * 65, stage("map", 1)),
+         "submission has a name of 65 characters; the RM's limit max_name_chars is 64"),
+        (job("j", stage("map", 1), stage("r", 1, ["map", "y" * 80])),
+         "submission has a name of 80 characters; the RM's limit max_name_chars is 64"),
     ],
-    ids=["tasks", "stages"],
+    ids=["tasks", "stages", "job-name", "parent-name"],
 )  # fmt: skip
 @aio
 async def test_a_submission_over_a_limit_is_refused_and_nothing_changes(
