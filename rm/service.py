@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import grpc
 import structlog
 
-from rm import admin_service
+from rm import admin_service, submissions
 from rm.core import ResourceManager
 from rm.reports import AppReport
 from rm.store import Persister, StateStore
@@ -31,7 +30,6 @@ from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Caller, Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
 from treadle.messages import AppSubmission, FinalStatus
-from treadle.model import JobSpec
 from treadle.rpc.v1 import (
     admin_pb2_grpc as admin_grpc,
     application_master_pb2 as am_pb,
@@ -156,7 +154,7 @@ class RmServer:
     def check_submission(self, request: client_pb.SubmitApplicationRequest) -> int:
         """Refuse a submission over one of the RM's limits (``RmLimits``), before anything
         is decoded into the core's objects or changed; return its task count."""
-        tasks = check_limits(request, self.settings.limits)
+        tasks = submissions.check_limits(request, self.settings.limits)
         self.check_pending(tasks)
         return tasks
 
@@ -233,47 +231,6 @@ class RmServer:
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
             self.persist(every_s=PERSIST_EVERY_S)
-
-
-def check_limits(request: client_pb.SubmitApplicationRequest, limits: RmLimits) -> int:
-    """The limits a submission is checked against alone (all but ``max_pending_tasks``);
-    return its task count. Pure: a big submission is checked off the event loop."""
-    stages = request.job.stages
-    _limit(len(stages), "stages", "max_stages_per_job", limits.max_stages_per_job)
-    tasks = sum(len(st.durations) for st in stages)
-    _limit(tasks, "tasks", "max_tasks_per_job", limits.max_tasks_per_job)
-    size = request.ByteSize()
-    _limit(size, "bytes", "max_request_bytes", limits.max_request_bytes)
-    cap = limits.max_name_chars
-    names = [request.job.name, request.user, request.queue, request.ask_strategy.name]
-    for st in stages:
-        names.append(st.name)
-        names.extend(st.parents)
-    longest = max(map(len, names))
-    if longest > cap:
-        raise LimitExceededError(
-            f"submission has a name of {longest} characters; the RM's limit max_name_chars is {cap}"
-        )
-    return tasks
-
-
-def _decode_submission(
-    request: client_pb.SubmitApplicationRequest, now: float
-) -> tuple[JobSpec, str, str]:
-    """The job, ask strategy and its parameters of a submission (off the event loop)."""
-    job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
-    params = request.ask_strategy.params_json or "{}"
-    try:
-        if not isinstance(json.loads(params), dict):
-            raise ValueError("not an object")
-    except (ValueError, RecursionError) as e:
-        raise InvalidRequestError(f"ask_strategy.params_json: {e}") from None
-    return job, request.ask_strategy.name or "greedy", params
-
-
-def _limit(amount: int, what: str, name: str, cap: int) -> None:
-    if amount > cap:
-        raise LimitExceededError(f"submission has {amount} {what}; the RM's limit {name} is {cap}")
 
 
 def _app_pb(app: AppReport) -> client_pb.ApplicationReport:
@@ -456,17 +413,19 @@ class ClientServicer(client_grpc.ClientServicer):
         self, request: client_pb.SubmitApplicationRequest, context: Any
     ) -> client_pb.SubmitApplicationResponse:
         s = self.s
-        # Everything that grows with the request runs off the event loop, so that a big
-        # submission never holds up heartbeats: signing bytes, limits, decoding.
-        body = await asyncio.to_thread(_body, request)
+        # What grows with a big request runs off the event loop, so that it never holds
+        # up heartbeats: the bytes signed, the limits, the decoding.
+        big = request.ByteSize() > submissions.OFF_LOOP_BYTES
+        off_loop = submissions.maybe_off_loop
+        body = await off_loop(big, _body, request)
         caller = self._caller("SubmitApplication", request, context, body)
         now = s.now()
         if not request.user:
             raise InvalidRequestError("user must not be empty")
         s.gate.may_act_for(caller, request.user, "submit applications")
-        tasks = await asyncio.to_thread(check_limits, request, s.settings.limits)
+        tasks = await off_loop(big, submissions.check_limits, request, s.settings.limits)
         s.check_pending(tasks)
-        job, strategy, params = await asyncio.to_thread(_decode_submission, request, now)
+        job, strategy, params = await off_loop(big, submissions.decode, request, now)
         s.check_pending(tasks)  # again: others may have been admitted meanwhile
         sub = AppSubmission(
             job.name,
