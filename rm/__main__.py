@@ -43,6 +43,8 @@ LIMIT_HELP = {
     "max_stages_per_job": "most stages one submission may have",
     "max_request_bytes": "largest request (bytes), as received and as decoded",
     "max_pending_tasks": "most tasks of running applications not yet done",
+    "max_parents_per_job": "most stage dependencies (parents named) one submission may have",
+    "max_name_chars": "longest name (job, user, queue, stage) a submission may have",
 }
 log = structlog.get_logger("rm")
 
@@ -102,7 +104,7 @@ def _limits_from(args: argparse.Namespace, limits: RmLimits) -> RmLimits:
     """The config file's limits, with the --max-* flags given."""
     given = {n: getattr(args, n) for n in LIMITS if getattr(args, n) is not None}
     for name, value in given.items():
-        low = 1024 if name == "max_request_bytes" else 1
+        low = {"max_request_bytes": 1024, "max_parents_per_job": 0}.get(name, 1)
         if not low <= value <= 2**31 - 1:
             fail(PROG, f"--{name.replace('_', '-')} must be between {low} and 2**31-1, got {value}")
     return dataclasses.replace(limits, **given)

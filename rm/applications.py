@@ -192,12 +192,14 @@ class Applications:
             app.submission.ask_params_json,
         )
 
-    def expire_attempts(self, now: float) -> list[str]:
-        """Fail AM attempts that have not called Allocate within the expiry."""
+    def expire_attempts(self, now: float, grace_s: float = 0.0) -> list[str]:
+        """Fail AM attempts that have not called Allocate within the expiry plus
+        ``grace_s``."""
+        limit = self.am_expiry_s + grace_s
         late = [
             a.app_id
             for a in self._state.apps.values()
-            if a.am_registered and now - a.am_last_seen_s > self.am_expiry_s
+            if a.am_registered and now - a.am_last_seen_s > limit
         ]
         for app_id in late:
             self.fail_attempt(app_id, f"AM missed Allocate calls for {self.am_expiry_s:g} s", now)

@@ -163,9 +163,10 @@ class ResourceManager:
         self.nodes.register(reg, now)
         self._settle(now)
 
-    def expire_nodes(self, now: float) -> list[str]:
-        """Mark nodes silent for longer than the expiry LOST; their containers fail."""
-        lost = self.nodes.expire(now)
+    def expire_nodes(self, now: float, grace_s: float = 0.0) -> list[str]:
+        """Mark nodes silent for longer than the expiry (plus ``grace_s``: how long the
+        host itself stalled lately) LOST; their containers fail."""
+        lost = self.nodes.expire(now, grace_s)
         self._settle(now)
         return lost
 
@@ -199,9 +200,10 @@ class ResourceManager:
         """The current AM attempt died: kill its containers; retry or fail the application."""
         self.apps.fail_attempt(app_id, reason, now)
 
-    def expire_am_attempts(self, now: float) -> list[str]:
-        """Fail AM attempts that have not called Allocate within the expiry."""
-        return self.apps.expire_attempts(now)
+    def expire_am_attempts(self, now: float, grace_s: float = 0.0) -> list[str]:
+        """Fail AM attempts that have not called Allocate within the expiry (plus
+        ``grace_s``, as ``expire_nodes``)."""
+        return self.apps.expire_attempts(now, grace_s)
 
     def set_queue_budget(self, queue: str, budget: float, spending_rate: float) -> None:
         """An operator sets a queue's budget and spending rate (``rm.accounts``)."""

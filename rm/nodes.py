@@ -160,12 +160,12 @@ class NodeTracker:
         _r_interval(resp, self.heartbeat_s)
         return resp
 
-    def expire(self, now: float) -> list[str]:
-        """Mark nodes silent for longer than the expiry LOST; their containers fail."""
+    def expire(self, now: float, grace_s: float = 0.0) -> list[str]:
+        """Mark nodes silent for longer than the expiry plus ``grace_s`` LOST; their
+        containers fail."""
+        limit = self.expiry_s + grace_s
         lost = [
-            n
-            for n in self._state.nodes.values()
-            if n.alive and now - n.last_heartbeat_s > self.expiry_s
+            n for n in self._state.nodes.values() if n.alive and now - n.last_heartbeat_s > limit
         ]
         for node in lost:
             self.lose(node.node_id, now)

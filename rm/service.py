@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,14 +18,14 @@ from typing import Any
 import grpc
 import structlog
 
-from rm import admin_service
+from rm import admin_service, submissions
 from rm.core import ResourceManager
 from rm.reports import AppReport
 from rm.store import Persister, StateStore
 from treadle import events as ev
 from treadle.cluster.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
-from treadle.live import auth, wire
+from treadle.live import auth, lag, wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Caller, Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
@@ -49,6 +48,8 @@ log = structlog.get_logger("rm")
 INT32_MAX = 2**31 - 1
 #: How often (wall s) the housekeeping loop writes what changed to the state store.
 PERSIST_EVERY_S = 1.0
+#: Expiries allow for the RM's own stalls over this many expiries (``housekeeping``).
+STALL_WINDOW = 2
 
 SERVICES = (
     "treadle.v1.ResourceTracker",
@@ -99,6 +100,8 @@ class RmServer:
         self._pending_bound = 0
         #: Registrations of nodes already known (NM restarts): a metric (rm.http_metrics).
         self.node_restarts = 0
+        #: The RM's own stalls, in emulated s (``housekeeping``).
+        self.stalls = lag.Stalls()
 
     def now(self) -> float:
         return self.clock.now()
@@ -151,14 +154,13 @@ class RmServer:
     def check_submission(self, request: client_pb.SubmitApplicationRequest) -> int:
         """Refuse a submission over one of the RM's limits (``RmLimits``), before anything
         is decoded into the core's objects or changed; return its task count."""
-        limits = self.settings.limits
-        stages = request.job.stages
-        _limit(len(stages), "stages", "max_stages_per_job", limits.max_stages_per_job)
-        tasks = sum(len(st.durations) for st in stages)
-        _limit(tasks, "tasks", "max_tasks_per_job", limits.max_tasks_per_job)
-        size = request.ByteSize()
-        _limit(size, "bytes", "max_request_bytes", limits.max_request_bytes)
-        cap = limits.max_pending_tasks
+        tasks = submissions.check_limits(request, self.settings.limits)
+        self.check_pending(tasks)
+        return tasks
+
+    def check_pending(self, tasks: int) -> None:
+        """Refuse ``tasks`` more if the RM would hold more than ``max_pending_tasks``."""
+        cap = self.settings.limits.max_pending_tasks
         if self._pending_bound + tasks > cap:
             self._pending_bound = sum(
                 a.tasks - len(a.done_tasks) for a in self.rm.state.apps.values()
@@ -168,7 +170,6 @@ class RmServer:
                     f"submission has {tasks} tasks and the RM holds {self._pending_bound} "
                     f"pending; the RM's limit max_pending_tasks is {cap}"
                 )
-        return tasks
 
     def admitted(self, tasks: int) -> None:
         self._pending_bound += tasks
@@ -200,28 +201,36 @@ class RmServer:
             self.persister.persist_balances()
 
     async def housekeeping(self, stop: asyncio.Event) -> None:
-        """Expire silent NMs and AMs; tick the policy."""
+        """Expire silent NMs and AMs; tick the policy.
+
+        The RM allows for its own stalls (a big request decoded, a slow write): this loop
+        measures how late its timer fires (its own work included), and a node or an AM
+        attempt expires only when it has been silent for its expiry plus the RM's stalls
+        in the last ``STALL_WINDOW`` expiries (``lag.Stalls``): the messages it missed may
+        be waiting in the RM's own queue."""
         rm = self.rm
         tick = rm.policy.tick_interval_s
         next_tick = self.now() + tick if tick else float("inf")
+        window = STALL_WINDOW * max(rm.nodes.expiry_s, rm.apps.am_expiry_s)
+        due = self.now()
         while not stop.is_set():
-            await self.clock.sleep(rm.heartbeat_s)
-            now = self.now()
-            for node in rm.expire_nodes(now):
-                log.warning("node_lost", node=node)
-            for app in rm.expire_am_attempts(now):
-                log.warning("am_attempt_expired", app=app)
+            due += rm.heartbeat_s
+            now = await self.clock.sleep_until(due)
+            late, due = now - due, now
+            self.stalls.record(now, late)
+            if late > rm.heartbeat_s:
+                log.warning("rm_stalled", late_s=round(late, 3), note="expiries allow for it")
+            grace = self.stalls.since(now - window)
+            for node in rm.expire_nodes(now, grace):
+                log.warning("node_lost", node=node, grace_s=round(grace, 3))
+            for app in rm.expire_am_attempts(now, grace):
+                log.warning("am_attempt_expired", app=app, grace_s=round(grace, 3))
             self.recover(now)
             if now >= next_tick:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
             self.after_core_calls()
             self.persist(every_s=PERSIST_EVERY_S)
-
-
-def _limit(amount: int, what: str, name: str, cap: int) -> None:
-    if amount > cap:
-        raise LimitExceededError(f"submission has {amount} {what}; the RM's limit {name} is {cap}")
 
 
 def _app_pb(app: AppReport) -> client_pb.ApplicationReport:
@@ -382,10 +391,12 @@ class ClientServicer(client_grpc.ClientServicer):
     def __init__(self, server: RmServer) -> None:
         self.s = server
 
-    def _caller(self, method: str, request: Any, context: Any) -> Caller:
+    def _caller(self, method: str, request: Any, context: Any, body: bytes | None = None) -> Caller:
         gate = self.s.gate
         caller = gate.client(
-            f"/treadle.v1.Client/{method}", _body(request), context.invocation_metadata() or ()
+            f"/treadle.v1.Client/{method}",
+            _body(request) if body is None else body,
+            context.invocation_metadata() or (),
         )
         problem = gate.acl_problem()
         if problem:
@@ -402,20 +413,20 @@ class ClientServicer(client_grpc.ClientServicer):
         self, request: client_pb.SubmitApplicationRequest, context: Any
     ) -> client_pb.SubmitApplicationResponse:
         s = self.s
-        caller = self._caller("SubmitApplication", request, context)
+        # What grows with a big request runs off the event loop, so that it never holds
+        # up heartbeats: the bytes signed, the limits, the decoding.
+        big = request.ByteSize() > submissions.OFF_LOOP_BYTES
+        off_loop = submissions.maybe_off_loop
+        body = await off_loop(big, _body, request)
+        caller = self._caller("SubmitApplication", request, context, body)
         now = s.now()
         if not request.user:
             raise InvalidRequestError("user must not be empty")
         s.gate.may_act_for(caller, request.user, "submit applications")
-        tasks = s.check_submission(request)
-        job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
-        strategy = request.ask_strategy.name or "greedy"
-        params = request.ask_strategy.params_json or "{}"
-        try:
-            if not isinstance(json.loads(params), dict):
-                raise ValueError("not an object")
-        except (ValueError, RecursionError) as e:
-            raise InvalidRequestError(f"ask_strategy.params_json: {e}") from None
+        tasks = await off_loop(big, submissions.check_limits, request, s.settings.limits)
+        s.check_pending(tasks)
+        job, strategy, params = await off_loop(big, submissions.decode, request, now)
+        s.check_pending(tasks)  # again: others may have been admitted meanwhile
         sub = AppSubmission(
             job.name,
             request.user,

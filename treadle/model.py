@@ -68,10 +68,10 @@ class JobSpec:
         if len(set(names)) != len(names):
             dup = sorted({n for n in names if names.count(n) > 1})
             raise ValueError(f"job {self.name!r}: duplicate stage names {dup}")
-        seen: set[str] = set()
+        known, seen = set(names), set[str]()
         for s in self.stages:
             for p in s.parents:
-                if p not in names:
+                if p not in known:
                     raise ValueError(
                         f"job {self.name!r}: stage {s.name!r} depends on unknown {p!r}"
                     )

@@ -36,11 +36,9 @@ more than 2^31 pending containers. With those fixed, the generators can be widen
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import re
-import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -58,11 +56,20 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from rm.core import ResourceManager
-from rm.service import SERVICES, RmServer, RmSettings, serve
+from rm.service import SERVICES
+from tests.rm_fuzzing import (
+    ANSWERS,
+    HEARTBEAT_S,
+    INVALID,
+    NOT_FOUND,
+    OK,
+    PRECONDITION,
+    RAW_METHODS,
+    Code,
+    ServerThread,
+)
 from treadle.live import wire
 from treadle.live.rpcutil import CHANNEL_OPTIONS
-from treadle.registry import build
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
     application_master_pb2_grpc as am_grpc,
@@ -73,72 +80,11 @@ from treadle.rpc.v1 import (
     resource_tracker_pb2_grpc as rt_grpc,
 )
 
-Code = grpc.StatusCode
-OK, INVALID, NOT_FOUND, PRECONDITION = (
-    Code.OK,
-    Code.INVALID_ARGUMENT,
-    Code.NOT_FOUND,
-    Code.FAILED_PRECONDITION,
-)
-#: Every answer the contract allows.
-ANSWERS = frozenset({OK, INVALID, NOT_FOUND, PRECONDITION})
 CALL_TIMEOUT = 5.0
 MIN_REQUESTS = 1000
-HEARTBEAT_S = 1.0
 EPS = 1e-6  # float dust in sums of fractional amounts
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-
-# ----------------------------------------------------------------------------------
-# The server, in a thread of its own
-# ----------------------------------------------------------------------------------
-
-
-class ServerThread:
-    """``serve`` and the housekeeping task on an event loop running in another thread."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="rm", daemon=True)
-        self.rm = ResourceManager(
-            build("policies", "drf"), heartbeat_s=HEARTBEAT_S, policy_errors="log"
-        )
-        self.server: grpc.aio.Server | None = None
-        self.state: RmServer | None = None
-        self.port = 0
-        self._stop: asyncio.Event | None = None
-        self._housekeeping: asyncio.Task[None] | None = None
-
-    def run(self, coro: Any, timeout: float = 30.0) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def start(self) -> None:
-        self.thread.start()
-        self.run(self._start())
-
-    async def _start(self) -> None:
-        self.server, self.state, self.port = await serve(self.rm, RmSettings(), "127.0.0.1:0")
-        self._stop = asyncio.Event()
-        self._housekeeping = asyncio.create_task(self.state.housekeeping(self._stop))
-
-    async def _shutdown(self) -> None:
-        if self._stop is not None and self._housekeeping is not None:
-            self._stop.set()
-            self._housekeeping.cancel()
-            await asyncio.gather(self._housekeeping, return_exceptions=True)
-        if self.state is not None:  # managed AMs' launches (they fail: no NM listens)
-            await asyncio.wait_for(asyncio.gather(*self.state._tasks, return_exceptions=True), 15)
-        if self.server is not None:
-            await self.server.stop(None)
-
-    def stop(self) -> None:
-        try:
-            if self.thread.is_alive():
-                self.run(self._shutdown())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
 
 
 @dataclass
@@ -773,20 +719,7 @@ class RmFuzz(RuleBasedStateMachine):
             assert resp.status == health_pb2.HealthCheckResponse.SERVING
 
     @rule(
-        method=st.sampled_from(
-            [
-                "/treadle.v1.ResourceTracker/RegisterNode",
-                "/treadle.v1.ResourceTracker/NodeHeartbeat",
-                "/treadle.v1.ResourceTracker/NodeHeartbeatBatch",
-                "/treadle.v1.ApplicationMaster/RegisterApplicationMaster",
-                "/treadle.v1.ApplicationMaster/Allocate",
-                "/treadle.v1.ApplicationMaster/FinishApplicationMaster",
-                "/treadle.v1.Client/SubmitApplication",
-                "/treadle.v1.Client/GetApplicationReport",
-                "/treadle.v1.Client/KillApplication",
-                "/treadle.v1.Client/GetEvents",
-            ]
-        ),
+        method=st.sampled_from(RAW_METHODS),
         payload=st.one_of(
             st.binary(max_size=64),
             st.sampled_from([b"\x0a\x03\xff\xfe\xfd", b"\x0a\x80", b"\xff" * 8]),

@@ -33,7 +33,7 @@ from treadle.workload import load_workload
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED
 LIMITS = RmLimits(
     max_tasks_per_job=100, max_stages_per_job=5, max_request_bytes=64 * 1024,
-    max_pending_tasks=150,
+    max_pending_tasks=150, max_name_chars=64, max_parents_per_job=3,
 )  # fmt: skip
 
 
@@ -71,8 +71,15 @@ async def refused(h: Rm, spec: Any) -> str:
          "submission has 101 tasks; the RM's limit max_tasks_per_job is 100"),
         (job("deep", *(stage(f"s{i}", 1) for i in range(6))),
          "submission has 6 stages; the RM's limit max_stages_per_job is 5"),
+        (job("x" * 65, stage("map", 1)),
+         "submission has a name of 65 characters; the RM's limit max_name_chars is 64"),
+        (job("j", stage("map", 1), stage("r", 1, ["map", "y" * 80])),
+         "submission has a name of 80 characters; the RM's limit max_name_chars is 64"),
+        (job("dag", stage("a", 1), stage("b", 1, ["a"]), stage("c", 1, ["a", "b"]),
+             stage("d", 1, ["c"])),
+         "submission has 4 stage dependencies; the RM's limit max_parents_per_job is 3"),
     ],
-    ids=["tasks", "stages"],
+    ids=["tasks", "stages", "job-name", "parent-name", "dependencies"],
 )  # fmt: skip
 @aio
 async def test_a_submission_over_a_limit_is_refused_and_nothing_changes(
@@ -163,6 +170,9 @@ def test_the_default_limits_pass_every_shipped_workload(name: str) -> None:
     assert sum(j.tasks for j in wl.jobs) <= limits.max_pending_tasks
     assert max(j.tasks for j in wl.jobs) <= limits.max_tasks_per_job
     assert max(len(j.stages) for j in wl.jobs) <= limits.max_stages_per_job
+    assert max(sum(len(s.parents) for s in j.stages) for j in wl.jobs) <= limits.max_parents_per_job
+    names = [n for j in wl.jobs for n in (j.name, j.user, j.queue, *(s.name for s in j.stages))]
+    assert max(map(len, names)) <= limits.max_name_chars
     assert rm_config_for(wl).limits == limits
 
 

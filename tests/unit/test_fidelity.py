@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from treadle.cluster.fidelity import Fidelity, Liveness, expiries
-from treadle.live.lag import Distribution, Lag
+from treadle.live.lag import Distribution, Lag, Stalls
 from treadle.model import NodeSpec
 from treadle.resources import Resources
 
@@ -51,6 +53,20 @@ def test_distribution_keeps_exact_count_and_max_and_sampled_percentiles() -> Non
     assert abs(s["p50"] - 5.0) < 0.5
     assert abs(s["p90"] - 9.0) < 0.3
     assert s["p99"] > 9.5
+
+
+def test_stalls_add_up_the_lateness_of_recent_wake_ups_only() -> None:
+    stalls = Stalls()
+    stalls.record(1.0, 0.001)
+    stalls.record(2.0, 0.0)  # on time: nothing to allow for
+    stalls.record(5.0, 3.0)  # the loop was held up 3 s
+    stalls.record(6.0, 0.5)
+    assert stalls.since(0.0) == pytest.approx(3.501)
+    assert stalls.since(5.0) == pytest.approx(3.5)  # the wake-ups before 5 are forgotten
+    assert stalls.since(5.5) == pytest.approx(0.5)
+    assert stalls.since(7.0) == 0.0
+    stalls.record(8.0, 1.0)
+    assert stalls.since(7.0) == 1.0
 
 
 def test_lag_summary_is_in_emulated_seconds() -> None:

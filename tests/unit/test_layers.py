@@ -89,6 +89,7 @@ SERVICE_MODULES = {
     "http_metrics",
     "http_auth",
     "store",
+    "submissions",
 }
 
 

@@ -47,10 +47,18 @@ class RmLimits:
 
     max_tasks_per_job: int = 1_000_000
     max_stages_per_job: int = 10_000
-    #: The gRPC receive limit of the RM's server, and the size of a decoded submission.
-    max_request_bytes: int = 64 * 1024 * 1024
+    #: The gRPC receive limit of the RM's server, and the size of a decoded submission:
+    #: room for the largest job the other limits allow (a million durations are 8 MB),
+    #: and small enough that decoding one costs the RM a fraction of a second.
+    max_request_bytes: int = 16 * 1024 * 1024
     #: The tasks of running applications not yet done, with the submission's.
     max_pending_tasks: int = 20_000_000
+    #: The dependencies of a job's stages in all (parents named): ordering a job's stages
+    #: costs ~20 us per dependency (100,000: 1.7 s, off the RM's event loop).
+    max_parents_per_job: int = 100_000
+    #: The longest name in a submission (job, user, queue, stages and their parents, ask
+    #: strategy): every report, list and event repeats them.
+    max_name_chars: int = 1024
 
 
 LIMITS = tuple(f.name for f in dataclasses.fields(RmLimits))
@@ -63,6 +71,8 @@ class RmLimitsFile(BaseModel):
     max_stages_per_job: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
     max_request_bytes: Annotated[int, Field(ge=1024, le=2**31 - 1)] | None = None
     max_pending_tasks: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
+    max_parents_per_job: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = None
+    max_name_chars: Annotated[int, Field(ge=1, le=2**31 - 1)] | None = None
 
 
 class RmConfigFile(BaseModel):

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,31 @@ class Lag:
 
 #: This process's lag: its clocks' timers and the RPCs its servers handled.
 PROCESS = Lag()
+
+
+class Stalls:
+    """How long an event loop could not run lately, from the lateness of one of its
+    periodic timers: ``record(at, late)`` at each wake-up, ``since(t)`` the lateness of
+    the wake-ups at or after ``t`` (any one unit of time; ``t`` never decreases, older
+    records are dropped). A host allows for its own stalls with it: the RM expires a
+    node or an AM only when it has been silent for the expiry plus the RM's stalls."""
+
+    def __init__(self) -> None:
+        self._recent: deque[tuple[float, float]] = deque()
+        self._total = 0.0
+
+    def record(self, at: float, late: float) -> None:
+        if late > 0:
+            self._recent.append((at, late))
+            self._total += late
+
+    def since(self, t: float) -> float:
+        recent = self._recent
+        while recent and recent[0][0] < t:
+            self._total -= recent.popleft()[1]
+        if not recent:
+            self._total = 0.0  # no float dust left behind
+        return max(0.0, self._total)
 
 
 def sent_stamp() -> tuple[str, str]:

@@ -1,0 +1,66 @@
+"""What the RM checks and decodes of a submission (``ClientServicer.SubmitApplication``):
+pure functions of the request, so that a big one is handled in a thread while the RM's
+event loop serves heartbeats (``maybe_off_loop``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from treadle.cluster.config import RmLimits
+from treadle.errors import InvalidRequestError, LimitExceededError
+from treadle.live import wire
+from treadle.model import JobSpec
+from treadle.rpc.v1 import client_pb2 as client_pb
+
+#: A submission larger than this (bytes) is signed, checked and decoded in a thread.
+OFF_LOOP_BYTES = 256 * 1024
+T = TypeVar("T")
+
+
+def check_limits(request: client_pb.SubmitApplicationRequest, limits: RmLimits) -> int:
+    """The limits a submission is checked against alone (all but ``max_pending_tasks``);
+    return its task count. Pure: a big submission is checked off the event loop."""
+    stages = request.job.stages
+    _limit(len(stages), "stages", "max_stages_per_job", limits.max_stages_per_job)
+    tasks = sum(len(st.durations) for st in stages)
+    _limit(tasks, "tasks", "max_tasks_per_job", limits.max_tasks_per_job)
+    size = request.ByteSize()
+    _limit(size, "bytes", "max_request_bytes", limits.max_request_bytes)
+    parents = sum(len(st.parents) for st in stages)
+    _limit(parents, "stage dependencies", "max_parents_per_job", limits.max_parents_per_job)
+    cap = limits.max_name_chars
+    names = [request.job.name, request.user, request.queue, request.ask_strategy.name]
+    for st in stages:
+        names.append(st.name)
+        names.extend(st.parents)
+    longest = max(map(len, names))
+    if longest > cap:
+        raise LimitExceededError(
+            f"submission has a name of {longest} characters; the RM's limit max_name_chars is {cap}"
+        )
+    return tasks
+
+
+async def maybe_off_loop(off: bool, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)``, in a thread if ``off`` (the loop runs on meanwhile)."""
+    return await asyncio.to_thread(fn, *args) if off else fn(*args)
+
+
+def decode(request: client_pb.SubmitApplicationRequest, now: float) -> tuple[JobSpec, str, str]:
+    """The job, ask strategy and its parameters of a submission (off the event loop)."""
+    job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
+    params = request.ask_strategy.params_json or "{}"
+    try:
+        if not isinstance(json.loads(params), dict):
+            raise ValueError("not an object")
+    except (ValueError, RecursionError) as e:
+        raise InvalidRequestError(f"ask_strategy.params_json: {e}") from None
+    return job, request.ask_strategy.name or "greedy", params
+
+
+def _limit(amount: int, what: str, name: str, cap: int) -> None:
+    if amount > cap:
+        raise LimitExceededError(f"submission has {amount} {what}; the RM's limit {name} is {cap}")
