@@ -205,6 +205,15 @@ class Applications:
             self.fail_attempt(app_id, f"AM missed Allocate calls for {self.am_expiry_s:g} s", now)
         return late
 
+    def overdue_attempts(self, now: float) -> list[tuple[str, float]]:
+        """AM attempts silent for longer than the expiry, with their last call."""
+        limit = self.am_expiry_s
+        return [
+            (a.app_id, a.am_last_seen_s)
+            for a in self._state.apps.values()
+            if a.am_registered and now - a.am_last_seen_s > limit
+        ]
+
     def fail_attempt(self, app_id: str, reason: str, now: float, *, counts: bool = True) -> None:
         """The current AM attempt died: kill its containers; retry or fail the application.
         Only attempts that ``counts`` (not those whose AM container's node was lost or

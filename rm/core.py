@@ -205,6 +205,11 @@ class ResourceManager:
         ``grace_s``, as ``expire_nodes``)."""
         return self.apps.expire_attempts(now, grace_s)
 
+    def overdue(self, now: float) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """Nodes and AM attempts silent past their expiry that a grace (``expire_nodes``,
+        ``expire_am_attempts``) still keeps: (id, last heard of) each."""
+        return self.nodes.overdue(now), self.apps.overdue_attempts(now)
+
     def set_queue_budget(self, queue: str, budget: float, spending_rate: float) -> None:
         """An operator sets a queue's budget and spending rate (``rm.accounts``)."""
         self.accounts.set_queue_budget(queue, budget, spending_rate)

@@ -171,6 +171,15 @@ class NodeTracker:
             self.lose(node.node_id, now)
         return [n.node_id for n in lost]
 
+    def overdue(self, now: float) -> list[tuple[str, float]]:
+        """Live nodes silent for longer than the expiry, with their last heartbeat."""
+        limit = self.expiry_s
+        return [
+            (n.node_id, n.last_heartbeat_s)
+            for n in self._state.nodes.values()
+            if n.alive and now - n.last_heartbeat_s > limit
+        ]
+
     def lose(self, node_id: str, now: float) -> None:
         st = self._state
         node = st.nodes.get(node_id)

@@ -102,6 +102,8 @@ class RmServer:
         self.node_restarts = 0
         #: The RM's own stalls, in emulated s (``housekeeping``).
         self.stalls = lag.Stalls()
+        #: (kind, id): silences past their expiry that the stalls' grace keeps for now.
+        self._overdue: set[tuple[str, str]] = set()
 
     def now(self) -> float:
         return self.clock.now()
@@ -200,6 +202,21 @@ class RmServer:
         if self.persister is not None:
             self.persister.persist_balances()
 
+    def count_deferred(self, now: float, grace: float, expired: set[tuple[str, str]]) -> None:
+        """A node or an AM attempt silent past its expiry that only the RM's stall grace
+        kept, and that was then heard from again, had been alive all along: its expiry
+        was deferred for the RM's own lag (``lag.Lag.record_deferred``). The run kept its
+        jobs, but its timing was not the emulated cluster's, and a fidelity verdict must
+        say so. One that stays silent expires in the end, and is judged as an expiry."""
+        if grace <= 0 and not self._overdue:
+            return  # nothing kept, nothing to watch (the usual case: no scan)
+        nodes, ams = self.rm.overdue(now)
+        current = {("node", who) for who, _ in nodes} | {("am", who) for who, _ in ams}
+        for kind, who in self._overdue - current - expired:
+            lag.PROCESS.record_deferred(kind)
+            log.warning("expiry_deferred", kind=kind, who=who, note="the RM had stalled")
+        self._overdue = current
+
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy.
 
@@ -221,10 +238,14 @@ class RmServer:
             if late > rm.heartbeat_s:
                 log.warning("rm_stalled", late_s=round(late, 3), note="expiries allow for it")
             grace = self.stalls.since(now - window)
+            expired: set[tuple[str, str]] = set()
             for node in rm.expire_nodes(now, grace):
                 log.warning("node_lost", node=node, grace_s=round(grace, 3))
+                expired.add(("node", node))
             for app in rm.expire_am_attempts(now, grace):
                 log.warning("am_attempt_expired", app=app, grace_s=round(grace, 3))
+                expired.add(("am", app))
+            self.count_deferred(now, grace, expired)
             self.recover(now)
             if now >= next_tick:
                 rm.tick(now)

@@ -19,9 +19,13 @@ import grpc
 import pytest
 
 from rm.core import ResourceManager
+from rm.service import RmServer, RmSettings
 from tests.rm_fuzzing import ServerThread
 from treadle import events as ev
+from treadle.live import lag
+from treadle.messages import NodeHeartbeat, NodeRegistration
 from treadle.registry import build
+from treadle.resources import Resources
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
     application_master_pb2_grpc as am_grpc,
@@ -130,3 +134,31 @@ def test_the_rm_allows_for_its_own_stall(server: ServerThread) -> None:
             assert time.monotonic() < deadline, "a silent node or AM never expired"
             time.sleep(0.05)
         print(f"silent node and AM expired {time.monotonic() - silent:.2f} s after going quiet")
+
+
+def test_an_expiry_the_stall_deferred_is_counted_as_lag() -> None:
+    """A node kept past its expiry by the RM's stall grace and then heard from again was
+    alive all along: a deferred expiry, lag the fidelity verdict reports. A node that
+    stays silent expires in the end and is not counted as deferred."""
+    rm = ResourceManager(
+        build("policies", "fifo"), heartbeat_s=1.0, node_expiry_s=10.0, policy_errors="log"
+    )
+    srv = RmServer(rm, RmSettings())
+    cap = Resources(vcores=4)
+    for nid in ("alive", "silent"):
+        rm.register_node(NodeRegistration(nid, cap), 0.0)
+    before = lag.PROCESS.deferred_expiries["node"]
+    srv.count_deferred(12.0, 0.0, set())  # no grace: nothing is kept, nothing watched
+    assert lag.PROCESS.deferred_expiries["node"] == before
+
+    grace = 5.0  # the RM stalled lately: both are past their expiry, neither expires yet
+    assert rm.expire_nodes(12.0, grace) == []
+    srv.count_deferred(12.0, grace, set())
+    rm.on_node_heartbeat(NodeHeartbeat("alive", 1, [], []), 12.5)
+    srv.count_deferred(13.0, grace, set())
+    assert lag.PROCESS.deferred_expiries["node"] == before + 1  # "alive" came back
+
+    lost = rm.expire_nodes(16.0, grace)
+    assert lost == ["silent"]
+    srv.count_deferred(16.0, grace, {("node", n) for n in lost})
+    assert lag.PROCESS.deferred_expiries["node"] == before + 1  # an expiry, not a deferral

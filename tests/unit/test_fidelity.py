@@ -95,7 +95,31 @@ def test_faults_alone_keep_the_run_faithful() -> None:
     found = expiries(_records()[:1], NODES, 2, managed_am=False, stopped={"nm-2"})
     fid = Fidelity(10.0, LIVENESS, {"rm": _role(0.3)}, found)
     assert fid.faithful
-    assert fid.to_json()["expiries"] == {"node": 1, "am": 0, "faults": 1, "caused_by_lag": 0}
+    assert fid.to_json()["expiries"] == {
+        "node": 1,
+        "am": 0,
+        "faults": 1,
+        "caused_by_lag": 0,
+        "deferred_for_rm_stalls": 0,
+    }
+
+
+def test_expiries_the_rm_deferred_for_its_own_stalls_make_the_run_unfaithful() -> None:
+    """No node or AM expired (the RM's stall grace kept them), but their silences were
+    the RM's lag: the jobs survive, the verdict does not."""
+    rm = {**_role(0.99, 4.0, 12.0), "deferred_expiries": {"node": 3, "am": 1}}
+    fid = Fidelity(10.0, LIVENESS, {"rm": rm, "nm-1": _role(0.3)})
+    assert not fid.faithful
+    assert fid.to_json()["expiries"]["deferred_for_rm_stalls"] == 4
+    msg = fid.message()
+    assert msg.startswith(
+        "the emulation at dilation 10 was unfaithful: 3 NM expiries, 1 AM attempt expiry "
+        "deferred because the RM itself stalled (budgets"
+    ), msg
+    assert "try --dilation at most 5" in msg
+    assert "deferred while the RM stalled" in fid.markdown("fifo")
+    clean = {**_role(0.3), "deferred_expiries": {"node": 0, "am": 0}}
+    assert Fidelity(10.0, LIVENESS, {"rm": clean}).faithful
 
 
 def test_the_message_states_the_lag_and_a_dilation_that_would_fit() -> None:

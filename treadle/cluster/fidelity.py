@@ -12,6 +12,10 @@ Every other expiry happened while its role's process ran: its messages came late
 the budget allows, which is lag (CPU starvation, a stalled process, a backlogged event
 loop), and the emulation was unfaithful: the run fails, stating the measured lag.
 (A process stopped with SIGSTOP is such lag: its timers fire late when it resumes.)
+The RM allows for its own stalls (``rm.service``): a node or an AM silent past its expiry
+only because the RM itself could not run is kept, and counted as a *deferred* expiry in
+the RM's lag summary. The jobs survive, but the timing was not the emulated cluster's,
+so a deferred expiry makes the run unfaithful too.
 
 **Which dilation would fit.** Work per wall second grows with the dilation (heartbeats,
 allocates and task ends per emulated second are fixed), so each role's demand for its
@@ -81,9 +85,17 @@ class Fidelity:
     def lag_expiries(self) -> list[Expiry]:
         return [e for e in self.expiries if not e.fault]
 
+    def deferred(self) -> dict[str, int]:
+        """Expiries the roles deferred for their own stalls, by kind (node, am)."""
+        out = {"node": 0, "am": 0}
+        for s in self.roles.values():
+            for kind, n in (s.get("deferred_expiries") or {}).items():
+                out[kind] = out.get(kind, 0) + int(n)
+        return out
+
     @property
     def faithful(self) -> bool:
-        return not self.lag_expiries
+        return not self.lag_expiries and not any(self.deferred().values())
 
     def demand(self) -> tuple[str, float]:
         """The busiest role and its peak CPU demand."""
@@ -134,12 +146,20 @@ class Fidelity:
             )
             if x
         )
+        deferred = self.deferred()
+        held = ", ".join(
+            f"{n} {'NM' if kind == 'node' else 'AM attempt'} expir{'y' if n == 1 else 'ies'}"
+            for kind, n in deferred.items()
+            if n
+        )
+        causes = [f"{what} caused by lag, not by faults" if what else ""]
+        causes.append(f"{held} deferred because the RM itself stalled" if held else "")
         lv = self.liveness
         role, demand = self.demand()
         bound = "at most " if demand >= SATURATED_DEMAND else ""
         return (
-            f"the emulation at dilation {self.dilation:g} was unfaithful: {what} caused by "
-            f"lag, not by faults (budgets: NM {lv.node_budget_s:g} s, AM "
+            f"the emulation at dilation {self.dilation:g} was unfaithful: "
+            f"{'; '.join(c for c in causes if c)} (budgets: NM {lv.node_budget_s:g} s, AM "
             f"{lv.am_budget_s:g} s emulated); measured {self.lag_line()} (emulated s); "
             f"busiest role {role or '-'} wanted {demand:.0%} of a CPU at its peak; try "
             f"--dilation "
@@ -165,6 +185,7 @@ class Fidelity:
                 "am": sum(1 for e in self.expiries if e.kind == "am"),
                 "faults": sum(1 for e in self.expiries if e.fault),
                 "caused_by_lag": len(self.lag_expiries),
+                "deferred_for_rm_stalls": sum(self.deferred().values()),
             },
             "busiest": {"role": role, "demand": demand},
             "faithful": self.faithful,
@@ -189,10 +210,11 @@ class Fidelity:
         rows += [
             "",
             f"Expiries: {e['node']} NM, {e['am']} AM attempt ({e['faults']} from faults, "
-            f"{e['caused_by_lag']} caused by lag).",
+            f"{e['caused_by_lag']} caused by lag, {e['deferred_for_rm_stalls']} deferred "
+            "while the RM stalled).",
             "",
             (
-                "Faithful: no expiry was caused by lag."
+                "Faithful: no expiry was caused or deferred by lag."
                 if self.faithful
                 else f"**Unfaithful**: {self.message()}."
             ),

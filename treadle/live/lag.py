@@ -89,6 +89,8 @@ class Lag:
         self.rpc_queue = Distribution()  # wall s
         self._start = self._window = _usage()
         self.peak_demand = 0.0
+        #: Expiries this process deferred because it had stalled itself (kind -> count).
+        self.deferred_expiries = {"node": 0, "am": 0}
 
     def tick(self) -> None:
         """Close the current demand window if ``DEMAND_WINDOW_S`` has passed (call it
@@ -100,6 +102,11 @@ class Lag:
 
     def record_timer(self, late_wall_s: float) -> None:
         self.timer.record(late_wall_s)
+
+    def record_deferred(self, kind: str) -> None:
+        """A node (``kind`` "node") or an AM attempt ("am") went silent past its expiry
+        and was kept only because this process had stalled itself: lag, not a fault."""
+        self.deferred_expiries[kind] = self.deferred_expiries.get(kind, 0) + 1
 
     def record_rpc(self, sent_unix_s: float) -> None:
         self.rpc_queue.record(time.time() - sent_unix_s)
@@ -118,6 +125,7 @@ class Lag:
             "rpc_queue_s": self.rpc_queue.summary(self.dilation),
             "demand": _demand(self._start, now),
             "peak_demand": max(self.peak_demand, _demand(self._window, now)),
+            "deferred_expiries": dict(self.deferred_expiries),
         }
 
 
