@@ -102,8 +102,9 @@ class RmServer:
         self.node_restarts = 0
         #: The RM's own stalls, in emulated s (``housekeeping``).
         self.stalls = lag.Stalls()
-        #: (kind, id): silences past their expiry that the stalls' grace keeps for now.
-        self._overdue: set[tuple[str, str]] = set()
+        #: (kind, id): silences past their expiry that the stalls' grace keeps for now (a
+        #: registration removes one: a restarted NM or AM process is a fault, not lag).
+        self.overdue: set[tuple[str, str]] = set()
 
     def now(self) -> float:
         return self.clock.now()
@@ -208,14 +209,14 @@ class RmServer:
         was deferred for the RM's own lag (``lag.Lag.record_deferred``). The run kept its
         jobs, but its timing was not the emulated cluster's, and a fidelity verdict must
         say so. One that stays silent expires in the end, and is judged as an expiry."""
-        if grace <= 0 and not self._overdue:
+        if grace <= 0 and not self.overdue:
             return  # nothing kept, nothing to watch (the usual case: no scan)
         nodes, ams = self.rm.overdue(now)
         current = {("node", who) for who, _ in nodes} | {("am", who) for who, _ in ams}
-        for kind, who in self._overdue - current - expired:
+        for kind, who in self.overdue - current - expired:
             lag.PROCESS.record_deferred(kind)
             log.warning("expiry_deferred", kind=kind, who=who, note="the RM had stalled")
-        self._overdue = current
+        self.overdue = current
 
     async def housekeeping(self, stop: asyncio.Event) -> None:
         """Expire silent NMs and AMs; tick the policy.
@@ -297,6 +298,7 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
             )
             s.rm.register_node(reg, s.now())
             s.node_restarts += node is not None
+            s.overdue.discard(("node", reg.node_id))  # a restart, not a late heartbeat
             s.addresses[reg.node_id] = reg.address
             for c in reg.containers:
                 s.unrecovered.pop(c.container_id, None)
@@ -355,6 +357,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
         with structlog.contextvars.bound_contextvars(app=request.app_id):
             s.gate.check_am(request.app_id, request.am_token, "RegisterApplicationMaster")
             reg = s.rm.register_application_master(request.app_id, s.now())
+            s.overdue.discard(("am", request.app_id))  # a new AM process, not a late call
             log.info("am_registered", attempt=reg.attempt)
         resp = am_pb.RegisterApplicationMasterResponse(
             clock=s.clock_pb(),
