@@ -150,6 +150,7 @@ class Applications:
         if status is FinalStatus.SUCCEEDED:
             app.progress = 1.0
         del st.apps[app_id]
+        st.tell(app_id)
         self._uncounted.pop(app_id, None)
         st.finished[app_id] = app
         st.version += 1
@@ -217,6 +218,7 @@ class Applications:
         app.undelivered = []
         app.completed_reports = []
         app.am_registered = False
+        self._state.tell(app_id)
         app.am_container = None
         if app.attempt - self._uncounted.get(app_id, 0) >= self.max_am_attempts:
             app.diagnostics = f"attempt {app.attempt} failed: {reason}"
