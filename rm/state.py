@@ -318,6 +318,13 @@ class ClusterState:
     def pending_apps(self) -> list[Application]:
         return self.pending.sorted_apps()
 
+    def smallest_ask(self) -> Resources | None:
+        pending = self.pending
+        if not pending.apps:
+            return None
+        m = pending.min_ask
+        return m if m is not None else pending.lower_bound()
+
     def watch_apps(self) -> dict[str, Any]:
         return self.pending.watch()
 
