@@ -273,7 +273,8 @@ class StageOrderingPolicy(Policy[P]):
             return
         live = list(enumerate(sets))
         left = {i: ts.waiting for i, ts in live if ts.waiting}
-        while live:
+        smallest = _smallest(sets, cluster)
+        while live and (smallest + held).fits_in(node.free):
             free = node.free - held if held is not ZERO else node.free
             best: tuple[Any, int] | None = None
             best_prio = -1
