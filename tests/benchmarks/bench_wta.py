@@ -20,6 +20,9 @@ rebuilt, equal ask list ask by ask on each of its 1.6 M calls); after the AM kep
 newest list, 7.5 s; the whole CSV under uwfq did not finish in 15 minutes. With AMs
 asleep the 60-job prefix makes 7,052 AM calls off the heap instead of 1.6 M, and the
 whole CSV runs under fifo in 83 s (458,338 AM calls off the heap for 179 M intervals).
+``--jobs 40``: fifo 26.2x (1.20 s against 31.4 s), uwfq 3.2x (2.12 s against 6.73 s).
+The whole CSV under uwfq (``treadle sim --no-slowdown``) then took 1,057 s of wall and
+392 s of CPU (load average about 6).
 The stage-ordering policies then spend most of their time building and ordering every
 pending task set on each node heartbeat (``rm.policy.stageorder``): thousands of stages.
 """
