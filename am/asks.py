@@ -95,6 +95,9 @@ class NoParams(BaseModel):
 class AskStrategy(ABC):
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
+    #: The asks depend on the job's progress and share alone, never on ``now`` by
+    #: itself: a simulator may then skip the calls of an AM that has nothing new.
+    time_invariant: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params: Any = params if params is not None else self.Params()

@@ -204,6 +204,10 @@ class ApplicationMaster:
         if self._quiet:
             last = self._last_asks
             if asks is last or asks == last:
+                # Keep the strategy's newest list: a strategy that rebuilt an equal one
+                # (its view's version moved) returns that list from now on, and the
+                # identity test above then spares comparing every ask on every call.
+                self._last_asks = asks
                 self.repeats_last_request = True
                 # What building it afresh would give: the same asks, nothing to withdraw,
                 # nothing released or done, the progress and response id of now (kept while

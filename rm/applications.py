@@ -151,6 +151,7 @@ class Applications:
         if status is FinalStatus.SUCCEEDED:
             app.progress = 1.0
         del st.apps[app_id]
+        st.tell(app_id)
         st.finished[app_id] = app
         st.version += 1
         if status is FinalStatus.SUCCEEDED:
@@ -229,6 +230,7 @@ class Applications:
         app.undelivered = []
         app.completed_reports = []
         app.am_registered = False
+        self._state.tell(app_id)
         app.am_container = None
         if app.attempt - app.uncounted_attempts >= self.max_am_attempts:
             app.diagnostics = f"attempt {app.attempt} failed: {reason}"

@@ -73,6 +73,7 @@ class ContainerLifecycle:
             )
         else:
             app.completed_reports.append(status)
+            self._state.tell(app.app_id)
             if state is ContainerState.COMPLETE and status.exit_status == 0:
                 app.stage_book.task_done(c.priority, status.finish_s)
 

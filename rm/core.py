@@ -250,6 +250,7 @@ class ResourceManager:
             app = self.state.apps.get(app_id)
             if app is not None:
                 app.completed_reports.append(status)
+                self.state.tell(app_id)
 
     def end_unrecovered(
         self, app_id: str, container_id: str, node_id: str, started: bool, now: float
@@ -269,6 +270,7 @@ class ResourceManager:
         if app is not None:
             status = ContainerStatus(container_id, ContainerState.LOST, EXIT_LOST_NODE, now, now)
             app.completed_reports.append(status)
+            self.state.tell(app_id)
 
     # ------------------------------------------------------------------ policy timers
     def tick(self, now: float) -> None:

@@ -11,11 +11,12 @@ from rm.state import ClusterState
 
 
 class SchedulingHints:
-    __slots__ = ("_scheduler", "_state")
+    __slots__ = ("_capacity", "_scheduler", "_state")
 
     def __init__(self, state: ClusterState, scheduler: Scheduler) -> None:
         self._state = state
         self._scheduler = scheduler
+        self._capacity = state.capacity
 
     @property
     def has_pending(self) -> bool:
@@ -34,6 +35,28 @@ class SchedulingHints:
         if node is None or not node.alive:
             return False
         return self._state.pending.could_fit(node._free)
+
+    def take_news(self) -> list[str]:
+        """The applications for which ``skip_allocate`` may have turned False since the
+        last call (the first call starts the watch): those that got containers, heard of
+        ended ones or ended, or every application when the cluster's size changed. A
+        host that stops calling for an AM whose calls are skipped calls again for the
+        applications named here."""
+        st = self._state
+        news = st.news
+        if news is None:
+            st.news = {}
+            self._capacity = st.capacity
+            return []
+        if st.capacity is not self._capacity:
+            self._capacity = st.capacity
+            news.clear()
+            return list(st.apps)
+        if not news:
+            return []
+        out = list(news)
+        news.clear()
+        return out
 
     def skip_allocate(self, app_id: str, now: float) -> bool:
         """For an AM whose call would repeat its last request: True (the AM counts as seen

@@ -147,6 +147,9 @@ class Scheduler:
             self._outbox.am_launches.append(c)
         else:
             app.undelivered.append(c)
+            news = st.news
+            if news is not None:
+                news[app_id] = None
         # One container of the ask is granted: the same ask with one fewer (set_ask,
         # inlined: the application stays pending unless that was its last container).
         count = ask.count

@@ -308,6 +308,10 @@ class ClusterState:
         self.pending: PendingIndex[Application] = PendingIndex()
         #: Bumped on every change that may alter a policy's shares.
         self.version = 0
+        #: Applications whose AM has something new to hear (containers granted or ended,
+        #: its attempt or the application ended), in the order they got it; None while no
+        #: host listens (``SchedulingHints.take_news`` turns it on).
+        self.news: dict[str, None] | None = None
         self._largest: Resources | None = None
         self._live_nodes: int | None = None
 
@@ -318,10 +322,23 @@ class ClusterState:
     def pending_apps(self) -> list[Application]:
         return self.pending.sorted_apps()
 
+    def smallest_ask(self) -> Resources | None:
+        pending = self.pending
+        if not pending.apps:
+            return None
+        m = pending.min_ask
+        return m if m is not None else pending.lower_bound()
+
     def watch_apps(self) -> dict[str, Any]:
         return self.pending.watch()
 
     # ------------------------------------------------------------------ nodes
+    def tell(self, app_id: str) -> None:
+        """``app_id``'s AM has something new to hear (see ``news``)."""
+        news = self.news
+        if news is not None:
+            news[app_id] = None
+
     def nodes_changed(self) -> None:
         """A node came or went: cached totals are stale."""
         self._largest = self._live_nodes = None

@@ -10,6 +10,7 @@ from treadle.messages import Ask, AskKind
 
 class GreedyAsks(AskStrategy):
     description = "breadth-first: every runnable task is a DEFAULT ask"
+    time_invariant = True
 
     def __init__(self, params: BaseModel | None = None) -> None:
         super().__init__(params)

@@ -26,6 +26,7 @@ runnable: where it comes first, the node keeps up to its task count of slots fre
 
 from __future__ import annotations
 
+import heapq
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
@@ -189,6 +190,31 @@ def fill_task_set(ts: TaskSet, node: NodeView, held: Resources = ZERO) -> Iterat
             ask = asks.get(prio)
 
 
+def _smallest(sets: Sequence[TaskSet], cluster: ClusterView) -> Resources:
+    """A componentwise lower bound of what the task sets ask for or wait for: a node
+    whose free space does not cover it can take none of them."""
+    demands: set[Resources] = set()  # a few distinct values (hashes are cached)
+    bound = getattr(cluster, "smallest_ask", None)  # optional in the view
+    pending = bound() if bound is not None else None
+    if pending is not None:
+        demands.add(pending)
+    for ts in sets:
+        if ts.waiting:
+            demands.add(ts.resources)
+            continue
+        if pending is not None:
+            continue  # its asks are covered by the cluster's bound
+        asks = ts.app.asks
+        for prio in ts.priorities:
+            ask = asks.get(prio)
+            if ask is not None:
+                demands.add(ask.resources)
+    out: Resources | None = None
+    for r in demands:
+        out = r if out is None else out.componentwise_min(r)
+    return ZERO if out is None else out
+
+
 def _first_fit(ts: TaskSet, free: Resources) -> int | None:
     asks = ts.app.asks
     for prio in ts.priorities:
@@ -288,7 +314,9 @@ class StageOrderingPolicy(Policy[P]):
 
     @abstractmethod
     def stage_key(self, ts: TaskSet, cluster: ClusterView) -> Any:
-        """Smaller keys are served first."""
+        """Smaller keys are served first. A pure function of the task set and the
+        policy's state: a heartbeat may skip the keys of task sets it cannot place (state
+        changes belong in ``prepare``)."""
 
     def rekey(self, *app_ids: str) -> None:
         """Recompute the keys of ``app_ids``' task sets (of every one, without arguments)
@@ -593,9 +621,13 @@ class StageOrderingPolicy(Policy[P]):
         key = self._full_key
         held = ZERO
         if not self.resorts():
-            order = sorted(range(len(sets)), key=lambda i: (key(sets[i], cluster), i))
-            for i in order:
-                ts = sets[i]
+            # Task sets in key order, taken off a heap only while some ask or hold could
+            # still fit beside what is held: the node is usually full after a set or two.
+            order = [(key(ts, cluster), i) for i, ts in enumerate(sets)]
+            heapq.heapify(order)
+            smallest = _smallest(sets, cluster)
+            while order and (smallest + held).fits_in(node.free):
+                ts = sets[heapq.heappop(order)[1]]
                 if ts.waiting:
                     held = _hold(ts, node.free, held)[0]
                 else:
@@ -603,7 +635,8 @@ class StageOrderingPolicy(Policy[P]):
             return
         live = list(enumerate(sets))
         left = {i: ts.waiting for i, ts in live if ts.waiting}
-        while live:
+        smallest = _smallest(sets, cluster)
+        while live and (smallest + held).fits_in(node.free):
             free = node.free - held if held is not ZERO else node.free
             best: tuple[Any, int] | None = None
             best_prio = -1

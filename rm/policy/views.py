@@ -169,6 +169,12 @@ class ClusterView(Protocol):
         """Applications with outstanding asks, in submission order."""
         ...
 
+    def smallest_ask(self) -> Resources | None:
+        """A componentwise lower bound of every outstanding ask's resources (None when
+        there is no ask): a node whose free space does not cover it can place nothing.
+        Optional, as ``watch_apps``."""
+        ...
+
     def watch_apps(self) -> dict[str, AppView]:
         """A new dict that the RM fills, from now on, with every application (by id)
         whose asks or allocation change, that starts or stops asking, or that ends (it is

@@ -103,3 +103,53 @@ def test_wta_csv_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((tmp_path / "wta" / "summary.json").read_text())
     assert summary["jobs"] == summary["finished"] == 125
+
+
+HOMO_CSV = TRACES / "google-wta" / "macro_benchmarks_homo.csv"
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    ("flags", "jobs", "tasks"),
+    [
+        ((), 133, 205_376),
+        (("--homo-filter", "5"), 97, 6_624),  # the authors' homo_macro_config.json
+        (("--homo-filter", "10"), 106, 7_584),  # the paper's wording
+    ],
+)
+def test_homo_filter_flag(flags: tuple[str, ...], jobs: int, tasks: int) -> None:
+    proc = treadle("validate", str(HOMO_CSV), *flags)
+    assert proc.returncode == 0, proc.stderr
+    assert f", {jobs} jobs, {tasks} tasks," in proc.stdout
+
+
+@needs_traces
+def test_sim_of_the_filtered_homo_csv_records_the_filter(tmp_path: Path) -> None:
+    out = tmp_path / "homo"
+    proc = treadle(
+        *("sim", str(HOMO_CSV), "--homo-filter", "5", "--policy", "uwfq", "--no-slowdown"),
+        *("--limit-jobs", "12", "--out", str(out)),
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["jobs"] == summary["finished"] == 12
+    assert summary["parameters"]["workload"]["importer"] == {"homo_filter": 5.0}
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    ("workload", "flags", "needle"),
+    [
+        (str(HOMO_CSV), ("--homo-filter", "-1"), "--homo-filter must be a number > 0, got '-1'"),
+        (str(HOMO_CSV), ("--homo-filter", "ten"), "--homo-filter must be a number > 0"),
+        (str(HOMO_CSV), ("--wta-scaling", "0"), "--wta-scaling must be a number > 0"),
+        ("demo", ("--homo-filter", "5"), "--homo-filter applies only to a WTA CSV"),
+        (str(SCENARIO_2), ("--homo-filter", "5"), "is uwfq"),
+    ],
+)
+def test_bad_importer_flags_are_one_line(
+    tmp_path: Path, workload: str, flags: tuple[str, ...], needle: str
+) -> None:
+    for command in (("sim", "--policy", "uwfq"), ("compare", "--policies", "ujf,uwfq")):
+        proc = treadle(command[0], workload, *command[1:], *flags, "--out", str(tmp_path))
+        assert needle in one_line_error(proc)

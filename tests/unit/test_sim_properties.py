@@ -92,7 +92,9 @@ _DURATION_STEP = math.sqrt(2) * 1e-4
 
 
 @st.composite
-def workloads(draw: st.DrawFn, *, ties: bool = True) -> Workload:
+def workloads(
+    draw: st.DrawFn, *, ties: bool = True, heartbeats: tuple[float, ...] = (1.0, 0.5, 3.0)
+) -> Workload:
     """A random small workload.
 
     With ``ties=False`` every submit time and every task duration is shifted by a distinct
@@ -107,7 +109,7 @@ def workloads(draw: st.DrawFn, *, ties: bool = True) -> Workload:
         NodeSpec(f"node{i + 1}", draw(_node_resources(with_gpu)), rack=f"rack{i % 2}")
         for i in range(n_nodes)
     )
-    heartbeat_s = draw(st.sampled_from([1.0, 0.5, 3.0]))
+    heartbeat_s = draw(st.sampled_from(heartbeats))
     cluster = ClusterSpec(nodes, heartbeat_s=heartbeat_s)
     seed = draw(st.integers(0, 1000))
     n_tasks = 0

@@ -29,6 +29,7 @@ from treadle.cli.common import (
     USAGE,
     DilationOpt,
     FormatOpt,
+    HomoFilterOpt,
     LogLevelOpt,
     ManagedAmOpt,
     NmProcessesOpt,
@@ -37,6 +38,7 @@ from treadle.cli.common import (
     RunsProgress,
     SetOpt,
     WorkloadArg,
+    WtaScalingOpt,
     err,
     errors,
     fail,
@@ -45,6 +47,7 @@ from treadle.cli.common import (
     out,
     progress_bars,
     say,
+    trace_options,
     tracker,
 )
 from treadle.cli.options import (
@@ -140,10 +143,16 @@ def workloads() -> None:
 
 
 @app.command()
-def validate(workload: WorkloadArg, fmt: FormatOpt = None, nodes_file: NodesFileOpt = None) -> None:
+def validate(
+    workload: WorkloadArg,
+    fmt: FormatOpt = None,
+    nodes_file: NodesFileOpt = None,
+    homo_filter: HomoFilterOpt = None,
+    wta_scaling: WtaScalingOpt = None,
+) -> None:
     """Check a workload and print what it holds."""
     with errors():
-        wl = load(workload, fmt, nodes_file)
+        wl = load(workload, fmt, nodes_file, trace_options(homo_filter, wta_scaling))
     say(
         f"{wl.name}: {len(wl.cluster.nodes)} nodes ({wl.cluster.capacity}), "
         f"{len(wl.jobs)} jobs, {wl.tasks} tasks, {len(wl.leaf_queues)} leaf queues"
@@ -179,6 +188,8 @@ def sim(
         int | None,
         typer.Option("--limit-jobs", min=1, help="Simulate only the first N jobs by submit time."),
     ] = None,
+    homo_filter: HomoFilterOpt = None,
+    wta_scaling: WtaScalingOpt = None,
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
     the event log (events.parquet by default)."""
@@ -186,6 +197,7 @@ def sim(
         logs.configure(log_level)
         check_events(events)
         choice = PolicyChoice(policy, parse_settings(settings or []))
+        imports = trace_options(homo_filter, wta_scaling)
         options = RunOptions(
             asks,
             parse_settings(ask_settings or [], "--ask-set"),
@@ -195,6 +207,7 @@ def sim(
             events=events,
             workload_source=workload,
             partition=partition,
+            trace_options=imports or None,
         )
         from treadle.study.runner import build_policy
         from treadle.study.timings import Timings
@@ -203,7 +216,8 @@ def sim(
         parts = partitioning(partition)
         clock = Timings() if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
-            wl = partitioned(first_jobs(load(workload, fmt, nodes_file), limit_jobs), parts)
+            wl = load(workload, fmt, nodes_file, imports)
+            wl = partitioned(first_jobs(wl, limit_jobs), parts)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -279,6 +293,8 @@ def compare(
     events: EventsOpt = "parquet",
     cluster: ClusterOpt = None,
     log_level: LogLevelOpt = "warning",
+    homo_filter: HomoFilterOpt = None,
+    wta_scaling: WtaScalingOpt = None,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with errors():
@@ -304,6 +320,7 @@ def compare(
             baseline = "fifo"
         if reference is not None and reference not in names:
             fail(f"--reference {reference!r} is not among the compared policies {names}", USAGE)
+        imports = trace_options(homo_filter, wta_scaling)
         options = RunOptions(
             asks,
             parse_settings(ask_settings or [], "--ask-set"),
@@ -313,10 +330,11 @@ def compare(
             events=events,
             workload_source=workload,
             partition=partition,
+            trace_options=imports or None,
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
-        wl = partitioned(load(workload, fmt, nodes_file), parts)
+        wl = partitioned(load(workload, fmt, nodes_file, imports), parts)
         from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 
         backend = make_backend(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -41,6 +42,26 @@ FormatOpt = Annotated[
 ]
 NodesFileOpt = Annotated[
     Path | None, typer.Option("--nodes-file", help="SLS nodes file giving the cluster.")
+]
+HomoFilterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--homo-filter",
+        help="WTA CSV: keep only workflows of total work below F x the median (the UWFQ "
+        "paper's homo filter: 5 in the authors' code, 10 in the paper's text).",
+        metavar="F",
+        show_default=False,
+    ),
+]
+WtaScalingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--wta-scaling",
+        help="WTA CSV: the authors' SCALING, task work = resource_run_time x S x 0.75 / 1000 "
+        "core-s [default: 20, as for the homo CSV; 2 for the hetero one].",
+        metavar="S",
+        show_default=False,
+    ),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the results.")]
 SetOpt = Annotated[
@@ -115,10 +136,47 @@ def say(text: str) -> None:
     out.print(text, markup=False, highlight=False, soft_wrap=True)
 
 
-def load(workload: str, fmt: str | None, nodes_file: Path | None) -> Any:
-    from treadle.workload import load_workload
+def trace_options(homo_filter: str | None = None, wta_scaling: str | None = None) -> dict[str, Any]:
+    """The importer options the flags set (``--homo-filter``, ``--wta-scaling``): each a
+    number > 0, or a one-line error naming the flag."""
+    out: dict[str, Any] = {}
+    for flag, key, text in (
+        ("--homo-filter", "homo_filter", homo_filter),
+        ("--wta-scaling", "scaling", wta_scaling),
+    ):
+        if text is None:
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            fail(f"{flag} must be a number > 0, got {text!r}", USAGE)
+        out[key] = value
+    return out
 
-    return load_workload(workload, fmt, nodes_file=str(nodes_file) if nodes_file else None)
+
+_OPTION_FLAGS = {"homo_filter": "--homo-filter", "scaling": "--wta-scaling"}
+
+
+def load(
+    workload: str,
+    fmt: str | None,
+    nodes_file: Path | None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """The workload; ``options`` (``trace_options``) apply to a WTA CSV only."""
+    from treadle.workload import load_workload, workload_format
+
+    if options:
+        used = workload_format(workload, fmt)
+        if used != "wta":
+            flags = " and ".join(_OPTION_FLAGS[k] for k in options)
+            verb = "applies" if len(options) == 1 else "apply"
+            fail(f"{flags} {verb} only to a WTA CSV (format wta); {workload} is {used}", USAGE)
+    return load_workload(
+        workload, fmt, nodes_file=str(nodes_file) if nodes_file else None, trace_options=options
+    )
 
 
 def progress_bars() -> Progress:

@@ -14,9 +14,10 @@ The importers import only the kernel and each other, never ``treadle.workload``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from treadle.errors import WorkloadError
 from treadle.importers import alibaba2017, alibaba2023, rumen, sls, swf, swim, uwfq, wta
@@ -39,6 +40,22 @@ class Importer:
     """Whether a file is of this format (cheap: look at the start of the file)."""
     load: Callable[[TraceFile, str | None], Workload]
     """Load a file of this format; the second argument is an SLS nodes file, or None."""
+    load_with: Callable[[TraceFile, str | None, Mapping[str, Any]], Workload] | None = None
+    """Load with importer options (``--homo-filter``, ...), for a format that takes
+    any; it names the option in its error when one is unknown or bad."""
+
+
+def load_with_options(
+    importer: Importer, trace: TraceFile, nodes_file: str | None, options: Mapping[str, Any]
+) -> Workload:
+    """``importer.load``, or with ``options`` (if any) its ``load_with``."""
+    if not options:
+        return importer.load(trace, nodes_file)
+    if importer.load_with is None:
+        raise WorkloadError(
+            trace.source, None, f"{importer.title.partition(' (')[0]} takes no importer options"
+        )
+    return importer.load_with(trace, nodes_file, options)
 
 
 FORMATS: dict[str, Importer] = {
@@ -55,6 +72,7 @@ FORMATS: dict[str, Importer] = {
         (".csv",),
         wta.sniff,
         wta.load_trace,
+        wta.load_trace_with,
     ),
     "swf": Importer(
         "a Standard Workload Format log (no '; MaxNodes:' header nor 18-field lines)",
@@ -85,9 +103,15 @@ FORMATS: dict[str, Importer] = {
 
 
 def load_trace(
-    path: str | Path, fmt: str | None = None, *, nodes_file: str | None = None, source: str = ""
+    path: str | Path,
+    fmt: str | None = None,
+    *,
+    nodes_file: str | None = None,
+    source: str = "",
+    options: Mapping[str, Any] | None = None,
 ) -> Workload:
-    """Load a trace of format ``fmt`` (a name in ``FORMATS``); ``None`` sniffs it."""
+    """Load a trace of format ``fmt`` (a name in ``FORMATS``); ``None`` sniffs it.
+    ``options`` go to the format's importer (``Importer.load_with``)."""
     trace = TraceFile(Path(path), source)
     fmt = fmt or recognise(trace)
     importer = FORMATS.get(fmt)
@@ -96,7 +120,7 @@ def load_trace(
         raise WorkloadError(
             trace.source, None, f"unknown trace format {fmt!r}; expected {expected}"
         )
-    return importer.load(trace, nodes_file)
+    return load_with_options(importer, trace, nodes_file, options or {})
 
 
 def sniff_format(path: str | Path, source: str = "") -> str:

@@ -15,7 +15,9 @@ user_id``; a row is one task. The conversion is the authors' (spec §4.4, §5.5)
   says 10) drops every workflow whose summed T is >= F x the median over workflows: on
   ``macro_benchmarks_homo.csv`` it keeps the paper's 97 jobs of 207 tasks, exactly the
   authors' ``homo_macro_config.json``. The format ``wta`` (``treadle sim FILE.csv``)
-  converts without a filter; ``load_wta(path, WtaOptions(homo_filter=5))`` filters.
+  converts without a filter; ``--homo-filter 5`` on the command line (the importer
+  option ``homo_filter``) or ``load_wta(path, WtaOptions(homo_filter=5))`` filters, and
+  ``--wta-scaling`` (``scaling``) sets the scaling.
 
 The cluster is the UWFQ importer's (``treadle.importers.uwfq.uwfq_cluster``). Every
 malformed row is an error naming the file, the line and the column.
@@ -27,8 +29,10 @@ import csv
 import io
 import math
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from treadle.errors import WorkloadError
 from treadle.importers.common import TraceFile, default_users
@@ -74,6 +78,29 @@ def sniff(trace: TraceFile) -> bool:
 
 def load_trace(trace: TraceFile, nodes_file: str | None) -> Workload:
     return _load(trace, nodes_file, WtaOptions())
+
+
+#: The importer options ``load_trace_with`` takes (``WtaOptions``' fields).
+OPTIONS = ("homo_filter", "scaling")
+
+
+def load_trace_with(
+    trace: TraceFile, nodes_file: str | None, options: Mapping[str, Any]
+) -> Workload:
+    """``load_trace`` with importer options: ``homo_filter`` and ``scaling`` (numbers > 0)."""
+    for name, value in options.items():
+        if name not in OPTIONS:
+            raise WorkloadError(
+                trace.source, name, f"not an option of the WTA importer ({', '.join(OPTIONS)})"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise WorkloadError(trace.source, name, f"expected a number, got {value!r}")
+        if not (math.isfinite(value) and value > 0):
+            raise WorkloadError(trace.source, name, f"must be a number > 0, got {value!r}")
+    homo = options.get("homo_filter")
+    scaling = float(options.get("scaling", SCALING))
+    wta = WtaOptions(scaling=scaling, homo_filter=None if homo is None else float(homo))
+    return _load(trace, nodes_file, wta)
 
 
 def _load(trace: TraceFile, nodes_file: str | None, options: WtaOptions) -> Workload:

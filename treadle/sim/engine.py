@@ -9,7 +9,14 @@ node's next heartbeat, as in YARN.
 
 AM calls that cannot change anything are skipped too: when the AM's request would repeat
 its last one (same asks, nothing released or finished, nothing received since), the RM
-says whether it has anything to answer.
+says whether it has anything to answer. While a container runs, such an AM (one whose asks
+do not move with time alone) goes to sleep instead of queuing its next call, and calls
+again at its first call time after the RM notes news for it (containers granted or ended,
+its attempt or application ended, the cluster resized), or once no container runs (the
+stall check watches the calls of an idle cluster). A wide job waiting for its tasks at a
+10 ms AM interval thus costs a heap event per task end, not one per interval. Call times
+and the order of calls at one instant are exactly those of queuing every call
+(``treadle.sim.amclock``).
 
 Heartbeats that cannot change anything are skipped: a node whose heartbeat would report
 nothing and on which no pending ask could fit sleeps until its next container ends, and is
@@ -41,6 +48,7 @@ from treadle import events as ev
 from treadle.errors import ConflictError
 from treadle.messages import AppSubmission
 from treadle.model import AccountAction, JobSpec, Workload, closed_loop_followers
+from treadle.sim.amclock import AmClock, AmKey
 from treadle.workload.timeline import AccountCall, AccountTimeline
 
 # Event kinds, in the order they run when they fall at the same instant. A container ends
@@ -130,7 +138,7 @@ class Simulation:
         #: Picks the nodes' heartbeat phases (with the workload's seed). Results depend on
         #: the phases a little, as a live cluster's do: vary it to see that spread.
         self.phase_seed = phase_seed
-        self._heap: list[tuple[float, int, int, Any]] = []  # (t, kind, seq, payload)
+        self._heap: list[tuple[float, int, Any, Any]] = []  # (t, kind, seq or AmKey, payload)
         self._seq = 0
         self._nodes: dict[str, _SimNode] = {}
         self._sleepers: dict[str, _SimNode] = {}
@@ -139,8 +147,19 @@ class Simulation:
         self._phases: list[float] = []
         self._wake_cursor: list[Any] = [0.0, 0, 0]  # [period start, index, steps taken]
         self._wake_scheduled = False
-        self.stats = {"heartbeats": 0, "allocates": 0, "allocates_skipped": 0, "wakeups": 0}
+        #: allocates: AM calls made; allocates_skipped: calls that would have changed
+        #: nothing (asleep or not); am_events: AM calls taken off the heap.
+        self.stats = {
+            "heartbeats": 0,
+            "allocates": 0,
+            "allocates_skipped": 0,
+            "am_events": 0,
+            "wakeups": 0,
+        }
         self._heartbeats = 0  # counted apart from ``stats``: the hottest counter
+        #: AMs asleep: app id -> (AM, its last call, which was skipped).
+        self._sleeping: dict[str, tuple[ApplicationMaster, AmKey]] = {}
+        self._busy: set[str] = set()  # nodes running containers
         self._on_node_heartbeat = self.rm.on_node_heartbeat
         #: The account changes this run makes (None: the workload makes none).
         self._accounts: AccountTimeline | None = None
@@ -198,6 +217,10 @@ class Simulation:
         # out-of-band one (as YARN's NodeStatusUpdater does).
         nf = nm.next_finish_s
         nid = nm.node_id
+        if nf == math.inf:
+            self._busy.discard(nid)
+        else:
+            self._busy.add(nid)
         if stopped or self.hints.could_place_on(nid):
             self._schedule_hb(node, min(self._phase_after(node, t), nf))
             self._sleepers.pop(nid, None)
@@ -261,6 +284,36 @@ class Simulation:
             self._pending_seen = hints.pending_epoch
             self._wake(t)
 
+    def _am_key(self, clock: AmClock, k: int) -> Any:
+        """The heap's tie-break for call ``k`` of an AM: its place among the AM calls of
+        its instant (``treadle.sim.amclock``)."""
+        return AmKey(clock, k)
+
+    def _may_sleep(self, am: ApplicationMaster) -> bool:
+        """Whether an AM whose call was just skipped may skip its next ones unseen: while
+        a container runs (the stall check needs every call of an idle cluster) and when
+        its asks do not move with time alone."""
+        return bool(self._busy) and am.strategy.time_invariant
+
+    def _wake_news(self, t: float, kind: int, key: Any) -> None:
+        """After the event (t, kind, key): AMs asleep that have news, or all of them once
+        no container runs, call again at their first call after that event."""
+        sleeping = self._sleeping
+        if not self._busy:
+            woken = list(sleeping)
+        else:
+            woken = [a for a in self.hints.take_news() if a in sleeping]
+        for app_id in woken:
+            am, last = sleeping.pop(app_id)
+            clock = last.clock
+            # Calls at t before this event already ran (unseen); a submission or an
+            # account change runs before the calls of its instant.
+            j = clock.first_after(last.k, t, at=kind <= _AM)
+            if kind == _AM and clock.time(j) == t and AmKey(clock, j) < key:
+                j = clock.first_after(j, t, at=False)
+            self.stats["allocates_skipped"] += j - last.k - 1
+            heapq.heappush(self._heap, (clock.time(j), _AM, self._am_key(clock, j), am))
+
     def run(self) -> SimResult:
         # The loop makes almost no reference cycles; collecting would only cost time.
         was_enabled = gc.isenabled()
@@ -295,6 +348,7 @@ class Simulation:
             node = _SimNode(nm, phases[i], i)
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
+        self.hints.take_news()  # from now on the RM notes which AMs have news
         self._by_phase = sorted(self._nodes.values(), key=lambda nd: (nd.phase, nd.index))
         self._phases = [nd.phase for nd in self._by_phase]
         # Closed-loop users: a follower is submitted when its predecessor ends, + wait.
@@ -321,14 +375,19 @@ class Simulation:
         stalled: str | None = None
         heap = self._heap
         heappop = heapq.heappop
+        heappush = heapq.heappush
         heartbeat = self._heartbeat
         schedule_hb = self._schedule_hb
         nodes = self._nodes
         log = self.log
         t = 0.0
         stats = self.stats
+        sleeping = self._sleeping
+        busy = self._busy
+        h = self.am_interval_s
+        am_key = self._am_key
         while heap and finished < total:
-            t, kind, _, payload = heappop(heap)
+            t, kind, key, payload = heappop(heap)
             if kind == _HB:
                 node, token = payload
                 if node.token == token:  # else superseded by an earlier wake-up
@@ -337,17 +396,23 @@ class Simulation:
                 self._wake_next(t)
             elif kind == _AM:
                 am: ApplicationMaster = payload
+                stats["am_events"] += 1
                 req = am.allocate_request(t)
                 if am.repeats_last_request and self.hints.skip_allocate(am.app_id, t):
-                    # The call would repeat the last one and get nothing back.
+                    # The call would repeat the last one and get nothing back; so would
+                    # the next ones until the RM has news for it (or no container runs).
                     stats["allocates_skipped"] += 1
-                    self._push(t + self.am_interval_s, _AM, am)
+                    if self._may_sleep(am):
+                        sleeping[am.app_id] = (am, key)
+                    else:
+                        heappush(heap, (t + h, _AM, am_key(key.clock, key.k + 1), am))
                 else:
                     stats["allocates"] += 1
                     resp = rm.on_allocate(req, t)
                     for launch in am.on_allocate_response(resp, t):
                         node = nodes[launch.node_id]
                         node.nm.start_container(launch, t)
+                        busy.add(launch.node_id)
                         due = t + launch.duration_s  # its out-of-band heartbeat
                         if node.due is None or due < node.due:
                             schedule_hb(node, due)
@@ -363,7 +428,7 @@ class Simulation:
                         if self.progress is not None:
                             self.progress(finished, total, t)
                     else:
-                        self._push(t + self.am_interval_s, _AM, am)
+                        heappush(heap, (t + h, _AM, am_key(key.clock, key.k + 1), am))
                     self._after_rm_change(t)
                 # Stall detection: nothing logged for stall_s while jobs wait and no
                 # container runs (a task longer than stall_s is progress, not a stall).
@@ -401,7 +466,7 @@ class Simulation:
                     task_order_seed=f"tasks:{wl.seed}:{app_id}" if shuffle else None,
                 )
                 active[app_id] = am
-                self._push(t, _AM, am)
+                heappush(heap, (t, _AM, am_key(AmClock(t, h, key), 0), am))
             elif kind == _ADMIN:
                 action: AccountAction = payload
                 assert timeline is not None
@@ -410,6 +475,8 @@ class Simulation:
                 rm.tick(t)
                 self._after_rm_change(t)
                 self._push(t + payload, _TICK, payload)
+            if sleeping:
+                self._wake_news(t, kind, key)
         stats["heartbeats"] += self._heartbeats
         self._heartbeats = 0
         self.log.run_finished(t, finished=finished, unfinished=total - finished, stalled=stalled)

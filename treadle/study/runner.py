@@ -60,6 +60,8 @@ class RunOptions:
     #: ``--partition`` applied to it: recorded in ``summary.json``'s ``parameters``.
     workload_source: str | None = None
     partition: str | None = None
+    #: The importer options it was loaded with (``--homo-filter``, ...), if any.
+    trace_options: Mapping[str, Any] | None = None
 
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
@@ -363,6 +365,7 @@ def run_parameters(workload: Workload, choice: PolicyChoice, options: RunOptions
             "source": options.workload_source,
             "seed": workload.seed,
             "partition": options.partition,
+            **({"importer": dict(options.trace_options)} if options.trace_options else {}),
         },
         "phase_seed": options.phase_seed,
         "slowdown": options.slowdown,

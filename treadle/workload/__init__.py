@@ -38,6 +38,7 @@ from treadle.workload.loading import (
     load_workload,
     parse_workload,
     parse_yaml,
+    workload_format,
 )
 from treadle.workload.schema import (
     DAG_SHAPES,
@@ -106,5 +107,6 @@ __all__ = [
     "parse_workload",
     "parse_yaml",
     "read_text",
+    "workload_format",
     "workload_json_schema",
 ]

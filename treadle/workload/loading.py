@@ -7,8 +7,10 @@ its importer in ``treadle.importers.FORMATS``, the one table of trace formats.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from importlib import resources as package_files
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -42,12 +44,19 @@ def builtin_workloads() -> dict[str, str]:
     return out
 
 
-def load_workload(arg: str, fmt: str | None = None, *, nodes_file: str | None = None) -> Workload:
+def load_workload(
+    arg: str,
+    fmt: str | None = None,
+    *,
+    nodes_file: str | None = None,
+    trace_options: Mapping[str, Any] | None = None,
+) -> Workload:
     """Load a workload from a file path or a built-in name.
 
     ``fmt`` is one of ``format_names()`` (``yaml``, ``sls``, ``rumen``, ...); ``None``
     infers it from the suffix (a trace format's suffix is sniffed). An existing file
-    wins over a built-in of the same name.
+    wins over a built-in of the same name. ``trace_options`` go to a trace's importer
+    (``Importer.load_with``; the WTA CSV's ``homo_filter`` and ``scaling``).
     """
     if fmt is not None and fmt not in format_names():
         expected = join(format_names())
@@ -56,14 +65,29 @@ def load_workload(arg: str, fmt: str | None = None, *, nodes_file: str | None = 
     if path.is_dir():
         raise WorkloadError(arg, None, "is a directory; give a workload file or a built-in name")
     if not path.is_file():
+        if trace_options:
+            raise WorkloadError(arg, None, "importer options apply only to trace files")
         return _load_builtin(arg, fmt, nodes_file)
     trace = TraceFile(path, arg)
     fmt = fmt or _infer_format(trace)
     if fmt == YAML:
         if nodes_file is not None:
             raise WorkloadError(arg, None, "a nodes file applies only to SLS and Rumen traces")
+        if trace_options:
+            raise WorkloadError(arg, None, "importer options apply only to trace files")
         return parse_workload(trace.text, arg, base_dir=path.parent)
-    return importers.FORMATS[fmt].load(trace, nodes_file)
+    return importers.load_with_options(
+        importers.FORMATS[fmt], trace, nodes_file, trace_options or {}
+    )
+
+
+def workload_format(arg: str, fmt: str | None = None) -> str:
+    """The format ``load_workload(arg, fmt)`` would read ``arg`` as (``yaml`` for a
+    built-in name); a file no format recognises raises as loading it would."""
+    path = Path(arg)
+    if fmt is not None or not path.is_file():
+        return fmt or YAML
+    return _infer_format(TraceFile(path, arg))
 
 
 def _load_builtin(name: str, fmt: str | None, nodes_file: str | None) -> Workload:
