@@ -20,6 +20,12 @@ shares of the cluster). Nothing eligible: with ``work_conservation``, non-pilot 
 jobs still sampling, in submission order (charged to the sampling position). Never
 preempts.
 
+Kept between heartbeats: per position, its jobs with pending tasks, filed by the shapes
+they may run now (a job being sampled: its pilots' and AM's) in the position's order;
+and, for work conservation, the sampling jobs by submission. A job is refiled when the
+RM's feed says its application changed (asks, allocation, end) and when its books or
+queue change here; a placement costs O(positions x shapes + log jobs).
+
 Log (``Policy.log_to``): a ``job_queue_changed`` record each time a job leaves a position
 for another (gs: out of the sampling position; las: a demotion); entering the first
 position is not a change.
@@ -34,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rm.policy.base import P, Placement, Policy, PolicyLog
 from rm.policy.ordering import first_fit_ask
+from rm.policy.tracking import ByShape, Changes, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.messages import Ask, Container, ContainerState, ContainerStatus
 from treadle.resources import ZERO, Resources
@@ -130,6 +137,13 @@ class MultiQueue(Policy[P]):
         #: (time, app id, position) of every entry into a queue, in order.
         self.queue_log: list[tuple[float, str, int]] = []
         self.log: PolicyLog | None = None
+        self._changes = Changes()
+        #: Per position: its jobs with a task they may run, by (FIFO key, app id).
+        self._heads = [ByShape() for _ in range(n)]
+        self._filed: dict[str, int] = {}  # app id -> the position it is filed in
+        #: Sampling jobs with pending tasks, by (seq, app id) (work conservation).
+        self._spare = ByShape()
+        self._dirty: set[str] = set()  # jobs to refile (books or queue changed)
 
     def log_to(self, log: PolicyLog) -> None:
         self.log = log
@@ -141,6 +155,7 @@ class MultiQueue(Policy[P]):
 
     def _enter(self, job: QueueJob, position: int, now: float) -> None:
         old = job.position
+        self._dirty.add(job.app_id)  # its phase may have changed too
         if old == position:
             return
         if old >= 0:
@@ -183,29 +198,92 @@ class MultiQueue(Policy[P]):
                 return ask
         return None
 
+    def _shapes(self, job: QueueJob, app: AppView) -> tuple[Resources, ...]:
+        """The shapes of the asks ``_task`` may return for ``job`` (given the room)."""
+        if job.phase != SAMPLING:
+            return shapes_of(app)
+        pilots_left = job.pilots_live + job.pilots_done < job.pilots
+        out: dict[Resources, None] = {}
+        for ask in app.sorted_asks():
+            if ask.priority < 0:
+                out[ask.resources] = None
+            elif pilots_left:
+                stage = app.stage_of(ask.priority)
+                if stage is None or stage == job.pilot_stage:
+                    out[ask.resources] = None
+        return tuple(out)
+
+    def _file(self, app_id: str, cluster: ClusterView) -> None:
+        """File ``app_id``'s job where it now belongs (or nowhere)."""
+        job = self.jobs.get(app_id)
+        app = cluster.apps.get(app_id)
+        old = self._filed.pop(app_id, -1)
+        if job is None or app is None or app.pending <= 0 or job.position < 0:
+            if old >= 0:
+                self._heads[old].remove(app_id)
+            self._spare.remove(app_id)
+            return
+        k = job.position
+        if old >= 0 and old != k:
+            self._heads[old].remove(app_id)
+        if self.params.fifo_key == "submit":  # type: ignore[attr-defined]
+            entry: tuple[int, ...] = (job.seq, job.entry)
+        else:
+            entry = (job.entry,)
+        self._heads[k].put(app_id, (*entry, app_id), self._shapes(job, app))
+        self._filed[app_id] = k
+        if job.phase == SAMPLING and k == self.layout.sampling:
+            self._spare.put(app_id, (job.seq, app_id), shapes_of(app))
+        else:
+            self._spare.remove(app_id)
+
+    def _sync(self, cluster: ClusterView) -> None:
+        changed = self._changes.take(cluster)
+        dirty = self._dirty
+        if changed is None:  # rebuild
+            for heads in self._heads:
+                heads.clear()
+            self._spare.clear()
+            self._filed.clear()
+            dirty.clear()
+            for app_id in self.jobs:
+                self._file(app_id, cluster)
+            return
+        for app in changed:
+            dirty.add(app.app_id)
+        for app_id in dirty:
+            self._file(app_id, cluster)
+        dirty.clear()
+
     def _choose(self, free: Resources, cluster: ClusterView) -> tuple[QueueJob, Ask, bool] | None:
+        """In each position, its first job with a task that fits; ``_pick`` one of them."""
         apps = cluster.apps
-        heads: list[tuple[int, QueueJob, Ask]] = []
-        for k, members in enumerate(self.members):
-            for job in members:
-                app = apps.get(job.app_id)
-                if app is None or app.pending <= 0:
-                    continue
-                ask = self._task(job, app, free)
-                if ask is not None:
-                    heads.append((k, job, ask))
-                    break
-        if heads:
+        while True:
+            heads: list[tuple[int, str]] = []
+            for k, index in enumerate(self._heads):
+                if index:
+                    e = index.first(index.fitting(free))
+                    if e is not None:
+                        heads.append((k, e[-1]))
+            if not heads:
+                break
             k = self._pick([h[0] for h in heads], cluster)
-            _, job, ask = next(h for h in heads if h[0] == k)
+            app_id = next(h[1] for h in heads if h[0] == k)
+            job = self.jobs[app_id]
+            ask = self._task(job, apps[app_id], free)
+            if ask is None:  # cannot happen while the index is current
+                self._heads[k].remove(app_id)
+                self._filed.pop(app_id, None)
+                continue
             return job, ask, job.phase == SAMPLING and ask.priority >= 0
-        if getattr(self.params, "work_conservation", False):
-            for job in sorted(self.members[self.layout.sampling], key=_seq):
-                app = apps.get(job.app_id)
-                if job.phase == SAMPLING and app is not None and app.pending > 0:
-                    ask = first_fit_ask(app, free)
-                    if ask is not None:
-                        return job, ask, False
+        if getattr(self.params, "work_conservation", False) and self._spare:
+            spare = self._spare
+            e = spare.first(spare.fitting(free))
+            if e is not None:
+                job = self.jobs[e[-1]]
+                ask = first_fit_ask(apps[job.app_id], free)
+                if ask is not None:
+                    return job, ask, False
         return None
 
     def _pick(self, eligible: list[int], cluster: ClusterView) -> int:
@@ -218,6 +296,7 @@ class MultiQueue(Policy[P]):
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         self._refresh(cluster)
+        self._sync(cluster)
         while True:
             choice = self._choose(node.free, cluster)
             if choice is None:
@@ -226,6 +305,8 @@ class MultiQueue(Policy[P]):
             self._granting = (job, pilot)
             yield Placement(job.app_id, ask.priority)
             self._granting = None
+            self._dirty.add(job.app_id)
+            self._sync(cluster)
 
     # ------------------------------------------------------------------ books
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
@@ -236,6 +317,7 @@ class MultiQueue(Policy[P]):
         pilot = g is not None and g[0] is job and g[1]
         job.cids[container.container_id] = (pilot, container.resources, cluster.now)
         job.starts += cluster.now
+        self._dirty.add(job.app_id)
         if pilot:
             job.pilots_live += 1
         if job.position >= 0:
@@ -251,6 +333,7 @@ class MultiQueue(Policy[P]):
             return
         pilot, res, start = entry
         job.starts -= start
+        self._dirty.add(job.app_id)
         if job.position >= 0:
             self.used[job.position] -= 1
             self.held[job.position] = self.held[job.position] - res
@@ -276,14 +359,11 @@ class MultiQueue(Policy[P]):
 
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         job = self.jobs.pop(app.app_id, None)
+        self._dirty.add(app.app_id)
         if job is not None and job.position >= 0:
             self.members[job.position].remove(job)
             self.used[job.position] -= len(job.cids)
             self.held[job.position] = self.held[job.position] - _sum(job)
-
-
-def _seq(job: QueueJob) -> int:
-    return job.seq
 
 
 def _sum(job: QueueJob) -> Resources:

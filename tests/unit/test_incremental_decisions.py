@@ -7,8 +7,10 @@ changed applications; the other a reference that looks at everything on every he
 (the previous implementations: the ordering helper's sort-and-fill, the queue-tree walk
 over every pending application, carbyne's walk of every DEFAULT ask, tetris' window and
 index rebuilt from ``pending_apps()``, the stage-ordering walk over every task set, Dynamic
-Priority's two passes over every pending application). Every container must go to the
-same job, node and priority, in the same order.
+Priority's two passes over every pending application, gs and las walking every job of
+every queue and las checking every job for demotion on every heartbeat). Every container
+must go to the same job, node and priority, in the same order; for gs and las, every job
+must also enter the same queues at the same times.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from plugins.policies.dp import DpPolicy
 from plugins.policies.drf import DrfPolicy
 from plugins.policies.fair import FairPolicy
 from plugins.policies.fifo import FifoPolicy
+from plugins.policies.gs import GsPolicy
+from plugins.policies.las import LasPolicy
 from plugins.policies.sjf import SjfPolicy
 from plugins.policies.spark_fair import SparkFairPolicy
 from plugins.policies.tetris import TetrisPolicy
@@ -51,11 +55,14 @@ from rm.policy import (
     new_arrivals,
 )
 from rm.policy.base import _placement
+from rm.policy.multiqueue import SAMPLING, MultiQueue, QueueJob
 from treadle.messages import (
     AllocateRequest,
     AppSubmission,
     Ask,
     AskKind,
+    ContainerState,
+    ContainerStatus,
     NodeHeartbeat,
     NodeRegistration,
 )
@@ -240,6 +247,69 @@ class OldDp(DpPolicy):
             yield from fill_node(app, node)
 
 
+def _old_multiqueue(
+    policy: MultiQueue[Any], node: NodeView, cluster: ClusterView
+) -> Iterator[Placement]:
+    """MultiQueue.on_node_heartbeat when it walked every job of every queue."""
+
+    def choose(free: Resources) -> tuple[QueueJob, Ask, bool] | None:
+        apps = cluster.apps
+        heads: list[tuple[int, QueueJob, Ask]] = []
+        for k, members in enumerate(policy.members):
+            for job in members:
+                app = apps.get(job.app_id)
+                if app is None or app.pending <= 0:
+                    continue
+                ask = policy._task(job, app, free)
+                if ask is not None:
+                    heads.append((k, job, ask))
+                    break
+        if heads:
+            k = policy._pick([h[0] for h in heads], cluster)
+            _, job, ask = next(h for h in heads if h[0] == k)
+            return job, ask, job.phase == SAMPLING and ask.priority >= 0
+        if getattr(policy.params, "work_conservation", False):
+            for job in sorted(policy.members[policy.layout.sampling], key=lambda j: j.seq):
+                app = apps.get(job.app_id)
+                if job.phase == SAMPLING and app is not None and app.pending > 0:
+                    ask = first_fit_ask(app, free)
+                    if ask is not None:
+                        return job, ask, False
+        return None
+
+    policy._refresh(cluster)
+    while True:
+        choice = choose(node.free)
+        if choice is None:
+            return
+        job, ask, pilot = choice
+        policy._granting = (job, pilot)
+        yield _placement(job.app_id, ask.priority)
+        policy._granting = None
+
+
+class OldGs(GsPolicy):
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        return _old_multiqueue(self, node, cluster)
+
+
+class OldLas(LasPolicy):
+    def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        return _old_multiqueue(self, node, cluster)
+
+    def _refresh(self, cluster: ClusterView) -> None:
+        now = cluster.now
+        for job in self.jobs.values():
+            position = self.layout.position(job.ran_s + len(job.cids) * now - job.starts)
+            if position > job.position:
+                self._enter(job, position, now)
+
+
+#: Short queues, so that jobs change queues within a history.
+_LAS_FAST = {"q0_hi_s": 0.3, "growth": 2.0, "queues": 5}
+_GS_SPREAD = {"q0_hi_s": 20.0, "growth": 2.0, "queues": 5}  # oracle sizes: 1-240 s
+_SLEARN = {"estimator": "slearn", "slearn.ratio": 0.5, "slearn.thin_limit": 2}
+
 CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = {
     "fifo": (FifoPolicy, OldFifo, {}),
     "sjf": (SjfPolicy, OldSjf, {}),
@@ -266,10 +336,39 @@ CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = 
     "uwfq": (UwfqPolicy, OldUwfq, {}),
     "dp": (DpPolicy, OldDp, {"interval_s": 1.0, "budget": 100.0}),
     "dp-hadoop": (DpPolicy, OldDp, {"interval_s": 2.0, "budget": 50.0, "semantics": "hadoop"}),
+    "gs": (GsPolicy, OldGs, _GS_SPREAD),
+    "gs-deficit-submit": (
+        GsPolicy,
+        OldGs,
+        {**_GS_SPREAD, "sharing": "deficit", "fifo_key": "submit"},
+    ),
+    "gs-slearn": (GsPolicy, OldGs, _SLEARN),
+    "gs-slearn-extra-deficit": (
+        GsPolicy,
+        OldGs,
+        {**_SLEARN, "sampling_queue": "extra", "sharing": "deficit"},
+    ),
+    "gs-slearn-shared-submit": (
+        GsPolicy,
+        OldGs,
+        {**_SLEARN, "sampling_queue": "shared", "fifo_key": "submit", "q0_hi_s": 20.0},
+    ),
+    "gs-slearn-no-wc": (GsPolicy, OldGs, {**_SLEARN, "work_conservation": False}),
+    "las": (LasPolicy, OldLas, _LAS_FAST),
+    "las-deficit-submit": (
+        LasPolicy,
+        OldLas,
+        {**_LAS_FAST, "sharing": "deficit", "fifo_key": "submit"},
+    ),
+    "las-extra": (LasPolicy, OldLas, {**_LAS_FAST, "sampling_queue": "extra", "growth": 1.5}),
+    "las-shared": (LasPolicy, OldLas, {**_LAS_FAST, "sampling_queue": "shared"}),
 }
+#: Multi-queue cases: containers also end on their nodes (successes: gs' pilots, las'
+#: attained service), and the queue entries are compared too.
+QUEUED = {c for c in CASES if c.startswith(("gs", "las"))}
 #: Cases whose asks name stages (``Ask.group``): stage-level policies.
 STAGED = {"spark-fair", "spark-fair-job-submit", "spark-fair-node", "ujf", "ujf-job-node", "cfq"}
-STAGED |= {"cfq-job", "uwfq"}
+STAGED |= {"cfq-job", "uwfq"} | QUEUED
 
 
 class Twin:
@@ -328,7 +427,8 @@ def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
                 asks.append(Ask(prio, shape, count, kind, 10.0, work, group=group))
             out.append(("ask", t, job, asks))
         elif x < 0.65:
-            out.append(("release", t, r.random(), r.random()))
+            end = "complete" if policy in QUEUED and r.random() < 0.6 else "release"
+            out.append((end, t, r.random(), r.random()))
         elif policy.startswith("dp") and x > 0.93:
             out.append(("tick", t))  # Dynamic Priority's quotas change
         else:
@@ -357,6 +457,16 @@ def _play(twin: Twin, history: list[tuple[Any, ...]]) -> list[list[tuple[str, st
                 cids = sorted(app.containers)
                 cid = cids[int(event[3] * len(cids))]
                 rm.on_allocate(AllocateRequest(app.app_id, releases=[cid]), t)
+        elif kind == "complete":  # the container's node reports it done
+            running = [a for a in apps if a in rm.state.apps and rm.state.apps[a].containers]
+            if running:
+                app = rm.state.apps[running[int(event[2] * len(running))]]
+                cids = sorted(app.containers)
+                c = app.containers[cids[int(event[3] * len(cids))]]
+                status = ContainerStatus(c.container_id, ContainerState.COMPLETE, 0, t - 1.0, t)
+                twin.seq[c.node_id] += 1
+                beat = NodeHeartbeat(c.node_id, twin.seq[c.node_id], completed=[status])
+                rm.on_node_heartbeat(beat, t)
         elif kind == "tick":
             rm.tick(t)
         else:
@@ -373,10 +483,16 @@ def test_kept_structures_decide_as_the_rescans(case: str, seed: int) -> None:
     new, old, params = CASES[case]
     history = _history(seed, case, 400)
     nodes = history[0][1]
-    got = _play(Twin(new(new.Params(**params)), nodes), history)
-    want = _play(Twin(old(old.Params(**params)), nodes), history)
+    mine, reference = Twin(new(new.Params(**params)), nodes), Twin(old(old.Params(**params)), nodes)
+    got = _play(mine, history)
+    want = _play(reference, history)
     assert sum(map(len, want)) > 20  # the history places something
     assert got == want
+    if case in QUEUED:
+        entries = reference.rm.policy.queue_log  # type: ignore[attr-defined]
+        if "slearn" in case or case.startswith("las"):
+            assert len(entries) > len({e[1] for e in entries})  # jobs changed queues
+        assert mine.rm.policy.queue_log == entries  # type: ignore[attr-defined]
 
 
 def test_pending_apps_stay_sorted_and_a_handed_out_list_never_changes() -> None:
