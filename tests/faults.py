@@ -97,3 +97,20 @@ def busy(events: Path, nodes: set[str]) -> bool:
         elif r["event"] in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
             running.discard(r["container"])
     return bool(running)
+
+
+async def serve_on_store(rm: Any, store_dir: Path) -> tuple[Any, Any, int]:
+    """Serve ``rm`` on port 0 with its state in ``store_dir``, restored from it first if it
+    holds one, as ``python -m rm --state-dir`` does: (server, RmServer, port)."""
+    from rm.service import RmSettings, serve
+    from rm.store import StateStore, restore
+    from treadle.live.gate import Gate
+
+    store = StateStore(store_dir)
+    stored = store.load()
+    settings = RmSettings()
+    gate = Gate.open()
+    if not stored.empty:
+        settings.epoch = restore(stored, rm, gate, settings.dilation)
+    server, state, port = await serve(rm, settings, "127.0.0.1:0", gate, store=store)
+    return server, state, port

@@ -32,7 +32,6 @@ from nm.service import NodeHost
 from plugins.policies.fifo import FifoPolicy
 from rm.core import ResourceManager
 from rm.service import RmSettings, serve
-from rm.store import StateStore, restore
 from tests.budget_policy import BudgetPolicy
 from tests.faults import (
     DILATION,
@@ -42,9 +41,9 @@ from tests.faults import (
     WORKLOAD,
     cli as _cli,
     read_events as _events,
+    serve_on_store,
 )
 from treadle.cluster.procs import read_state, recorded_processes
-from treadle.live.gate import Gate
 from treadle.live.rpcutil import channel
 from treadle.model import NodeSpec
 from treadle.resources import Resources
@@ -198,14 +197,7 @@ def test_the_rm_killed_mid_run_restarts_from_its_store_and_every_job_finishes(
 async def _rm_on(store_dir: Path) -> tuple[Any, Any, BudgetPolicy, int]:
     """An RM on the store in ``store_dir``, restored from it if it holds one."""
     policy = BudgetPolicy()
-    rm = ResourceManager(policy)
-    store = StateStore(store_dir)
-    stored = store.load()
-    settings = RmSettings()
-    gate = Gate.open()
-    if not stored.empty:
-        settings.epoch = restore(stored, rm, gate, settings.dilation)
-    server, state, port = await serve(rm, settings, "127.0.0.1:0", gate, store=store)
+    server, state, port = await serve_on_store(ResourceManager(policy), store_dir)
     return server, state, policy, port
 
 

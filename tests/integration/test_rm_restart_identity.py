@@ -23,10 +23,9 @@ import grpc
 
 from plugins.policies.fifo import FifoPolicy
 from rm.core import ResourceManager
-from rm.service import RmServer, RmSettings, serve
-from rm.store import StateStore, restore
+from rm.service import RmServer
+from tests.faults import serve_on_store
 from treadle.live import auth
-from treadle.live.gate import Gate
 from treadle.live.rpcutil import channel
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -101,13 +100,7 @@ def test_a_request_replayed_after_an_rm_restart_is_still_refused(tmp_path: Path)
 
 async def _rm_on(store_dir: Path) -> tuple[grpc.aio.Server, RmServer, ResourceManager, int]:
     rm = ResourceManager(FifoPolicy(), max_am_attempts=2)
-    store = StateStore(store_dir)
-    stored = store.load()
-    settings = RmSettings()
-    gate = Gate.open()
-    if not stored.empty:
-        settings.epoch = restore(stored, rm, gate, settings.dilation)
-    server, state, port = await serve(rm, settings, "127.0.0.1:0", gate, store=store)
+    server, state, port = await serve_on_store(rm, store_dir)
     return server, state, rm, port
 
 
