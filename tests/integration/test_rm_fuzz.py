@@ -40,7 +40,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,8 +208,16 @@ def res(d: Mapping[str, float]) -> pb.Resources:
     return pb.Resources(amounts=dict(d))
 
 
+def pick(known: Sequence[str]) -> st.SearchStrategy[str]:
+    """One of ``known``, read when drawn ("node-x" while it is empty). The draw has the
+    same shape whatever ``known`` holds: the lists grow with the live RM's answers, which
+    timing can change (a node expired or not), and Hypothesis refuses a strategy whose
+    choices differ when it follows a prefix it has seen (FlakyStrategyDefinition)."""
+    return st.integers(0, 1023).map(lambda i: known[i % len(known)] if known else "node-x")
+
+
 def container_ids(known: list[str]) -> st.SearchStrategy[str]:
-    return st.one_of(st.sampled_from(known), foreign_ids) if known else foreign_ids
+    return st.one_of(pick(known), foreign_ids)
 
 
 @st.composite
@@ -352,12 +360,11 @@ class RmFuzz(RuleBasedStateMachine):
         return f"{self.tag}-{what}{self.serial}"
 
     def node_ids(self) -> st.SearchStrategy[str]:
-        known = sorted(self.nodes)
-        return st.one_of(st.sampled_from(known), foreign_ids) if known else foreign_ids
+        return st.one_of(pick(sorted(self.nodes)), foreign_ids)
 
     def app_ids(self, ending: bool = False) -> st.SearchStrategy[str]:
         """Mostly known ids; for calls that end an application, mostly foreign ones."""
-        known = st.sampled_from(self.apps) if self.apps else foreign_ids
+        known = pick(self.apps)
         if ending:
             return st.one_of(known, foreign_ids, foreign_ids, foreign_ids)
         return st.one_of(known, known, foreign_ids)
@@ -433,12 +440,13 @@ class RmFuzz(RuleBasedStateMachine):
             self.seq[node_id] = seq
         completed, started, ok = [], [], True
         mine = sorted(c for c, n in self.where.items() if n == node_id)
-        if mine:  # real completions, as the NM would report them
-            for cid in data.draw(st.lists(st.sampled_from(mine), max_size=3, unique=True)):
-                state = data.draw(st.integers(1, 5))
-                completed.append(
-                    pb.ContainerStatus(container_id=cid, state=state, start_s=1.0, finish_s=2.0)
-                )
+        # Real completions, as the NM would report them (drawn whatever ``mine`` holds:
+        # see ``pick``).
+        picks = data.draw(st.lists(st.tuples(st.integers(0, 1023), st.integers(1, 5)), max_size=3))
+        for cid, state in dict((mine[i % len(mine)], state) for i, state in picks if mine).items():
+            completed.append(
+                pb.ContainerStatus(container_id=cid, state=state, start_s=1.0, finish_s=2.0)
+            )
         noisy = data.draw(st.integers(0, 2)) == 0  # else only what a real NM would send
         for _ in range(data.draw(st.integers(0, 3)) if noisy else 0):
             msg, good = data.draw(container_status(self.containers))
@@ -590,8 +598,8 @@ class RmFuzz(RuleBasedStateMachine):
         some of its containers complete), the AM collects its grants and completions."""
         if not self.apps or not self.nodes:
             return
-        app_id = data.draw(st.sampled_from(self.apps))
-        node_id = data.draw(st.sampled_from(sorted(self.nodes)))
+        app_id = data.draw(pick(self.apps))
+        node_id = data.draw(pick(sorted(self.nodes)))
         sizes = st.sampled_from([0.5, 1.0, 2.0])
         wanted = data.draw(st.lists(st.tuples(sizes, st.integers(0, 4)), max_size=3))
         req = am_pb.AllocateRequest(
@@ -607,7 +615,8 @@ class RmFuzz(RuleBasedStateMachine):
         )
         self.seq[node_id] += 1
         mine = sorted(c for c, n in self.where.items() if n == node_id)
-        finished = data.draw(st.lists(st.sampled_from(mine), unique=True)) if mine else []
+        picks = data.draw(st.lists(st.integers(0, 1023)))
+        finished = list(dict.fromkeys(mine[i % len(mine)] for i in picks)) if mine else []
         hb = rt_pb.NodeHeartbeatRequest(
             node_id=node_id,
             seq=self.seq[node_id],
