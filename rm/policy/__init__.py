@@ -34,10 +34,10 @@ from rm.policy.packing import (
 )
 from rm.policy.queuetree import QueueTreePolicy
 from rm.policy.shares import CachedShares, SharesCache
-from rm.policy.stageorder import (
+from rm.policy.stageorder import StageOrderingPolicy
+from rm.policy.tasksets import (
     SparkOrderParams,
     SparkStageIds,
-    StageOrderingPolicy,
     StageOrderParams,
     TaskSet,
     fill_task_set,

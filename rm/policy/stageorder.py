@@ -29,208 +29,24 @@ from __future__ import annotations
 import heapq
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from rm.policy.base import P, Placement, Policy, _placement
+from rm.policy.tasksets import (
+    TaskSet,
+    app_sets,
+    ask_shapes,
+    fill_task_set,
+    first_fit_priority,
+    hold_slots,
+    smallest_demand,
+    submission_order,
+    task_sets,
+    waiting_sets,
+)
 from rm.policy.tracking import ByShape, Changes, Entry
 from rm.policy.views import AppView, ClusterView, NodeView
-from treadle.model import StageSpec
 from treadle.resources import ZERO, Resources
-
-
-class StageOrderParams(BaseModel):
-    """The parameters every stage-ordering policy takes (subclass it for more)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    #: Keep slots free this long for a runnable stage whose asks are on their way.
-    hold_s: float = Field(1.0, ge=0.0, allow_inf_nan=False)
-
-
-class SparkOrderParams(StageOrderParams):
-    """What Spark's FAIR order takes (``spark-fair``, ``ujf``): by stage or by job, ties by
-    Spark's task-set name or by submission, the order kept per slot or per node offer."""
-
-    level: Literal["stage", "job"] = "stage"
-    tie: Literal["name", "submit"] = "name"
-    offer: Literal["slot", "node"] = "slot"
-
-
-class TaskSet:
-    """One application's outstanding asks of one stage, most important priority first;
-    or (``waiting`` > 0) a stage runnable but not asked for yet, wanting that many tasks
-    of ``resources``."""
-
-    __slots__ = ("app", "priorities", "resources", "stage", "waiting")
-
-    def __init__(
-        self,
-        app: AppView,
-        stage: int | None,
-        priorities: tuple[int, ...],
-        waiting: int = 0,
-        resources: Resources = ZERO,
-    ) -> None:
-        self.app = app
-        self.stage = stage
-        self.priorities = priorities
-        self.waiting = waiting
-        self.resources = resources
-
-    @property
-    def key(self) -> tuple[str, int | None]:
-        """(application id, stage): names the task set across heartbeats."""
-        return (self.app.app_id, self.stage)
-
-    def __repr__(self) -> str:
-        return f"TaskSet({self.app.app_id!r}, {self.stage!r}, {self.priorities!r})"
-
-
-def _submission_order(ts: TaskSet) -> tuple[int, int]:
-    return (ts.app.seq, -1 if ts.stage is None else ts.stage)
-
-
-def task_sets(cluster: ClusterView) -> list[TaskSet]:
-    """Every pending task set, in submission order (application, then stage; asks
-    without a stage first)."""
-    out: list[TaskSet] = []
-    for app in cluster.pending_apps():
-        by_stage: dict[int | None, list[int]] = {}
-        for ask in app.sorted_asks():
-            by_stage.setdefault(app.stage_of(ask.priority), []).append(ask.priority)
-        for stage in sorted(by_stage, key=lambda s: -1 if s is None else s):
-            out.append(TaskSet(app, stage, tuple(by_stage[stage])))
-    return out
-
-
-def waiting_sets(cluster: ClusterView, hold_s: float) -> list[TaskSet]:
-    """Stages runnable by their job's DAG for at most ``hold_s`` whose asks have not
-    arrived, in submission order."""
-    out: list[TaskSet] = []
-    now = cluster.now
-    for app in cluster.apps.values():
-        job = app.job
-        if job is None:
-            continue
-        stages = app.unasked_stages()
-        for stage in stages:
-            t = app.stage_runnable_s(stage)
-            if t is not None and now - t <= hold_s and 0 <= stage < len(job.stages):
-                spec = job.stages[stage]
-                out.append(TaskSet(app, stage, (), spec.tasks, spec.resources))
-    return out
-
-
-def new_arrivals(
-    sets: Sequence[TaskSet], seen: dict[str, Any], cluster: ClusterView
-) -> list[tuple[float, TaskSet]]:
-    """The task sets whose stage is not in ``seen[app_id]`` yet, with when each became
-    runnable (the RM's ``stage_runnable_s``; now if it does not say), in that time order
-    (ties by application, then stage)."""
-    new = []
-    for ts in sets:
-        have = seen.get(ts.app.app_id)
-        if have is None or ts.stage not in have:
-            t = ts.app.stage_runnable_s(ts.stage) if ts.stage is not None else None
-            new.append((cluster.now if t is None else t, ts.app.seq, ts.stage or 0, ts))
-    new.sort(key=lambda x: x[:3])
-    return [(t, ts) for t, _, _, ts in new]
-
-
-def slot_time(stage: StageSpec) -> float:
-    """vcore-seconds of ``stage`` (a task without vcores counts one slot)."""
-    v = stage.resources["vcores"]
-    return stage.work_s * (v if v > 0 else 1.0)
-
-
-class SparkStageIds:
-    """Spark's stage ids: numbered in application submission order, then stage order, as
-    Spark's DAG scheduler numbers them (call ``added`` and ``removed`` from the policy's
-    ``on_app_added`` and ``on_app_removed``)."""
-
-    __slots__ = ("_first", "_next")
-
-    def __init__(self) -> None:
-        self._first: dict[str, int] = {}
-        self._next = 0
-
-    def added(self, app: AppView) -> None:
-        self._first[app.app_id] = self._next
-        self._next += len(app.job.stages) if app.job is not None else 1
-
-    def removed(self, app: AppView) -> None:
-        self._first.pop(app.app_id, None)
-
-    def fair_key(self, ts: TaskSet, level: str, tie: str) -> tuple[int, str | int, int]:
-        """Spark FAIR's order in one pool: fewest running tasks (of the stage, or of the
-        application at ``level="job"``) first; ties by the name ``TaskSet_<stageId>.0``
-        as a string (``tie="name"``) or by submission order (``tie="submit"``)."""
-        app, stage = ts.app, ts.stage
-        if level == "job":
-            running = app.running
-        else:
-            running = app.stage_running(stage) if stage is not None else 0
-        if tie == "submit":
-            return (running, app.seq, -1 if stage is None else stage)
-        stage_id = self._first.get(app.app_id, 0) + (stage or 0)
-        return (running, "" if stage is None else f"TaskSet_{stage_id}.0", 0)
-
-
-def fill_task_set(ts: TaskSet, node: NodeView, held: Resources = ZERO) -> Iterator[Placement]:
-    """Placements of ``ts``'s asks on ``node`` while they fit beside ``held`` (most
-    important first)."""
-    asks = ts.app.asks
-    app_id = ts.app.app_id
-    for prio in ts.priorities:
-        ask = asks.get(prio)
-        while ask is not None and (ask.resources + held).fits_in(node.free):
-            yield _placement(app_id, prio)
-            ask = asks.get(prio)
-
-
-def _smallest(sets: Sequence[TaskSet], cluster: ClusterView) -> Resources:
-    """A componentwise lower bound of what the task sets ask for or wait for: a node
-    whose free space does not cover it can take none of them."""
-    demands: set[Resources] = set()  # a few distinct values (hashes are cached)
-    bound = getattr(cluster, "smallest_ask", None)  # optional in the view
-    pending = bound() if bound is not None else None
-    if pending is not None:
-        demands.add(pending)
-    for ts in sets:
-        if ts.waiting:
-            demands.add(ts.resources)
-            continue
-        if pending is not None:
-            continue  # its asks are covered by the cluster's bound
-        asks = ts.app.asks
-        for prio in ts.priorities:
-            ask = asks.get(prio)
-            if ask is not None:
-                demands.add(ask.resources)
-    out: Resources | None = None
-    for r in demands:
-        out = r if out is None else out.componentwise_min(r)
-    return ZERO if out is None else out
-
-
-def _first_fit(ts: TaskSet, free: Resources) -> int | None:
-    asks = ts.app.asks
-    for prio in ts.priorities:
-        ask = asks.get(prio)
-        if ask is not None and ask.resources.fits_in(free):
-            return prio
-    return None
-
-
-def _hold(ts: TaskSet, free: Resources, held: Resources) -> tuple[Resources, int]:
-    """What a waiting task set keeps of ``free`` (beyond ``held``): up to its tasks."""
-    n = 0
-    while n < ts.waiting and (held + ts.resources).fits_in(free):
-        held = held + ts.resources
-        n += 1
-    return held, n
 
 
 class _Kept:
@@ -370,7 +186,7 @@ class StageOrderingPolicy(Policy[P]):
         sets: list[TaskSet] = []
         for app in changed:
             if app.pending > 0 and app.app_id in cluster.apps:
-                own = _app_sets(app)
+                own = app_sets(app)
                 sets += own
                 fresh.append((app, own))
             else:
@@ -379,7 +195,7 @@ class StageOrderingPolicy(Policy[P]):
         if hold_s > 0:
             waiting = self._waiting(k, changed, cluster, hold_s)
             if waiting:
-                sets = sorted(sets + waiting, key=_submission_order)
+                sets = sorted(sets + waiting, key=submission_order)
         self.changed(changed, sets, cluster)
         if k.stale is None:
             return self._rebuild(k, cluster, 0.0, announced=waiting)
@@ -391,11 +207,11 @@ class StageOrderingPolicy(Policy[P]):
             for app_id in k.stale:
                 stale = apps.get(app_id)
                 if stale is not None and app_id in k.sets:
-                    touched[self._file_app(k, stale, _app_sets(stale), cluster, True)] = None
+                    touched[self._file_app(k, stale, app_sets(stale), cluster, True)] = None
             k.stale.clear()
         if k.deferred:
             for app in k.deferred.values():
-                own = _app_sets(app) if app.pending > 0 and app.app_id in apps else []
+                own = app_sets(app) if app.pending > 0 and app.app_id in apps else []
                 touched[self._file_app(k, app, own, cluster, False)] = None
             k.deferred.clear()
         for group in touched:
@@ -413,7 +229,7 @@ class StageOrderingPolicy(Policy[P]):
         k.groups.clear()
         k.stale = set()
         k.deferred.clear()
-        fresh = [(app, _app_sets(app)) for app in cluster.pending_apps()]
+        fresh = [(app, app_sets(app)) for app in cluster.pending_apps()]
         if announced is not None:
             waiting = announced
         else:
@@ -423,7 +239,7 @@ class StageOrderingPolicy(Policy[P]):
                 waiting = self._waiting(k, list(cluster.apps.values()), cluster, hold_s)
             sets = [ts for _, own in fresh for ts in own]
             if waiting:
-                sets = sorted(sets + waiting, key=_submission_order)
+                sets = sorted(sets + waiting, key=submission_order)
             self.changed(None, sets, cluster)
         for app, own in fresh:
             self._file_app(k, app, own, cluster, True)
@@ -501,7 +317,7 @@ class StageOrderingPolicy(Policy[P]):
             else:
                 entry = before[1]
             new[stage] = (ts, entry)
-            members.put(entry[-1], entry, _shapes(ts))
+            members.put(entry[-1], entry, ask_shapes(ts))
         if old:
             for _, entry in old.values():
                 members.remove(entry[-1])
@@ -572,12 +388,12 @@ class StageOrderingPolicy(Policy[P]):
             if found is None:
                 return
             ts = found[0]
-            prio = _first_fit(ts, free)
+            prio = first_fit_priority(ts, free)
             if prio is None:  # cannot happen while the sets are current
                 return
             app = ts.app
             yield _placement(app.app_id, prio)
-            own = _app_sets(app) if app.pending > 0 and app.app_id in cluster.apps else []
+            own = app_sets(app) if app.pending > 0 and app.app_id in cluster.apps else []
             group = self._file_app(k, app, own, cluster, True)
             self._file_group(k, group, cluster, True)
 
@@ -593,7 +409,7 @@ class StageOrderingPolicy(Policy[P]):
         while True:
             found = self._first(k, node.free)  # what fits beside ``held`` is among these
             if next_w < len(order) and (found is None or order[next_w][0] < found[1]):
-                held = _hold(waiting[order[next_w][1]], node.free, held)[0]
+                held = hold_slots(waiting[order[next_w][1]], node.free, held)[0]
                 next_w += 1
                 continue
             if found is None:
@@ -616,7 +432,7 @@ class StageOrderingPolicy(Policy[P]):
         if hold_s > 0:
             waiting = waiting_sets(cluster, hold_s)
             if waiting:
-                sets = sorted(sets + waiting, key=_submission_order)
+                sets = sorted(sets + waiting, key=submission_order)
         self.prepare(sets, cluster)
         key = self._full_key
         held = ZERO
@@ -625,17 +441,17 @@ class StageOrderingPolicy(Policy[P]):
             # still fit beside what is held: the node is usually full after a set or two.
             order = [(key(ts, cluster), i) for i, ts in enumerate(sets)]
             heapq.heapify(order)
-            smallest = _smallest(sets, cluster)
+            smallest = smallest_demand(sets, cluster)
             while order and (smallest + held).fits_in(node.free):
                 ts = sets[heapq.heappop(order)[1]]
                 if ts.waiting:
-                    held = _hold(ts, node.free, held)[0]
+                    held = hold_slots(ts, node.free, held)[0]
                 else:
                     yield from fill_task_set(ts, node, held)
             return
         live = list(enumerate(sets))
         left = {i: ts.waiting for i, ts in live if ts.waiting}
-        smallest = _smallest(sets, cluster)
+        smallest = smallest_demand(sets, cluster)
         while live and (smallest + held).fits_in(node.free):
             free = node.free - held if held is not ZERO else node.free
             best: tuple[Any, int] | None = None
@@ -647,7 +463,7 @@ class StageOrderingPolicy(Policy[P]):
                         continue
                     prio = -1
                 else:
-                    found = _first_fit(ts, free)
+                    found = first_fit_priority(ts, free)
                     if found is None:
                         continue  # nothing of it fits: free space only shrinks in a heartbeat
                     prio = found
@@ -668,30 +484,3 @@ class StageOrderingPolicy(Policy[P]):
 
 def _seq(app: AppView) -> int:
     return app.seq
-
-
-def _app_sets(app: AppView) -> list[TaskSet]:
-    """``app``'s pending task sets, by stage (asks without a stage first)."""
-    asks = app.sorted_asks()
-    stage_of = app.stage_of
-    if len(asks) == 1:
-        return [TaskSet(app, stage_of(asks[0].priority), (asks[0].priority,))]
-    by_stage: dict[int | None, list[int]] = {}
-    for ask in asks:
-        by_stage.setdefault(stage_of(ask.priority), []).append(ask.priority)
-    if len(by_stage) == 1:
-        ((stage, prios),) = by_stage.items()
-        return [TaskSet(app, stage, tuple(prios))]
-    return [
-        TaskSet(app, stage, tuple(by_stage[stage]))
-        for stage in sorted(by_stage, key=lambda s: -1 if s is None else s)
-    ]
-
-
-def _shapes(ts: TaskSet) -> tuple[Resources, ...]:
-    """The distinct shapes ``ts`` asks for."""
-    asks = ts.app.asks
-    prios = ts.priorities
-    if len(prios) == 1:
-        return (asks[prios[0]].resources,)
-    return tuple(dict.fromkeys([asks[p].resources for p in prios]))
