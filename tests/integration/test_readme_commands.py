@@ -61,3 +61,31 @@ def test_using_it_commands_work_as_written(tmp_path: Path) -> None:
         )
         assert proc.returncode == 0, f"{line}\n{proc.stderr}"
     assert (checkout / "out" / "dags-long" / "report.md").exists()
+
+
+@pytest.mark.slow
+def test_the_admin_example_works_as_written(tmp_path: Path) -> None:
+    """The Dynamic Priority admin block, as one shell script (its lines share ``$RM``):
+    a local dp cluster of the built-in ``budgets`` workload, alice's key, her own
+    queue's rate, an admin's budget, then the cluster stopped."""
+    block = block_after("### Dynamic Priority admin API")
+    assert block[-1] == "treadle cluster down"
+    script = "set -euo pipefail\n" + "\n".join(block) + "\n"
+    bin_dir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    try:
+        proc = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        subprocess.run(["treadle", "cluster", "down"], cwd=tmp_path, env=env, capture_output=True)
+    assert proc.returncode == 0, proc.stderr
+    assert '"price"' in proc.stdout
+    assert "alice: budget 100000, spending rate 4" in proc.stdout  # her set-rate and info
+    assert "alice: budget 101000, spending rate 4" in proc.stdout  # the admin's add-budget
+    assert (tmp_path / ".treadle/cluster/secrets/alice.key").exists()

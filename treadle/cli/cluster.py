@@ -210,6 +210,23 @@ def cluster_secrets(
     say(f"{'wrote' if wrote else 'kept'} the cluster secrets in {directory}")
 
 
+@cluster_app.command("add-user")
+def cluster_add_user(
+    user: Annotated[str, typer.Argument(help="The user's name (its queue under dp).")],
+    role: Annotated[str, typer.Option("--role", help="user or admin.")] = "user",
+    cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
+) -> None:
+    """Give USER a key on the cluster recorded in --dir: writes USER.key in its secrets
+    directory and adds USER to the RM's ACL (reloaded on the RM's next call). Prints the
+    key file's path, for --key-file or $TREADLE_KEY_FILE."""
+    with errors():
+        from treadle.cluster.secrets import add_user, cluster_secrets_dir
+
+        key_path = add_user(cluster_secrets_dir(cluster_dir), user, role)
+    say(str(key_path))
+    err.print(f"{user} ({role}) signs its calls with {key_path}", markup=False, highlight=False)
+
+
 @cluster_app.command("status")
 def cluster_status(
     cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,3 +152,57 @@ def write_if_missing(directory: Path, env: Mapping[str, str]) -> bool:
         os.replace(tmp / name, directory / name)
     tmp.rmdir()
     return True
+
+
+#: A user an ACL line and a key file can both be named after.
+USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
+
+
+def add_user(directory: Path, user: str, role: str = "user") -> Path:
+    """Give ``user`` a fresh key in a cluster's secrets ``directory``: ``USER.key``
+    (mode 0600) beside the ACL, and a ``user role key`` line in the ACL, which the RM
+    reloads on its next call. The ACL is replaced whole (written aside, then renamed), so
+    the RM never reads half a file. A user already listed, a reserved name, a name that
+    cannot be a file name, or a role other than ``user``/``admin`` is refused and nothing
+    is written. Returns the key file's path."""
+    if not USER_NAME.fullmatch(user):
+        raise InputError(
+            "USER", None, f"{user!r}: a user name is 1-64 letters, digits, '.', '_', '@' or '-'"
+        )
+    if user in (auth.NODE_PRINCIPAL, DRIVER_USER, AM_HOST_USER):
+        raise InputError("USER", None, f"{user!r} is reserved for the cluster's own roles")
+    if role not in auth.ROLES:
+        raise InputError("--role", None, f"must be one of {', '.join(auth.ROLES)}, got {role!r}")
+    acl_path = directory / ACL_FILE
+    try:
+        text = acl_path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InputError(str(acl_path), None, f"cannot read the ACL file: {e}") from None
+    if user in auth.parse_acl(text, str(acl_path)):
+        raise InputError(str(acl_path), None, f"user {user!r} is listed already")
+    key = auth.new_secret()
+    key_path = directory / f"{user}.key"
+    try:
+        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        raise InputError(str(key_path), None, "exists already; not overwritten") from None
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key + "\n")
+    tmp = acl_path.with_name(ACL_FILE + ".new")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text if text.endswith("\n") or not text else text + "\n")
+        f.write(f"{user} {role} {key}\n")
+    os.replace(tmp, acl_path)
+    return key_path
+
+
+def cluster_secrets_dir(cluster_dir: Path) -> Path:
+    """The secrets directory of the local cluster recorded in ``cluster_dir``."""
+    state = read_state(cluster_dir)
+    if state is None:
+        raise InputError("--dir", None, f"no cluster is recorded in {cluster_dir}")
+    secrets_dir = state.get("secrets")
+    if not secrets_dir:
+        raise InputError("--dir", None, f"the cluster in {cluster_dir} keeps no secrets")
+    return Path(secrets_dir)
