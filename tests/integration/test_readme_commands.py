@@ -89,3 +89,18 @@ def test_the_admin_example_works_as_written(tmp_path: Path) -> None:
     assert "alice: budget 100000, spending rate 4" in proc.stdout  # her set-rate and info
     assert "alice: budget 101000, spending rate 4" in proc.stdout  # the admin's add-budget
     assert (tmp_path / ".treadle/cluster/secrets/alice.key").exists()
+
+
+@pytest.mark.slow
+def test_the_policy_family_examples_work_as_written(tmp_path: Path) -> None:
+    """The runtime-partitioning block and the dp command, line by line."""
+    lines = block_after("### Runtime partitioning") + block_after("## Dynamic Priority: dp")
+    bin_dir = str(Path(sys.executable).parent)
+    env = dict(os.environ, PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""))
+    for line in lines:
+        proc = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert proc.returncode == 0, f"{line}\n{proc.stderr}"
+    assert (tmp_path / "out" / "uwfq-P" / "report.html").exists()
+    assert (tmp_path / "out" / "dp" / "summary.json").exists()
