@@ -18,9 +18,84 @@ the min/max per-user mean RT (best/worst user), as the authors' code has them.
 
 Options: ``--only s1,s2,homo,homo-p`` picks scenarios; ``--workers N`` (default 2) runs
 that many simulations at once; ``--heartbeat-s H`` (default 0.01) the cluster's heartbeat
-and the AMs' interval. The default run is 16 simulations: 372 s wall, 739 s of run time with
-2 workers on the shared 2-core machine (Scenarios 1 and 2 take most; --only homo,homo-p
-about 1 minute).
+and the AMs' interval. To measure a gap: ``--slot-scale F`` multiplies every micro class's
+slot-time; ``--option KEY=VALUE`` sets an importer option (``nodes``, ``driver_slots``,
+``driver_s``, ``skew``, ``tasks``, ``macro_driver_s``: ``UwfqOptions``); ``--set
+POLICY.KEY=VALUE`` a policy parameter. The default run is 16 simulations: 72 s wall, 143 s
+of run time with 2 workers on the shared 2-core machine (homo and homo-p: 15 s wall).
+
+Gaps to the paper, measured (one run per row; [BT] is kazemaksOG/spark-benchmark-tool,
+``results/tables/*_run_data.csv``, the per-iteration rows behind the paper's tables).
+
+**Homo DVR: UWFQ 1.96, UWFQ-P 0.01 (paper 0.44, 0.61).** No bug: v checked job by job. DVR
+is the mean of v over the violators only, v = lateness / RT under ujf. UWFQ has 12 violators;
+three tiny jobs (3.8-10.7 core-s, ujf RT 0.25-2.7 s) give 19.9 of their 23.5 sum of v (v =
+8.5, 7.7, 3.7; without them DVR 0.40): each arrives while UWFQ's schedule holds every core
+with tasks of big stages (a LoopCustom stage is 32 tasks, up to 20.9 s long, not
+preemptible) and waits 2-12 s for its first task, where under ujf it started within 0.3 s;
+the event log shows no container ending during those waits (blocked, not passed over).
+Shorter tasks remove it (``treadle compare .../macro/homo_macro_config.json --policies
+ujf,cfq,uwfq --partition ATR``): with the longest task 20.9/10/5/2/1/0.5 s, UWFQ's DVR is
+1.96/1.12/0.49/0.18/0.02/0.01 and its largest lateness 11.2 s (20.9), 3.4 s (5), 2.1 s
+(0.5), the paper's bound F_UWFQ <= F_UJF + c t_max (Cor. A.5). CFQ stays at 0.57-1.28
+(largest lateness 71, 72, 78 s at 20.9, 5, 0.5): its violations come from its order (no
+user level), not from blocking. UWFQ-P is ~0 because with 0.5-s tasks it finishes every
+job within 2.1 s of ujf (6 violators, v <= 0.016). The paper's DVRs carry Spark's
+run-to-run noise, which a deterministic simulator has none of: [BT]'s UJF against its own
+iteration 0 scores DVR 0.71 and 0.52 (homo), 0.03 and 0.48 (homo-P), so the paper's 0.44
+and 0.61 sit at that floor. The authors' size inflation (``--set
+uwfq.size_inflation=4.3``) gives 1.17 (17 violators) and 0.29 (9); a macro driver overhead
+(``--option macro_driver_s=0.73``, the smallest ujf RT 0.84 s) 1.41 and 0.01.
+
+**Scenario 1 RTs 12-21% above the paper's.** The task-time mapping. The paper ran the 184
+Loop100 jobs in 142.0-145.9 s (all 12 [BT] runs); 32 cores can do that only if a job took
+at most 145.9 x 32 / 184 = 25.4 core-s, 94% of the oracle's 26.926 that our tasks hold,
+and our makespan is 157.3 s. Change of the mean RTs of Fair/UJF/CFQ/UWFQ (gap to the paper
++6.0/+7.2/+3.7/+6.1 s) per knob:
+
+- ``--slot-scale 0.92`` (makespan 145.0 s): -6.8/-7.1/-6.1/-6.4 s, giving 43.2/43.2/30.1/
+  29.1 (paper 44.0/43.1/32.5/29.4) and Freq. 44.9/48.8/29.7/33.0 (44.5/48.8/32.3/33.1):
+  the whole gap. Near saturation (112% load, 103% at 0.92) RT moves far more than work.
+- ``--option driver_slots=1000`` (the last note's guess, no driver queue): +0.4/-0.8/-0.9/
+  -0.1 s: not it. ``--option driver_s=0``: -0.9/+0.6/-1.5/-0.8. ``--option skew=false``:
+  within 0.6 s. ``--heartbeat-s 0.002``: -0.4 to -0.9; ``0.05``: +1.3 to +1.9.
+- ``--option nodes=9`` (36 cores): -8.5 to -8.8 s. The makespan fixes the ratio of work to
+  capacity, not its side; the spec documents 32 cores, so we read it as the oracle's size.
+
+Fair's/UJF's worst 10% (129/146 s; 107/123 at 0.92; paper 86/75) is the FAIR tie: the
+worst jobs are user1_power's first burst, finishing at the very end (at 0.92: RT 141-145 s
+of a 145-s run), because Spark compares the names ``TaskSet_<id>.0`` as strings:
+``TaskSet_37.0`` sorts after every later stage from ``TaskSet_100.0`` to
+``TaskSet_369.0``. ``--set spark-fair.tie=submit --set ujf.tie=submit`` gives 55.0/60.5
+(at 0.92). Who loses depends on how many stage ids a job takes: 3 here (plan, compute,
+collect); 4/5/6/8 (a scratch patch of ``SparkStageIds``) give Fair 106/88/85/94, UJF
+113/89/92/100. Spark's count per Loop100 job is unknown, so this residue is left as the
+tie's numbering, not fitted.
+
+**Scenario 2: UWFQ lowest by 0.1-0.2 s; First/Last 20.1/24.1 (paper 15.8/31.3).** 120
+identical jobs pass the 2 driver slots (makespan 44.4 s under every policy), and any order
+that completes them one by one has the same sum of completion times: fifo 22.6, uwfq 22.6,
+ujf 22.7, spark-fair 22.8; only cfq interleaves (33.3: a collect stage's F = V(its
+arrival) + S sorts behind every plan stage that arrived at 0.1-0.4 s). The paper's
+Fair/UJF (28.1/29.1) lose 3-4 s there, we think in Spark's driver, which works on
+concurrent jobs together rather than two at a time in the policy's order (not measured;
+the model has no such sharing). uwfq follows the spec: D = A_k + j S, A_k = V_g at the
+user's arrival (0, 3.2, 4.8, 5.87 core-s for users 0.1 s apart; S = 2.257), so the users'
+j-th jobs are served in turn (completions by user 1112231423142314...), user 4 about 2.6
+jobs behind user 1: per-user 20.1/22.5/23.8/24.1. In the authors' code every job has left
+virtual time by 5.85 s (S = 1.523, ``TwoLevelClock``), and a stage submitted after that
+gets deadline 0 and runs in submission order (spec 1.5, rule 2). Spark submits a job's
+stages only after the driver's own work for it, so most come after 5.85 s: the paper's
+UWFQ per-user means rise with arrival order (15.8/25.4/29.5/31.3) like T-FIFO's
+(9.4/20.7/31.0/39.6), and its makespan is T-FIFO's (50.7 vs 50.6 s; Fair/UJF 43.3). Ours
+puts the driver work in the job's first stage, which arrives at submission while the job
+is virtually active, so the turns last the whole run. That reading of Spark is inferred
+from [BT]'s per-user rows, not measured.
+
+Sizes count the driver: cfq's and uwfq's ``slot_time`` counts a task without vcores as one
+slot, so Loop20's S is 2.257 core-s, not the oracle's 1.523. With driver-free sizes (a
+scratch patch) Scenario 2's per-user means move by 0.4 s at most and Scenario 1's by 0.8 s
+(user3_small 3.0 -> 3.8); left as it is.
 """
 
 from __future__ import annotations
@@ -36,10 +111,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from treadle.errors import TreadleError
 from treadle.importers.uwfq import JOB_CLASSES, UwfqOptions, load_uwfq
 from treadle.metrics import RunMetrics, against_reference
 from treadle.model import Workload
-from treadle.study.runner import PolicyChoice, RunOptions, run_sim
+from treadle.registry import build, parse_settings
+from treadle.study.runner import PolicyChoice, RunOptions, run_sim, split_policy_settings
 from treadle.workload.partition import Partitioning, partition_workload
 
 SCENARIOS = Path(__file__).resolve().parents[3] / "shared" / "traces" / "uwfq-scenarios"
@@ -96,20 +173,56 @@ PAPER_T2 = {
 IDLE_S = {"s1": JOB_CLASSES["Loop100"].idle_s, "s2": JOB_CLASSES["Loop20"].idle_s}
 
 
-def load(scenario: Scenario, heartbeat_s: float) -> Workload:
-    wl = load_uwfq(str(SCENARIOS / scenario.file), UwfqOptions(heartbeat_s=heartbeat_s))
+#: Importer options ``--option`` may set (``UwfqOptions`` fields) and the types they take.
+OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    "nodes": (int,),
+    "vcores_per_node": (int,),
+    "tasks": (int,),
+    "driver_slots": (int,),
+    "driver_s": (int, float),
+    "skew": (bool,),
+    "macro_driver_s": (int, float),
+}
+
+
+def importer_options(
+    heartbeat_s: float, settings: Mapping[str, Any], slot_scale: float = 1.0
+) -> UwfqOptions:
+    """The importer's options: the heartbeat, ``--option`` values, and every micro class's
+    slot-time times ``slot_scale`` (idle RTs unchanged). Raises ValueError naming the
+    option."""
+    kw: dict[str, Any] = {}
+    for key, value in settings.items():
+        types = OPTION_TYPES.get(key)
+        if types is None:
+            raise ValueError(f"--option {key}: unknown; choose from {', '.join(OPTION_TYPES)}")
+        if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+            kinds = " or ".join(t.__name__ for t in types)
+            raise ValueError(f"--option {key}={value!r}: expected {kinds}")
+        kw[key] = value
+    if not (math.isfinite(slot_scale) and slot_scale > 0):
+        raise ValueError(f"--slot-scale must be a number > 0, got {slot_scale}")
+    classes = {n: c._replace(slot_s=c.slot_s * slot_scale) for n, c in JOB_CLASSES.items()}
+    try:
+        return UwfqOptions(heartbeat_s=heartbeat_s, classes=classes, **kw)
+    except ValueError as e:
+        raise ValueError(f"--option: {e}") from None
+
+
+def load(scenario: Scenario, options: UwfqOptions) -> Workload:
+    wl = load_uwfq(str(SCENARIOS / scenario.file), options)
     if scenario.partitioned:
         wl = partition_workload(wl, Partitioning(rule="loopcustom"))
     return wl
 
 
 def run_one(
-    key: str, policy: str, heartbeat_s: float
+    key: str, policy: str, importer: UwfqOptions, params: Mapping[str, Any]
 ) -> tuple[str, str, RunMetrics, list[str], float]:
     started = time.perf_counter()
-    wl = load(SCEN[key], heartbeat_s)
+    wl = load(SCEN[key], importer)
     options = RunOptions(slowdown=False, alone_cache=False)
-    _, run = run_sim(wl, PolicyChoice(policy, {}), options=options)
+    _, run = run_sim(wl, PolicyChoice(policy, dict(params)), options=options)
     run = dataclasses.replace(run, utilization={})  # not needed here
     return key, policy, run, list(wl.users), time.perf_counter() - started
 
@@ -234,7 +347,20 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--heartbeat-s", type=float, default=0.01)
     ap.add_argument("--paper-compat", action="store_true")
+    ap.add_argument("--slot-scale", type=float, default=1.0)
+    ap.add_argument("--option", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--set", action="append", default=[], metavar="POLICY.KEY=VALUE")
     args = ap.parse_args(argv)
+    try:
+        importer = importer_options(
+            args.heartbeat_s, parse_settings(args.option, "--option"), args.slot_scale
+        )
+        params = split_policy_settings(parse_settings(args.set), POLICIES)
+        for p in POLICIES:
+            build("policies", p, params[p])  # a bad value fails here, not in a worker
+    except (ValueError, TreadleError) as e:
+        print(e, file=sys.stderr)
+        return 2
     keys = [k.strip() for k in args.only.split(",") if k.strip()]
     unknown = [k for k in keys if k not in SCEN]
     if unknown:
@@ -246,12 +372,16 @@ def main(argv: list[str]) -> int:
     if not SCENARIOS.is_dir():
         print(f"{SCENARIOS} is absent (../shared is not beside the checkout)", file=sys.stderr)
         return 2
+    knobs = [f"--slot-scale {args.slot_scale:g}"] if args.slot_scale != 1.0 else []
+    knobs += [f"--option {o}" for o in args.option] + [f"--set {o}" for o in args.set]
+    if knobs:
+        print(f"Changed from the spec's reading: {' '.join(knobs)}")
     started = time.perf_counter()
     results: dict[str, dict[str, RunMetrics]] = {k: {} for k in keys}
     users: dict[str, list[str]] = {}
     cpu: dict[tuple[str, str], float] = {}
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-        futures = [pool.submit(run_one, k, p, args.heartbeat_s) for k in keys for p in POLICIES]
+        futures = [pool.submit(run_one, k, p, importer, params[p]) for k in keys for p in POLICIES]
         for fut in futures:
             key, policy, run, users[key], secs = fut.result()
             results[key][policy] = run
