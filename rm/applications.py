@@ -167,7 +167,7 @@ class Applications:
         pending = self._state.pending
         if not pending.narrow(self.am_resources):
             pending.epoch += 1
-        pending.update(app, was_pending)
+        pending.update(app, was_pending, (AM_PRIORITY,))
 
     def register_am(self, app_id: str, now: float) -> AmRegistration:
         app = self.running(app_id)
@@ -277,7 +277,7 @@ class Applications:
             app.done_tasks[task] = None
         self._apply_releases(app, req.releases, now)
         if req.asks:
-            app.stage_book.asked(req.asks, now)
+            moved = app.stage_book.asked(req.asks, now)
             pending = st.pending
             was_pending = app.pending > 0
             asks = blind_asks(req.asks) if self.blind else req.asks
@@ -285,7 +285,8 @@ class Applications:
                 app.set_ask(ask)
                 if ask.count:
                     pending.narrow(ask.resources)
-            pending.update(app, was_pending)
+            # A priority that moved to another stage moves its containers: say "any".
+            pending.update(app, was_pending, None if moved else [a.priority for a in asks])
             st.version += 1  # demand changed: shares may too
         app.progress = req.progress
         completed = app.completed_reports
