@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rm.blinding import blind_asks, blind_job
 from rm.containers import ContainerLifecycle
-from rm.netting import net_of_undelivered, validate_asks
+from rm.netting import net_of_undelivered, same_but_hints, validate_asks
 from rm.scheduling import AM_PRIORITY, Scheduler
 from rm.state import Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -281,12 +281,20 @@ class Applications:
             pending = st.pending
             was_pending = app.pending > 0
             asks = blind_asks(req.asks) if self.blind else req.asks
+            changed: list[int] = []  # where more than the hints changed
+            kept = app.asks
             for ask in net_of_undelivered(asks, app.undelivered):
+                was = kept.get(ask.priority)
+                if was is None:
+                    if ask.count:
+                        changed.append(ask.priority)
+                elif was is not ask and not same_but_hints(was, ask):
+                    changed.append(ask.priority)
                 app.set_ask(ask)
                 if ask.count:
                     pending.narrow(ask.resources)
             # A priority that moved to another stage moves its containers: say "any".
-            pending.update(app, was_pending, None if moved else [a.priority for a in asks])
+            pending.update(app, was_pending, None if moved else changed)
             st.version += 1  # demand changed: shares may too
         app.progress = req.progress
         completed = app.completed_reports

@@ -16,9 +16,10 @@ next change works on a copy), so a caller may iterate it while placing.
 (by id) whose asks or allocation change, including one that starts or stops asking or
 ends: ``touch`` records it. Whoever watches empties the dict as it reads it, and so
 updates only what changed since its last look. ``watch_priorities()`` hands out one that
-the same calls fill with, per such application, the priorities whose ask or containers
-changed (None: any may have, e.g. its asks were cleared), for whoever keeps something per
-priority or per stage (the stage-ordering policies' task sets).
+the same calls fill with, per such application, the priorities whose ask (its count,
+shape, kind or group: not its hints) or containers changed (None: any may have, e.g. its
+asks were cleared), for whoever keeps something per priority or per stage (the
+stage-ordering policies' task sets).
 """
 
 from __future__ import annotations

@@ -99,9 +99,10 @@ class StageOrderingPolicy(Policy[P]):
 
     Keys are kept between heartbeats, each recomputed when its stage changes (its asks or
     its containers; with ``resorts``, after each of its placements, else at the next
-    heartbeat): a stage key may depend on its task set alone (its asks, its stage's
-    running containers, and what the policy knew when it was first keyed), or on its
-    whole application with ``keys_follow_app``; a group key only on the group's
+    heartbeat): a stage key may depend on its task set alone (its asks' counts, shapes,
+    kinds and priorities, its stage's running containers, and what the policy knew when
+    it was first keyed), or, with ``keys_follow_app``, on its whole application (the
+    asks' hints included); a group key only on the group's
     applications, and the keys of different groups must differ. Keys that depend on more
     need ``rekey()``.
     A placement then costs O(shapes + log task sets). A policy that overrides ``prepare``

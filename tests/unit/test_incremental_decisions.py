@@ -547,6 +547,14 @@ def test_the_priority_feed_names_the_priorities_that_changed() -> None:
     rm.on_allocate(AllocateRequest(app_id, releases=[cid]), 0.3)
     assert feed == {app_id: {3}}
     feed.clear()
+    again = [Ask(3, SHAPES[1], 1, remaining_work=7.0, group=1)]
+    rm.on_allocate(AllocateRequest(app_id, asks=again), 0.35)
+    assert feed == {app_id: {3}}
+    feed.clear()
+    hints = [Ask(3, SHAPES[1], 1, remaining_work=6.0, group=1)]  # only a hint changed
+    rm.on_allocate(AllocateRequest(app_id, asks=hints), 0.36)
+    assert feed == {app_id: set()}
+    feed.clear()
     moved = [Ask(3, SHAPES[2], 0, group=2)]  # priority 3 now names stage 1
     rm.on_allocate(AllocateRequest(app_id, asks=moved), 0.4)
     assert feed == {app_id: None}  # its containers moved with it: any stage may have changed
