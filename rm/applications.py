@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from rm.blinding import blind_asks, blind_job
 from rm.containers import ContainerLifecycle
-from rm.netting import net_of_undelivered, validate_asks
+from rm.netting import net_of_undelivered, same_but_hints, validate_asks
 from rm.scheduling import AM_PRIORITY, Scheduler
 from rm.state import Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
@@ -167,7 +167,7 @@ class Applications:
         pending = self._state.pending
         if not pending.narrow(self.am_resources):
             pending.epoch += 1
-        pending.update(app, was_pending)
+        pending.update(app, was_pending, (AM_PRIORITY,))
 
     def register_am(self, app_id: str, now: float) -> AmRegistration:
         app = self.running(app_id)
@@ -277,15 +277,24 @@ class Applications:
             app.done_tasks[task] = None
         self._apply_releases(app, req.releases, now)
         if req.asks:
-            app.stage_book.asked(req.asks, now)
+            moved = app.stage_book.asked(req.asks, now)
             pending = st.pending
             was_pending = app.pending > 0
             asks = blind_asks(req.asks) if self.blind else req.asks
+            changed: list[int] = []  # where more than the hints changed
+            kept = app.asks
             for ask in net_of_undelivered(asks, app.undelivered):
+                was = kept.get(ask.priority)
+                if was is None:
+                    if ask.count:
+                        changed.append(ask.priority)
+                elif was is not ask and not same_but_hints(was, ask):
+                    changed.append(ask.priority)
                 app.set_ask(ask)
                 if ask.count:
                     pending.narrow(ask.resources)
-            pending.update(app, was_pending)
+            # A priority that moved to another stage moves its containers: say "any".
+            pending.update(app, was_pending, None if moved else changed)
             st.version += 1  # demand changed: shares may too
         app.progress = req.progress
         completed = app.completed_reports

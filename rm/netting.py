@@ -104,3 +104,16 @@ def validate_asks(asks: Sequence[Ask], largest: Resources | None) -> None:
                 f"ask {ask.resources} at priority {ask.priority} fits no node "
                 f"(largest node {largest})"
             )
+
+
+def same_but_hints(a: Ask, b: Ask) -> bool:
+    """Whether ``a`` and ``b`` ask for the same (count, shape, kind, group and priority),
+    whatever their hints (``expected_duration_s``, ``remaining_work``,
+    ``remaining_usage``)."""
+    return (
+        a.count == b.count
+        and a.priority == b.priority
+        and a.group == b.group
+        and a.kind is b.kind
+        and (a.resources is b.resources or a.resources == b.resources)
+    )

@@ -106,7 +106,7 @@ class NodeTracker:
             add_to_all(app._all_books, c.resources)
             app.started = True
             self._containers.started.add(cid)  # its start is in the log already
-            st.pending.touch(app)
+            st.pending.touch(app, c.priority)
             hook(c, st)
         st.version += 1
 

@@ -15,13 +15,17 @@ next change works on a copy), so a caller may iterate it while placing.
 ``watch()`` hands out a dict that the RM fills, from then on, with every application
 (by id) whose asks or allocation change, including one that starts or stops asking or
 ends: ``touch`` records it. Whoever watches empties the dict as it reads it, and so
-updates only what changed since its last look.
+updates only what changed since its last look. ``watch_priorities()`` hands out one that
+the same calls fill with, per such application, the priorities whose ask (its count,
+shape, kind or group: not its hints) or containers changed (None: any may have, e.g. its
+asks were cleared), for whoever keeps something per priority or per stage (the
+stage-ordering policies' task sets).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
 from treadle.messages import Ask
@@ -45,7 +49,16 @@ Application = TypeVar("Application", bound=_Asking)
 
 
 class PendingIndex(Generic[Application]):
-    __slots__ = ("_handed", "_seqs", "_sorted", "apps", "epoch", "min_ask", "watchers")
+    __slots__ = (
+        "_handed",
+        "_seqs",
+        "_sorted",
+        "apps",
+        "epoch",
+        "min_ask",
+        "priority_watchers",
+        "watchers",
+    )
 
     def __init__(self) -> None:
         self.apps: dict[str, Application] = {}
@@ -57,6 +70,8 @@ class PendingIndex(Generic[Application]):
         self.epoch = 0
         #: The dicts handed out by ``watch`` (filled by ``touch``).
         self.watchers: tuple[dict[str, Any], ...] = ()
+        #: The dicts handed out by ``watch_priorities``.
+        self.priority_watchers: tuple[dict[str, set[int] | None], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.apps)
@@ -72,19 +87,48 @@ class PendingIndex(Generic[Application]):
         self.watchers = (*self.watchers, feed)
         return feed
 
+    def watch_priorities(self) -> dict[str, set[int] | None]:
+        """A new dict that ``touch`` and ``update`` fill with each changed application's
+        changed priorities (None: every one), by id."""
+        feed: dict[str, set[int] | None] = {}
+        self.priority_watchers = (*self.priority_watchers, feed)
+        return feed
+
     def unwatch(self, feed: dict[str, Any]) -> None:
-        """Stop filling ``feed``."""
+        """Stop filling ``feed`` (of either kind)."""
         self.watchers = tuple(w for w in self.watchers if w is not feed)
+        self.priority_watchers = tuple(w for w in self.priority_watchers if w is not feed)
 
-    def touch(self, app: Application) -> None:
-        """``app``'s asks or allocation changed (or it ended): tell the watchers."""
+    def touch(self, app: Application, priority: int | None = None) -> None:
+        """``app``'s asks or allocation changed (or it ended): tell the watchers; only at
+        ``priority`` when given."""
         for w in self.watchers:
             w[app.app_id] = app
+        if self.priority_watchers:
+            self.priorities_changed(app.app_id, None if priority is None else (priority,))
 
-    def update(self, app: Application, was_pending: bool) -> None:
-        """``app``'s asks changed; it had some before when ``was_pending``."""
+    def priorities_changed(self, app_id: str, priorities: Iterable[int] | None) -> None:
+        """Tell the priority watchers (only them) that ``app_id`` changed at
+        ``priorities`` (None: at any)."""
+        for w in self.priority_watchers:
+            if priorities is None:
+                w[app_id] = None
+            elif app_id not in w:
+                w[app_id] = set(priorities)
+            else:
+                seen = w[app_id]
+                if seen is not None:
+                    seen.update(priorities)
+
+    def update(
+        self, app: Application, was_pending: bool, priorities: Iterable[int] | None = None
+    ) -> None:
+        """``app``'s asks changed (only at ``priorities`` when given); it had some before
+        when ``was_pending``."""
         for w in self.watchers:
             w[app.app_id] = app
+        if self.priority_watchers:
+            self.priorities_changed(app.app_id, priorities)
         now_pending = app.pending > 0
         if now_pending and not was_pending:
             if not self.apps:

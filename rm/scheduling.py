@@ -159,11 +159,14 @@ class Scheduler:
             del asks[prio]
         app.pending -= 1
         app._sorted_asks = None
+        pending = st.pending
         if app.pending <= 0:
-            st.pending.update(app, True)
+            pending.update(app, True, (prio,))
         else:  # PendingIndex.touch, inlined
-            for w in st.pending.watchers:
+            for w in pending.watchers:
                 w[app_id] = app
+            if pending.priority_watchers:
+                pending.priorities_changed(app_id, (prio,))
         add_to_all(app._all_books, res)
         st.version += 1
         log_ = self._log

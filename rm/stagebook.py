@@ -57,17 +57,22 @@ class StageBook:
                 self._runnable_s[i] = submit_s
                 self.unasked[i] = None
 
-    def asked(self, asks: Iterable[Ask], now: float) -> None:
-        """Asks arrived from the AM at ``now``."""
+    def asked(self, asks: Iterable[Ask], now: float) -> bool:
+        """Asks arrived from the AM at ``now``. True when a priority moved to another
+        stage (its containers with it)."""
         stages = self.stages
+        moved = False
         for ask in asks:
             g = ask.group
             if g > 0:
                 stage = g - 1
-                stages[ask.priority] = stage
+                if stages.setdefault(ask.priority, stage) != stage:
+                    stages[ask.priority] = stage
+                    moved = True
                 if ask.count and stage not in self._asked_s:
                     self._asked_s[stage] = now
                     self.unasked.pop(stage, None)
+        return moved
 
     def task_done(self, priority: int, finish_s: float) -> None:
         """A container at ``priority`` completed successfully at ``finish_s``."""

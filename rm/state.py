@@ -332,6 +332,9 @@ class ClusterState:
     def watch_apps(self) -> dict[str, Any]:
         return self.pending.watch()
 
+    def watch_priorities(self) -> dict[str, set[int] | None]:
+        return self.pending.watch_priorities()
+
     # ------------------------------------------------------------------ nodes
     def tell(self, app_id: str) -> None:
         """``app_id``'s AM has something new to hear (see ``news``)."""
@@ -393,7 +396,7 @@ class ClusterState:
         if app is not None and app.containers.pop(cid, None) is not None:
             sub_from_all(app._all_books, c.resources)  # allocated, and the books
             self.version += 1
-            self.pending.touch(app)
+            self.pending.touch(app, c.priority)
         return app
 
 

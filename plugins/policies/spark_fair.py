@@ -32,6 +32,9 @@ class SparkFairPolicy(StageOrderingPolicy[SparkOrderParams]):
     def resorts(self) -> bool:
         return self.params.offer == "slot"
 
+    def keys_follow_app(self) -> bool:
+        return self.params.level == "job"  # the application's running tasks
+
     def on_app_added(self, app: AppView, cluster: ClusterView) -> None:
         self._stage_ids.added(app)
 

@@ -13,8 +13,10 @@ the task set first in order at that instant).
 
 The task sets are kept between heartbeats, filed by (key, submission order) under the
 shapes they ask for (``rm.policy.tracking.ByShape``; with groups, the groups too), and
-refiled only for the applications that changed (the RM's feed): a placement costs
-O(shapes + log task sets), not a walk over every task set.
+refiled only for the stages that changed (the RM's feed of changed applications and
+their changed priorities: an ask, or a container started or ended): a placement costs
+O(shapes + log task sets), and a change of one stage of a job with a thousand stages
+refiles that stage alone.
 
 Spark submits a stage the moment its parents end; a treadle AM asks for it on its next
 call. So that the slots its parents free do not go to a task set behind it meanwhile, a
@@ -26,7 +28,6 @@ runnable: where it comes first, the node keeps up to its task count of slots fre
 
 from __future__ import annotations
 
-import heapq
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -39,7 +40,7 @@ from rm.policy.tasksets import (
     fill_task_set,
     first_fit_priority,
     hold_slots,
-    smallest_demand,
+    serve_in_key_order,
     submission_order,
     task_sets,
     waiting_sets,
@@ -59,15 +60,20 @@ class _Kept:
         "groups",
         "last_seq",
         "members",
+        "prio_stage",
         "sets",
+        "stage_prios",
         "stale",
         "unasked",
     )
 
     def __init__(self) -> None:
-        self.changes = Changes()
+        self.changes = Changes(priorities=True)
         #: Per application, its task sets by stage: (the task set, its entry).
         self.sets: dict[str, dict[int | None, tuple[TaskSet, Entry]]] = {}
+        #: Per application, its pending priorities by stage, and the other way round.
+        self.stage_prios: dict[str, dict[int | None, set[int]]] = {}
+        self.prio_stage: dict[str, dict[int, int | None]] = {}
         self.app_group: dict[str, str | None] = {}
         #: Per group (None without groups), its task sets by (stage key, seq, stage),
         #: filed by the shapes they ask for.
@@ -78,9 +84,9 @@ class _Kept:
         #: Applications that may have stages runnable but not asked for (``hold_s``).
         self.unasked: dict[str, AppView] = {}
         self.last_seq = -1  # the latest application looked at for ``unasked``
-        #: Applications with a task set served in a one-offer heartbeat: filed again at
-        #: the next one.
-        self.deferred: dict[str, AppView] = {}
+        #: Task sets served in a one-offer heartbeat (by application id, stage): filed
+        #: again at the next one.
+        self.deferred: dict[tuple[str, int | None], None] = {}
 
 
 class StageOrderingPolicy(Policy[P]):
@@ -91,11 +97,14 @@ class StageOrderingPolicy(Policy[P]):
     that has a task set with something fitting is served, then its first task set).
     ``hold_s`` comes from the parameters (``StageOrderParams``).
 
-    Keys are kept between heartbeats, each recomputed when its application changes (its
-    asks or allocation; with ``resorts``, after each of its placements, else at the next
-    heartbeat): a stage key may depend on its application alone (and on what the policy
-    knew when it was first keyed); a group key only on the group's applications, and the
-    keys of different groups must differ. Keys that depend on more need ``rekey()``.
+    Keys are kept between heartbeats, each recomputed when its stage changes (its asks or
+    its containers; with ``resorts``, after each of its placements, else at the next
+    heartbeat): a stage key may depend on its task set alone (its asks' counts, shapes,
+    kinds and priorities, its stage's running containers, and what the policy knew when
+    it was first keyed), or, with ``keys_follow_app``, on its whole application (the
+    asks' hints included); a group key only on the group's
+    applications, and the keys of different groups must differ. Keys that depend on more
+    need ``rekey()``.
     A placement then costs O(shapes + log task sets). A policy that overrides ``prepare``
     (the older hook, which sees every task set) instead has every key recomputed on every
     heartbeat; so does a heartbeat on which a waiting task set takes part.
@@ -104,6 +113,12 @@ class StageOrderingPolicy(Policy[P]):
     def resorts(self) -> bool:
         """Recompute the keys after every placement (default: no, the keys do not depend
         on placements)."""
+        return False
+
+    def keys_follow_app(self) -> bool:
+        """Whether a stage key depends on its whole application (e.g. its running
+        containers), so that any change of the application re-keys all its task sets
+        (default: no, only on its own stage)."""
         return False
 
     def prepare(self, sets: Sequence[TaskSet], cluster: ClusterView) -> None:
@@ -182,37 +197,56 @@ class StageOrderingPolicy(Policy[P]):
         if changed is None or k.stale is None:
             return self._rebuild(k, cluster, hold_s)
         changed.sort(key=_seq)
-        fresh: list[tuple[AppView, list[TaskSet]]] = []
+        by_prio = k.changes.take_priorities()
+        whole = by_prio is None or self.keys_follow_app()
+        apps = cluster.apps
+        fresh: list[tuple[AppView, list[TaskSet], bool]] = []  # (app, sets, all of them)
         sets: list[TaskSet] = []
         for app in changed:
-            if app.pending > 0 and app.app_id in cluster.apps:
+            app_id = app.app_id
+            if app.pending <= 0 or app_id not in apps:
+                fresh.append((app, [], True))
+                continue
+            prios = None if whole or by_prio is None else by_prio.get(app_id)
+            own = None if prios is None else self._restage(k, app, prios)
+            if own is None:
                 own = app_sets(app)
+                fresh.append((app, own, True))
                 sets += own
-                fresh.append((app, own))
             else:
-                fresh.append((app, []))
+                fresh.append((app, own, False))
+                sets += [ts for ts in own if ts.priorities]  # not those that left
         waiting: list[TaskSet] = []
         if hold_s > 0:
             waiting = self._waiting(k, changed, cluster, hold_s)
-            if waiting:
-                sets = sorted(sets + waiting, key=submission_order)
+        if waiting or not whole:
+            sets = sorted(sets + waiting, key=submission_order)
         self.changed(changed, sets, cluster)
         if k.stale is None:
             return self._rebuild(k, cluster, 0.0, announced=waiting)
         touched: dict[str | None, None] = {}
-        for app, own in fresh:
-            touched[self._file_app(k, app, own, cluster, True)] = None
-        apps = cluster.apps
+        for app, own, everything in fresh:
+            if everything:
+                touched[self._file_app(k, app, own, cluster, True)] = None
+            else:
+                touched[self._file_sets(k, app, own, cluster)] = None
         if k.stale:
             for app_id in k.stale:
                 stale = apps.get(app_id)
                 if stale is not None and app_id in k.sets:
-                    touched[self._file_app(k, stale, app_sets(stale), cluster, True)] = None
+                    touched[self._rekey_app(k, stale, cluster)] = None
             k.stale.clear()
         if k.deferred:
-            for app in k.deferred.values():
-                own = app_sets(app) if app.pending > 0 and app.app_id in apps else []
-                touched[self._file_app(k, app, own, cluster, False)] = None
+            for app_id, stage in k.deferred:
+                kept = k.sets.get(app_id)
+                found = kept.get(stage) if kept is not None else None
+                if found is not None:
+                    group = k.app_group[app_id]
+                    members = k.members.get(group)
+                    if members is None:
+                        members = k.members[group] = ByShape()
+                    members.put(found[1][-1], found[1], ask_shapes(found[0]))
+                    touched[group] = None
             k.deferred.clear()
         for group in touched:
             self._file_group(k, group, cluster, True)
@@ -224,6 +258,8 @@ class StageOrderingPolicy(Policy[P]):
         """Every task set filed again (``changed`` told of them all, unless ``announced``:
         the waiting sets it was told of)."""
         k.sets.clear()
+        k.stage_prios.clear()
+        k.prio_stage.clear()
         k.app_group.clear()
         k.members.clear()
         k.groups.clear()
@@ -303,8 +339,13 @@ class StageOrderingPolicy(Policy[P]):
             members = k.members[group] = ByShape()
         old = k.sets.pop(app_id, None)
         new: dict[int | None, tuple[TaskSet, Entry]] = {}
+        stage_prios: dict[int | None, set[int]] = {}
+        prio_stage: dict[int, int | None] = {}
         for ts in own:
             stage = ts.stage
+            stage_prios[stage] = set(ts.priorities)
+            for prio in ts.priorities:
+                prio_stage[prio] = stage
             before = old.pop(stage, None) if old is not None else None
             if before is None or rekey:
                 name = (app_id, stage)
@@ -323,8 +364,96 @@ class StageOrderingPolicy(Policy[P]):
                 members.remove(entry[-1])
         if new:
             k.sets[app_id] = new
+            k.stage_prios[app_id] = stage_prios
+            k.prio_stage[app_id] = prio_stage
         else:
             del k.app_group[app_id]
+            k.stage_prios.pop(app_id, None)
+            k.prio_stage.pop(app_id, None)
+        return group
+
+    def _restage(self, k: _Kept, app: AppView, prios: set[int]) -> list[TaskSet] | None:
+        """The task sets, now, of the stages of ``app`` that changed at ``prios`` (their
+        asks, or their containers), in stage order; an empty one where a stage has no
+        asks left. None: ``app`` is not kept (file it whole)."""
+        app_id = app.app_id
+        stage_prios = k.stage_prios.get(app_id)
+        prio_stage = k.prio_stage.get(app_id)
+        if stage_prios is None or prio_stage is None:
+            return None
+        asks = app.asks
+        stage_of = app.stage_of
+        stages: set[int | None] = set()
+        for prio in prios:
+            stage = stage_of(prio)  # a container's stage, or an ask's
+            stages.add(stage)
+            before = prio_stage.get(prio, _UNKEPT)
+            if before != _UNKEPT:
+                stages.add(before)
+                if before != stage or prio not in asks:
+                    stage_prios[before].discard(prio)
+                    del prio_stage[prio]
+            if prio in asks and prio not in prio_stage:
+                prio_stage[prio] = stage
+                found = stage_prios.get(stage)
+                if found is None:
+                    stage_prios[stage] = {prio}
+                else:
+                    found.add(prio)
+        out: list[TaskSet] = []
+        for stage in sorted(stages, key=_stage_order):
+            found = stage_prios.get(stage)
+            if found:
+                out.append(TaskSet(app, stage, tuple(sorted(found))))
+            else:
+                stage_prios.pop(stage, None)
+                out.append(TaskSet(app, stage, ()))
+        return out
+
+    def _file_sets(
+        self, k: _Kept, app: AppView, own: list[TaskSet], cluster: ClusterView
+    ) -> str | None:
+        """File ``app``'s task sets ``own`` (of stages that changed; an empty one leaves)
+        with fresh keys, keeping its others; returns its group."""
+        app_id = app.app_id
+        group = k.app_group[app_id]
+        members = k.members.get(group)
+        if members is None:  # its sets were all served this heartbeat
+            members = k.members[group] = ByShape()
+        kept = k.sets[app_id]
+        for ts in own:
+            stage = ts.stage
+            name = (app_id, stage)
+            if not ts.priorities:
+                if kept.pop(stage, None) is not None:
+                    members.remove(name)
+                continue
+            entry: Entry = (
+                self.stage_key(ts, cluster),
+                app.seq,
+                -1 if stage is None else stage,
+                name,
+            )
+            kept[stage] = (ts, entry)
+            members.put(name, entry, ask_shapes(ts))
+        if not kept:
+            del k.sets[app_id]
+            del k.app_group[app_id]
+            k.stage_prios.pop(app_id, None)
+            k.prio_stage.pop(app_id, None)
+        return group
+
+    def _rekey_app(self, k: _Kept, app: AppView, cluster: ClusterView) -> str | None:
+        """Every kept task set of ``app`` with a fresh key; returns its group."""
+        group = k.app_group[app.app_id]
+        members = k.members.get(group)
+        if members is None:
+            members = k.members[group] = ByShape()
+        kept = k.sets[app.app_id]
+        for stage, (ts, entry) in kept.items():
+            fresh = (self.stage_key(ts, cluster), *entry[1:])
+            kept[stage] = (ts, fresh)
+            members.put(entry[-1], fresh, ask_shapes(ts))
         return group
 
     def _file_group(self, k: _Kept, group: str | None, cluster: ClusterView, rekey: bool) -> None:
@@ -393,8 +522,14 @@ class StageOrderingPolicy(Policy[P]):
                 return
             app = ts.app
             yield _placement(app.app_id, prio)
-            own = app_sets(app) if app.pending > 0 and app.app_id in cluster.apps else []
-            group = self._file_app(k, app, own, cluster, True)
+            if app.pending > 0 and app.app_id in cluster.apps:
+                own = None if self.keys_follow_app() else self._restage(k, app, {prio})
+                if own is None:
+                    group = self._file_app(k, app, app_sets(app), cluster, True)
+                else:
+                    group = self._file_sets(k, app, own, cluster)
+            else:
+                group = self._file_app(k, app, [], cluster, True)
             self._file_group(k, group, cluster, True)
 
     def _serve_node(
@@ -417,7 +552,7 @@ class StageOrderingPolicy(Policy[P]):
             ts = found[0]
             yield from fill_task_set(ts, node, held)
             app = ts.app
-            k.deferred[app.app_id] = app
+            k.deferred[(app.app_id, ts.stage)] = None
             group = k.app_group[app.app_id]
             k.members[group].remove((app.app_id, ts.stage))
             self._file_group(k, group, cluster, False)
@@ -434,53 +569,18 @@ class StageOrderingPolicy(Policy[P]):
             if waiting:
                 sets = sorted(sets + waiting, key=submission_order)
         self.prepare(sets, cluster)
-        key = self._full_key
-        held = ZERO
-        if not self.resorts():
-            # Task sets in key order, taken off a heap only while some ask or hold could
-            # still fit beside what is held: the node is usually full after a set or two.
-            order = [(key(ts, cluster), i) for i, ts in enumerate(sets)]
-            heapq.heapify(order)
-            smallest = smallest_demand(sets, cluster)
-            while order and (smallest + held).fits_in(node.free):
-                ts = sets[heapq.heappop(order)[1]]
-                if ts.waiting:
-                    held = hold_slots(ts, node.free, held)[0]
-                else:
-                    yield from fill_task_set(ts, node, held)
-            return
-        live = list(enumerate(sets))
-        left = {i: ts.waiting for i, ts in live if ts.waiting}
-        smallest = smallest_demand(sets, cluster)
-        while live and (smallest + held).fits_in(node.free):
-            free = node.free - held if held is not ZERO else node.free
-            best: tuple[Any, int] | None = None
-            best_prio = -1
-            keep = []
-            for i, ts in live:
-                if ts.waiting:
-                    if not left[i] or not ts.resources.fits_in(free):
-                        continue
-                    prio = -1
-                else:
-                    found = first_fit_priority(ts, free)
-                    if found is None:
-                        continue  # nothing of it fits: free space only shrinks in a heartbeat
-                    prio = found
-                keep.append((i, ts))
-                k = (key(ts, cluster), i)
-                if best is None or k < best:
-                    best, best_prio = k, prio
-            if best is None:
-                return
-            live = keep
-            chosen = sets[best[1]]
-            if chosen.waiting:
-                held = held + chosen.resources
-                left[best[1]] -= 1
-                continue
-            yield _placement(chosen.app.app_id, best_prio)
+        yield from serve_in_key_order(
+            sets, lambda ts: self._full_key(ts, cluster), self.resorts(), node, cluster
+        )
 
 
 def _seq(app: AppView) -> int:
     return app.seq
+
+
+def _stage_order(stage: int | None) -> int:
+    return -1 if stage is None else stage
+
+
+#: Not a stage (they are None or >= 0): a priority not kept.
+_UNKEPT = -2

@@ -5,7 +5,8 @@ application (stage None)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import heapq
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -232,3 +233,61 @@ def ask_shapes(ts: TaskSet) -> tuple[Resources, ...]:
     if len(prios) == 1:
         return (asks[prios[0]].resources,)
     return tuple(dict.fromkeys([asks[p].resources for p in prios]))
+
+
+def serve_in_key_order(
+    sets: list[TaskSet],
+    key: Callable[[TaskSet], Any],
+    resorts: bool,
+    node: NodeView,
+    cluster: ClusterView,
+) -> Iterator[Placement]:
+    """Placements on ``node`` from ``sets`` (waiting ones included) in ``key`` order,
+    smallest first, ties in list order: each task set takes every slot it can use
+    (``resorts`` false), or keys are computed again after every placement (true). The
+    stage-ordering policies' walk over every task set (``prepare``)."""
+    held = ZERO
+    if not resorts:
+        # Task sets in key order, taken off a heap only while some ask or hold could
+        # still fit beside what is held: the node is usually full after a set or two.
+        order = [(key(ts), i) for i, ts in enumerate(sets)]
+        heapq.heapify(order)
+        smallest = smallest_demand(sets, cluster)
+        while order and (smallest + held).fits_in(node.free):
+            ts = sets[heapq.heappop(order)[1]]
+            if ts.waiting:
+                held = hold_slots(ts, node.free, held)[0]
+            else:
+                yield from fill_task_set(ts, node, held)
+        return
+    live = list(enumerate(sets))
+    left = {i: ts.waiting for i, ts in live if ts.waiting}
+    smallest = smallest_demand(sets, cluster)
+    while live and (smallest + held).fits_in(node.free):
+        free = node.free - held if held is not ZERO else node.free
+        best: tuple[Any, int] | None = None
+        best_prio = -1
+        keep = []
+        for i, ts in live:
+            if ts.waiting:
+                if not left[i] or not ts.resources.fits_in(free):
+                    continue
+                prio = -1
+            else:
+                found = first_fit_priority(ts, free)
+                if found is None:
+                    continue  # nothing of it fits: free space only shrinks in a heartbeat
+                prio = found
+            keep.append((i, ts))
+            k = (key(ts), i)
+            if best is None or k < best:
+                best, best_prio = k, prio
+        if best is None:
+            return
+        live = keep
+        chosen = sets[best[1]]
+        if chosen.waiting:
+            held = held + chosen.resources
+            left[best[1]] -= 1
+            continue
+        yield _placement(chosen.app.app_id, best_prio)

@@ -31,13 +31,16 @@ Entry = tuple[Any, ...]
 
 
 class Changes:
-    """The applications a helper must look at again, from the RM's change feed."""
+    """The applications a helper must look at again, from the RM's change feed; with
+    ``priorities``, also which of their priorities changed (``take_priorities``)."""
 
-    __slots__ = ("_cluster", "_feed", "capacity")
+    __slots__ = ("_cluster", "_feed", "_priorities", "capacity", "priorities")
 
-    def __init__(self) -> None:
+    def __init__(self, priorities: bool = False) -> None:
         self._cluster: object = None
         self._feed: dict[str, AppView] | None = None
+        self.priorities = priorities
+        self._priorities: dict[str, set[int] | None] | None = None
         #: The cluster's capacity when the helper last rebuilt.
         self.capacity: Resources | None = None
 
@@ -50,6 +53,11 @@ class Changes:
             self._cluster = cluster
             watch = getattr(cluster, "watch_apps", None)
             self._feed = watch() if watch is not None else None
+            by_priority = getattr(cluster, "watch_priorities", None)
+            if self._feed is not None and self.priorities and by_priority is not None:
+                self._priorities = by_priority()
+            else:
+                self._priorities = None
             self.capacity = cap
             return None
         if feed is None:
@@ -57,10 +65,23 @@ class Changes:
         if cap is not self.capacity and cap != self.capacity:
             self.capacity = cap
             feed.clear()
+            if self._priorities is not None:
+                self._priorities.clear()
             return None
         if not feed:
             return []
         out = list(feed.values())
+        feed.clear()
+        return out
+
+    def take_priorities(self) -> dict[str, set[int] | None] | None:
+        """Per application changed since the last call, its changed priorities (None:
+        any may have; an application missing: any may have); None when the cluster does
+        not tell. Call it right after ``take``."""
+        feed = self._priorities
+        if feed is None:
+            return None
+        out = dict(feed)
         feed.clear()
         return out
 

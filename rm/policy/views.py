@@ -184,6 +184,14 @@ class ClusterView(Protocol):
         test double)."""
         ...
 
+    def watch_priorities(self) -> dict[str, set[int] | None]:
+        """As ``watch_apps``, but each changed application maps to the priorities whose
+        ask (its count, shape, kind or group; not its hints) or containers changed (None:
+        any may have, e.g. its asks were cleared or a priority moved to another stage).
+        Optional: without it, the stage-ordering helper refiles every task set of each
+        changed application."""
+        ...
+
     @property
     def queues(self) -> Mapping[str, QueueView]:
         """Every queue by name, the root included."""

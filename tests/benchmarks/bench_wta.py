@@ -14,6 +14,13 @@ Options: ``--jobs N`` (default 40) simulates the first N jobs by submit time;
 ``--policies`` (default ``fifo,uwfq``); ``--homo-filter F``; ``--no-yardstick`` runs the
 simulator alone (for the whole file: ``--jobs 0``).
 
+``--refile`` measures the stage-ordering policies instead (``--policies`` default
+``uwfq,cfq``): each as shipped, which refiles only the task sets of the stages whose asks
+or containers changed (the RM's priority feed), against the same policy refiling every
+task set of each changed application (``keys_follow_app`` forced true: the path before),
+in the same run on the same prefix; both must log the same events. Printed: wall time of
+each and the speed-up (whole-application wall / per-stage wall).
+
 Measured on 2026-11-25 (2 shared cores, load average 5-7), before this change: a
 60-job prefix under uwfq spent 51 of 90 s in ``Ask.__eq__`` (a quiet AM compared its
 rebuilt, equal ask list ask by ask on each of its 1.6 M calls); after the AM kept the
@@ -25,14 +32,41 @@ The whole CSV under uwfq (``treadle sim --no-slowdown``) then took 1,057 s of wa
 392 s of CPU (load average about 6).
 The stage-ordering policies then spend most of their time building and ordering every
 pending task set on each node heartbeat (``rm.policy.stageorder``): thousands of stages.
+
+Profiled (cProfile, 2026-11-25, 64-job prefix, 29,856 tasks; jobs of 192 and 377 stages)
+before the stage-by-stage refiling: uwfq 20.9 s, of which 7.7 s in ``_sync`` refiling
+every task set of each changed application (1.6 M ``ByShape.put`` and ``TaskSet`` for
+15,536 refiles, ~100 stages each: a placement, an AM call or a container's end on a wide
+job rebuilt and re-keyed all its stages); cfq 20.0 s, 11.1 s in ``_sync``; spark-fair
+291 s, 147 s in the policy (``stage_running`` is O(the application's containers), called
+for every stage of every refile: 7.5 M calls, 61 s). After it, uwfq's policy share fell
+from 37 % to 8 % of the run; what is left is the AM-RM ask path, O(stages) per AM call
+(the greedy AM rebuilds a wide job's whole ask list, each ask restamped with the job's
+``remaining_work``, and the RM validates and stores every ask): about three quarters of
+uwfq's run.
+
+``--refile`` (load average 5-6 on 2 cores, so walls are inflated; ratios in one run):
+``--jobs 64``: uwfq policy 1.63 s against 9.72 s whole-application (6.0x; wall 23.0 s
+against 32.8 s, 1.4x), cfq 1.38 s against 8.58 s (6.2x; wall 10.1 s against 18.5 s,
+1.8x); ``--jobs 40``: spark-fair 1.78 s against 10.20 s (5.7x; wall 1.3x), ujf 0.97 s
+against 4.77 s (4.9x; wall 1.3x). Every pair logged the same events.
+The whole CSV, ``treadle compare ... --policies spark-fair,ujf,cfq,uwfq --no-slowdown``
+(2 workers, machine shared, 82 % of one core on average): 34 min 13 s of wall, 1,686 s
+of CPU; cfq took about 70 s and uwfq about 83 s (uwfq alone took 1,057 s before),
+spark-fair about 31 min and ujf about 33 min. For those two the ask path is what is left:
+on the 40-job prefix (cProfile, unloaded) spark-fair spends 5.3 of 10.3 s in the RM's
+``allocate`` (validating, blinding and storing every ask of a wide job on each of 16,049
+calls) and 2.6 s in the AM building the lists, 1.0 s in the policy.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from rm.policy import ClusterView, NodeView, Placement
 from tests.unit.test_sim_sleeping_ams import QueueOrderSimulation
 from treadle.importers.tabular import first_jobs
 from treadle.importers.wta import WtaOptions, load_wta
@@ -58,20 +92,67 @@ def simulate(wl: Workload, policy: str, sim_cls: type[Simulation]) -> tuple[SimR
     return result, time.perf_counter() - started
 
 
+def simulate_refiling(
+    wl: Workload, policy: str, whole_apps: bool
+) -> tuple[SimResult, float, float]:
+    """``policy`` as shipped, or refiling every task set of each changed application:
+    the result, the wall time, and the part of it spent in the policy's heartbeats."""
+    built = build("policies", policy, {})
+    if whole_apps:
+        built.keys_follow_app = lambda: True  # type: ignore[attr-defined]
+    inside = [0.0]
+    heartbeat = built.on_node_heartbeat
+
+    def timed(node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
+        placements = iter(heartbeat(node, cluster))
+        while True:
+            t = time.perf_counter()
+            p = next(placements, None)
+            inside[0] += time.perf_counter() - t
+            if p is None:
+                return
+            yield p
+
+    built.on_node_heartbeat = timed  # type: ignore[method-assign]
+    sim = Simulation(wl, built, factory("asks", "greedy", {}), policy_name=policy)
+    started = time.perf_counter()
+    result = sim.run()
+    return result, time.perf_counter() - started, inside[0]
+
+
+def refile(wl: Workload, policies: list[str]) -> None:
+    print(
+        f"{'policy':<11} {'sim s':>7} {'policy s':>9} {'wall s':>7} {'whole-app policy s':>19}"
+        f" {'wall s':>7} {'policy speed-up':>16} {'wall speed-up':>14}"
+    )
+    for policy in policies:
+        fast, wall, inside = simulate_refiling(wl, policy, False)
+        ref, ref_wall, ref_inside = simulate_refiling(wl, policy, True)
+        same = ref.records == fast.records and ref.end_s == fast.end_s
+        line = f"{policy:<11} {fast.end_s:>7.0f} {inside:>9.2f} {wall:>7.2f}"
+        line += f" {ref_inside:>19.2f} {ref_wall:>7.2f}"
+        line += f" {ref_inside / inside:>15.1f}x {ref_wall / wall:>13.1f}x"
+        print(line + ("" if same else "  (the runs differ!)"), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.benchmarks wta")
     ap.add_argument("--jobs", type=int, default=40)
-    ap.add_argument("--policies", default="fifo,uwfq")
+    ap.add_argument("--policies", default=None)
     ap.add_argument("--homo-filter", type=float, default=None)
     ap.add_argument("--no-yardstick", action="store_true")
+    ap.add_argument("--refile", action="store_true")
     args = ap.parse_args(argv)
     wl = load_wta(HOMO_CSV, WtaOptions(homo_filter=args.homo_filter))
     wl = first_jobs(wl, args.jobs or None)
     h = wl.cluster.heartbeat_s
     print(f"{HOMO_CSV.name}: {len(wl.jobs)} jobs, {wl.tasks} tasks, heartbeat {h} s")
+    if args.refile:
+        refile(wl, (args.policies or "uwfq,cfq").split(","))
+        return 0
     header = f"{'policy':<10} {'sim s':>9} {'AM calls':>11} {'off heap':>9} {'wall s':>8}"
     print(header + f" {'yardstick off heap':>19} {'wall s':>8} {'speed-up':>9}")
-    for policy in args.policies.split(","):
+    for policy in (args.policies or "fifo,uwfq").split(","):
         fast, wall = simulate(wl, policy, Simulation)
         calls = fast.stats["allocates"] + fast.stats["allocates_skipped"]
         off_heap = fast.stats["am_events"]

@@ -10,7 +10,10 @@ index rebuilt from ``pending_apps()``, the stage-ordering walk over every task s
 Priority's two passes over every pending application, gs and las walking every job of
 every queue and las checking every job for demotion on every heartbeat). Every container
 must go to the same job, node and priority, in the same order; for gs and las, every job
-must also enter the same queues at the same times.
+must also enter the same queues at the same times. The stage-level policies, which refile
+only the stages whose asks or containers changed (the RM's priority feed), also run on
+histories of wide jobs (eight stages, as the WTA jobs are wide), where one application's
+asks move between stages.
 """
 
 from __future__ import annotations
@@ -334,6 +337,9 @@ CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = 
     "cfq": (CfqPolicy, OldCfq, {}),
     "cfq-job": (CfqPolicy, OldCfq, {"level": "job"}),
     "uwfq": (UwfqPolicy, OldUwfq, {}),
+    "uwfq-job-deadline": (UwfqPolicy, OldUwfq, {"late_stages": "job_deadline"}),
+    "cfq-job-size": (CfqPolicy, OldCfq, {"stage_size": "job"}),
+    "ujf-submit": (UjfPolicy, OldUjf, {"tie": "submit"}),
     "dp": (DpPolicy, OldDp, {"interval_s": 1.0, "budget": 100.0}),
     "dp-hadoop": (DpPolicy, OldDp, {"interval_s": 2.0, "budget": 50.0, "semantics": "hadoop"}),
     "gs": (GsPolicy, OldGs, _GS_SPREAD),
@@ -368,7 +374,9 @@ CASES: dict[str, tuple[type[Policy[Any]], type[Policy[Any]], dict[str, Any]]] = 
 QUEUED = {c for c in CASES if c.startswith(("gs", "las"))}
 #: Cases whose asks name stages (``Ask.group``): stage-level policies.
 STAGED = {"spark-fair", "spark-fair-job-submit", "spark-fair-node", "ujf", "ujf-job-node", "cfq"}
-STAGED |= {"cfq-job", "uwfq"} | QUEUED
+STAGED |= {"cfq-job", "uwfq", "uwfq-job-deadline", "cfq-job-size", "ujf-submit"} | QUEUED
+#: The stage-ordering cases (also run on wide jobs).
+STAGE_ORDERED = sorted(c for c in STAGED if not c.startswith(("gs", "las")))
 
 
 class Twin:
@@ -389,8 +397,14 @@ class Twin:
         ]
 
 
-def _job_spec(r: random.Random, user: str, queue: str, t: float) -> JobSpec:
-    """Three stages, the asks of stage i in group i + 1 (of shape ``SHAPES[i + 1]``)."""
+def _group_shape(group: int) -> Resources:
+    """The shape of stage ``group - 1``'s asks."""
+    return SHAPES[1 + (group - 1) % 4]
+
+
+def _job_spec(r: random.Random, user: str, queue: str, t: float, stages: int) -> JobSpec:
+    """Three stages (or ``stages``: the first three, then parallel ones), the asks of
+    stage i in group i + 1 (of shape ``_group_shape(i + 1)``)."""
 
     def durations() -> tuple[float, ...]:
         return tuple(r.uniform(1.0, 20.0) for _ in range(r.randint(1, 4)))
@@ -398,11 +412,12 @@ def _job_spec(r: random.Random, user: str, queue: str, t: float) -> JobSpec:
     first = StageSpec("s0", SHAPES[1], durations())
     second = StageSpec("s1", SHAPES[2], durations(), ("s0",) if r.random() < 0.5 else ())
     third = StageSpec("s2", SHAPES[3], durations(), ("s0", "s1"))
-    return JobSpec("j", user, t, (first, second, third), queue=queue)
+    more = [StageSpec(f"s{i}", _group_shape(i + 1), durations()) for i in range(3, stages)]
+    return JobSpec("j", user, t, (first, second, third, *more), queue=queue)
 
 
-def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
-    r = random.Random(f"{seed}:{policy}")
+def _history(seed: int, policy: str, steps: int, stages: int = 3) -> list[tuple[Any, ...]]:
+    r = random.Random(f"{seed}:{policy}" if stages == 3 else f"{seed}:{policy}:{stages}")
     nodes = [Resources(vcores=r.choice((4, 8, 16)), memory_mb=r.choice((8, 16, 32)) * GB)]
     nodes += [Resources(vcores=8, memory_mb=16 * GB) for _ in range(r.randint(1, 4))]
     out: list[tuple[Any, ...]] = [("nodes", nodes)]
@@ -412,18 +427,21 @@ def _history(seed: int, policy: str, steps: int) -> list[tuple[Any, ...]]:
         x = r.random()
         if x < 0.12 or jobs == 0:
             user, queue = f"u{r.randrange(3)}", r.choice(LEAVES)
-            job = _job_spec(r, user, queue, t) if policy in STAGED else None
+            job = _job_spec(r, user, queue, t, stages) if policy in STAGED else None
             out.append(("job", t, user, queue, job))
             jobs += 1
         if x < 0.45:
             job = r.randrange(jobs)
             asks = []
-            for prio in r.sample(range(5), r.randint(0, 3)):
+            for prio in r.sample(range(stages + 2), r.randint(0, stages)):
                 kind = AskKind.DEFAULT if r.random() < 0.6 else AskKind.ALTRUISTIC
                 work = r.choice((0.0, r.uniform(10, 1000)))
                 shape, count = r.choice(SHAPES), r.randint(0, 6)
-                group = r.choice((0, 1, 1, 2, 3)) if policy in STAGED else 0
-                shape = SHAPES[group] if group else shape  # a stage's asks share a shape
+                if stages > 3:
+                    group = r.randrange(stages + 1)
+                else:
+                    group = r.choice((0, 1, 1, 2, 3)) if policy in STAGED else 0
+                shape = _group_shape(group) if group else shape  # a stage's asks share a shape
                 asks.append(Ask(prio, shape, count, kind, 10.0, work, group=group))
             out.append(("ask", t, job, asks))
         elif x < 0.65:
@@ -493,6 +511,53 @@ def test_kept_structures_decide_as_the_rescans(case: str, seed: int) -> None:
         if "slearn" in case or case.startswith("las"):
             assert len(entries) > len({e[1] for e in entries})  # jobs changed queues
         assert mine.rm.policy.queue_log == entries  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("case", STAGE_ORDERED)
+def test_stage_sets_refiled_stage_by_stage_decide_as_the_rescans_on_wide_jobs(
+    case: str, seed: int
+) -> None:
+    new, old, params = CASES[case]
+    history = _history(seed, case, 400, stages=8)
+    nodes = history[0][1]
+    mine, reference = Twin(new(new.Params(**params)), nodes), Twin(old(old.Params(**params)), nodes)
+    got = _play(mine, history)
+    want = _play(reference, history)
+    assert sum(map(len, want)) > 20
+    assert got == want
+
+
+def test_the_priority_feed_names_the_priorities_that_changed() -> None:
+    job = JobSpec("j", "u0", 0.0, (StageSpec("s0", SHAPES[1], (5.0,) * 4),), queue="a")
+    rm = ResourceManager(FifoPolicy(), queues=QUEUES, users=USERS)
+    rm.register_node(NodeRegistration("n0", Resources(vcores=8, memory_mb=16 * GB)), 0.0)
+    feed = rm.state.watch_priorities()
+    app_id = rm.submit_application(AppSubmission("j", "u0", "a", 4, job=job), 0.0)
+    rm.register_application_master(app_id, 0.0)
+    feed.clear()
+    asks = [Ask(3, SHAPES[1], 2, group=1), Ask(5, SHAPES[2], 1)]
+    rm.on_allocate(AllocateRequest(app_id, asks=asks), 0.1)
+    assert feed == {app_id: {3, 5}}
+    feed.clear()
+    rm.on_node_heartbeat(NodeHeartbeat("n0", 1), 0.2)  # places all three
+    assert feed == {app_id: {3, 5}}
+    feed.clear()
+    cid = sorted(rm.state.apps[app_id].containers)[0]
+    rm.on_allocate(AllocateRequest(app_id, releases=[cid]), 0.3)
+    assert feed == {app_id: {3}}
+    feed.clear()
+    again = [Ask(3, SHAPES[1], 1, remaining_work=7.0, group=1)]
+    rm.on_allocate(AllocateRequest(app_id, asks=again), 0.35)
+    assert feed == {app_id: {3}}
+    feed.clear()
+    hints = [Ask(3, SHAPES[1], 1, remaining_work=6.0, group=1)]  # only a hint changed
+    rm.on_allocate(AllocateRequest(app_id, asks=hints), 0.36)
+    assert feed == {app_id: set()}
+    feed.clear()
+    moved = [Ask(3, SHAPES[2], 0, group=2)]  # priority 3 now names stage 1
+    rm.on_allocate(AllocateRequest(app_id, asks=moved), 0.4)
+    assert feed == {app_id: None}  # its containers moved with it: any stage may have changed
 
 
 def test_pending_apps_stay_sorted_and_a_handed_out_list_never_changes() -> None:
