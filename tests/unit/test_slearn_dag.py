@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from typer.testing import CliRunner
 
 from plugins.estimators.slearn import dag_size
@@ -187,7 +188,16 @@ def test_bad_dag_parameters_are_one_clear_error(params: dict[str, Any], expected
 def test_bad_dag_parameter_on_the_command_line_exits_2(tmp_path: Path) -> None:
     args = ["sim", "demo", "--policy", "gs", "--set", "estimator=slearn"]
     args += ["--set", "slearn.window_days=3", "--out", str(tmp_path / "out")]
-    result = CliRunner().invoke(app, args)
+    # The command configures structlog onto the runner's stderr: put back what was there
+    # (else later tests log to a closed stream).
+    was = structlog.get_config() if structlog.is_configured() else None
+    try:
+        result = CliRunner().invoke(app, args)
+    finally:
+        if was is None:
+            structlog.reset_defaults()
+        else:
+            structlog.configure(**was)
     assert result.exit_code == 2
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert lines == [
