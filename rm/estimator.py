@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import bisect
 import csv
+import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from rm.policy import AppView, ClusterView, NoParams
 from treadle.errors import InputError
@@ -59,9 +60,18 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class HistoryStage:
+    """One stage of a past job: its name, task count and mean task runtime (seconds)."""
+
+    name: str
+    tasks: int
+    mean_task_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class HistoryJob:
     """A past job as history-based estimators learn from it: its features and its mean
-    task runtime (seconds)."""
+    task runtime (seconds); ``stages``, when known, each stage's (the DAG variants')."""
 
     name: str
     user: str
@@ -70,20 +80,35 @@ class HistoryJob:
     mean_task_s: float
     vcores: float = 0.0
     memory_mb: float = 0.0
+    stages: tuple[HistoryStage, ...] = ()
 
 
-HISTORY_COLUMNS = ("name", "user", "submit_s", "tasks", "mean_task_s", "vcores", "memory_mb")
+#: The history CSV's columns; ``vcores``, ``memory_mb`` and ``stages`` are optional.
+#: ``stages`` is a JSON list of ``[stage name, tasks, mean_task_s]`` (empty: unknown).
+HISTORY_COLUMNS = (
+    "name",
+    "user",
+    "submit_s",
+    "tasks",
+    "mean_task_s",
+    "vcores",
+    "memory_mb",
+    "stages",
+)
 
 
 def history_of(jobs: Iterable[JobSpec]) -> list[HistoryJob]:
-    """Past jobs as history: each job's mean task runtime over all its tasks; its first
-    stage's resources."""
+    """Past jobs as history: each job's mean task runtime over all its tasks and each
+    stage's; its first stage's resources."""
     out = []
     for j in jobs:
         tasks = j.tasks
         if tasks <= 0:
             continue
         r = j.stages[0].resources
+        stages = tuple(
+            HistoryStage(s.name, s.tasks, s.work_s / s.tasks) for s in j.stages if s.tasks > 0
+        )
         out.append(
             HistoryJob(
                 j.name,
@@ -93,14 +118,15 @@ def history_of(jobs: Iterable[JobSpec]) -> list[HistoryJob]:
                 j.work_s / tasks,
                 r.get("vcores", 0.0),
                 r.get("memory_mb", 0.0),
+                stages,
             )
         )
     return out
 
 
 def read_history(path: str) -> list[HistoryJob]:
-    """A history CSV with the header ``HISTORY_COLUMNS`` (vcores and memory_mb optional).
-    A malformed row is an ``InputError`` naming the file, line and column."""
+    """A history CSV with the header ``HISTORY_COLUMNS`` (vcores, memory_mb and stages
+    optional). A malformed row is an ``InputError`` naming the file, line and column."""
     try:
         with open(path, newline="") as f:
             return list(_rows(path, csv.DictReader(f)))
@@ -122,7 +148,33 @@ def _rows(path: str, reader: csv.DictReader[str]) -> Iterator[HistoryJob]:
             _num(path, line, row, "mean_task_s"),
             _num(path, line, row, "vcores", default=0.0),
             _num(path, line, row, "memory_mb", default=0.0),
+            _stages(path, line, (row.get("stages") or "").strip()),
         )
+
+
+def _stages(path: str, line: int, raw: str) -> tuple[HistoryStage, ...]:
+    if not raw:
+        return ()
+    where = f"line {line}, stages"
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        items = None
+    shape = "a JSON list of [stage name, tasks, mean_task_s]"
+    if not isinstance(items, list):
+        raise InputError(path, where, f"not {shape}: {raw[:60]!r}")
+    out = []
+    for item in items:
+        ok = isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
+        if ok:
+            _, tasks, mean = item
+            ok = isinstance(tasks, int) and not isinstance(tasks, bool) and tasks >= 0
+            ok = ok and isinstance(mean, int | float) and not isinstance(mean, bool)
+            ok = ok and math.isfinite(mean) and mean >= 0
+        if not ok:
+            raise InputError(path, where, f"not {shape}: {json.dumps(item)[:60]}")
+        out.append(HistoryStage(item[0], item[1], float(item[2])))
+    return tuple(out)
 
 
 def _num(
@@ -203,7 +255,7 @@ class Estimator(ABC):
 
 
 # ---------------------------------------------------------------- history estimators
-"""The history estimators' common part (3Sigma's method, spec A1.4 items 4-6).
+"""The history estimators' common part (3Sigma's method, spec A1.4 items 4-7).
 
 A job's features: its recurring name (``recurring_name``: up to the first ``:``), user,
 submission day and hour (``day = floor(submit_s / 86400) mod 7``, ``hour = floor(submit_s
@@ -220,6 +272,16 @@ each predicted from the ones before it; with ``online``, finished jobs too); a j
 predicted by the feature with the lowest error among those with similar jobs (ties: the
 order above; a feature never scored counts as the worst). No similar job for any feature:
 the whole window; an empty history: size 0 (the top queue).
+
+``dag`` (3Sigma-DAG, §6): the same method once per stage name, learning that stage's mean
+task runtime from the history jobs that have a stage of that name (the history's
+``stages``; a job's features are its own, so similar jobs are those of the same recurring
+name, user, ... having that stage); ``size = sum over the job's stages of point(similar
+stages) x the stage's tasks``. A stage whose name has no history in the window is sized
+by the job-level prediction (the mean task runtime over all tasks of similar jobs) x its
+tasks: the best history there is for it, and on a history without stages (older files)
+the sum is then exactly the job-level estimate, so ``dag`` changes nothing there. Not
+with ``online``: a finished job's per-stage run times are not observed.
 
 ``history``: a CSV of past jobs (``rm.estimator.read_history``). ``thin_top``: jobs of
 fewer than ``thin_limit`` tasks go to the top queue unestimated (3SigmaTL).
@@ -238,6 +300,14 @@ class HistoryParams(BaseModel):
     online: bool = False
     thin_top: bool = False
     thin_limit: int = Field(3, ge=1)
+    dag: bool = False
+
+    @field_validator("dag")
+    @classmethod
+    def _dag_offline(cls, dag: bool, info: ValidationInfo) -> bool:
+        if dag and info.data.get("online"):
+            raise ValueError("not with online=true (per-stage run times are not observed)")
+        return dag
 
 
 def recurring_name(name: str) -> str:
@@ -251,6 +321,13 @@ def recurring_name(name: str) -> str:
 def features(name: str, user: str, submit_s: float, vcores: float, memory_mb: float) -> Features:
     when = (int(submit_s // 86400) % 7, int(submit_s // 3600) % 24)
     return (recurring_name(name), user, when, vcores, memory_mb)
+
+
+def app_features(app: AppView) -> Features:
+    """``features`` of a running job (its first stage's resources)."""
+    job = app.job
+    r: Any = job.stages[0].resources if job is not None else {}
+    return features(app.name, app.user, app.submit_s, r.get("vcores", 0.0), r.get("memory_mb", 0.0))
 
 
 class _Series:
@@ -272,6 +349,58 @@ class _Series:
         return self.values[lo : bisect.bisect_right(self.times, t1)]
 
 
+class _Learner:
+    """The history of one learned quantity (a job's or one stage's mean task runtime):
+    values by feature value and in all, and each feature's past error."""
+
+    __slots__ = ("by_feature", "error_n", "error_sum", "everything", "point", "window_s")
+
+    def __init__(self, point: Callable[[Sequence[float]], float], window_s: float | None) -> None:
+        self.point = point
+        self.window_s = window_s
+        self.by_feature: list[dict[Hashable, _Series]] = [{} for _ in FEATURES]
+        self.everything = _Series()
+        self.error_sum = [0.0] * len(FEATURES)
+        self.error_n = [0] * len(FEATURES)
+
+    def _since(self, now: float) -> float | None:
+        return now - self.window_s if self.window_s is not None else None
+
+    def predictions(self, f: Features, now: float) -> list[float | None]:
+        t0 = self._since(now)
+        out: list[float | None] = []
+        for i, value in enumerate(f):
+            series = self.by_feature[i].get(value)
+            values = series.since(t0, now) if series is not None else []
+            out.append(self.point(values) if values else None)
+        return out
+
+    def learn(self, f: Features, t: float, predicted: list[float | None], actual: float) -> None:
+        if actual > 0:
+            for i, p in enumerate(predicted):
+                if p is not None:
+                    self.error_sum[i] += abs(p - actual) / actual
+                    self.error_n[i] += 1
+        for i, value in enumerate(f):
+            self.by_feature[i].setdefault(value, _Series()).add(t, actual)
+        self.everything.add(t, actual)
+
+    def mean_task_s(self, predicted: list[float | None], now: float) -> float | None:
+        """The prediction of the feature with the lowest past error; None: no history
+        in the window at all."""
+        best: tuple[float, int] | None = None
+        for i, p in enumerate(predicted):
+            if p is None:
+                continue
+            err = self.error_sum[i] / self.error_n[i] if self.error_n[i] else float("inf")
+            if best is None or (err, i) < best:
+                best = (err, i)
+        if best is not None:
+            return predicted[best[1]] or 0.0
+        values = self.everything.since(self._since(now), now)
+        return self.point(values) if values else None
+
+
 class HistoryEstimator(Estimator):
     """3Sigma-style history estimators (see the notes above); subclasses implement
     ``point``."""
@@ -282,10 +411,9 @@ class HistoryEstimator(Estimator):
         super().__init__(params)
         p: HistoryParams = self.params
         self.window_s = p.window_days * 86400 if p.window_days is not None else None
-        self.by_feature: list[dict[Hashable, _Series]] = [{} for _ in FEATURES]
-        self.everything = _Series()
-        self.error_sum = [0.0] * len(FEATURES)
-        self.error_n = [0] * len(FEATURES)
+        self.learner = _Learner(self.point, self.window_s)
+        #: With ``dag``: one learner per stage name.
+        self.stage_learners: dict[str, _Learner] = {}
         #: Per running job: its estimate, its features and what each feature predicted.
         self.jobs: dict[str, tuple[float, Features, list[float | None], int]] = {}
         if p.history is not None:
@@ -296,43 +424,40 @@ class HistoryEstimator(Estimator):
 
     # ------------------------------------------------------------------ learning
     def load_history(self, jobs: Iterable[HistoryJob]) -> None:
+        dag = self.params.dag
         for j in sorted(jobs, key=lambda j: j.submit_s):
             f = features(j.name, j.user, j.submit_s, j.vcores, j.memory_mb)
             self._learn(f, j.submit_s, self._predictions(f, j.submit_s), j.mean_task_s)
+            for s in j.stages if dag else ():
+                learner = self.stage_learners.get(s.name)
+                if learner is None:
+                    learner = self.stage_learners[s.name] = _Learner(self.point, self.window_s)
+                learner.learn(f, j.submit_s, learner.predictions(f, j.submit_s), s.mean_task_s)
 
     def _predictions(self, f: Features, now: float) -> list[float | None]:
-        t0 = now - self.window_s if self.window_s is not None else None
-        out: list[float | None] = []
-        for i, value in enumerate(f):
-            series = self.by_feature[i].get(value)
-            values = series.since(t0, now) if series is not None else []
-            out.append(self.point(values) if values else None)
-        return out
+        return self.learner.predictions(f, now)
 
     def _learn(self, f: Features, t: float, predicted: list[float | None], actual: float) -> None:
-        if actual > 0:
-            for i, p in enumerate(predicted):
-                if p is not None:
-                    self.error_sum[i] += abs(p - actual) / actual
-                    self.error_n[i] += 1
-        for i, value in enumerate(f):
-            self.by_feature[i].setdefault(value, _Series()).add(t, actual)
-        self.everything.add(t, actual)
+        self.learner.learn(f, t, predicted, actual)
 
     def mean_task_s(self, predicted: list[float | None], now: float) -> float:
-        """The prediction of the feature with the lowest past error."""
-        best: tuple[float, int] | None = None
-        for i, p in enumerate(predicted):
-            if p is None:
-                continue
-            err = self.error_sum[i] / self.error_n[i] if self.error_n[i] else float("inf")
-            if best is None or (err, i) < best:
-                best = (err, i)
-        if best is not None:
-            return predicted[best[1]] or 0.0
-        t0 = now - self.window_s if self.window_s is not None else None
-        values = self.everything.since(t0, now)
-        return self.point(values) if values else 0.0
+        """The prediction of the feature with the lowest past error (0: no history)."""
+        return self.learner.mean_task_s(predicted, now) or 0.0
+
+    def stage_means(self, app: AppView) -> list[float | None]:
+        """Per stage of ``app``'s job, the predicted mean task runtime of that stage name
+        (None: no history of it in the window); needs ``dag``."""
+        job = app.job
+        if job is None:
+            return []
+        f, now = app_features(app), app.submit_s
+        out: list[float | None] = []
+        for stage in job.stages:
+            learner = self.stage_learners.get(stage.name)
+            out.append(
+                None if learner is None else learner.mean_task_s(learner.predictions(f, now), now)
+            )
+        return out
 
     # ------------------------------------------------------------------ the API
     def on_app_added(self, app: AppView, cluster: ClusterView) -> Plan:
@@ -342,12 +467,14 @@ class HistoryEstimator(Estimator):
         width = job.stages[0].tasks if job is not None else tasks
         if p.thin_top and width < p.thin_limit:
             return Plan(thin=True)
-        r: Any = job.stages[0].resources if job is not None else {}
-        f = features(
-            app.name, app.user, app.submit_s, r.get("vcores", 0.0), r.get("memory_mb", 0.0)
-        )
+        f = app_features(app)
         predicted = self._predictions(f, app.submit_s)
-        size = self.mean_task_s(predicted, app.submit_s) * tasks
+        mean = self.mean_task_s(predicted, app.submit_s)
+        if p.dag and job is not None:
+            stages = zip(self.stage_means(app), job.stages, strict=True)
+            size = sum((mean if m is None else m) * s.tasks for m, s in stages)
+        else:
+            size = mean * tasks
         self.jobs[app.app_id] = (size, f, predicted, tasks)
         return Plan()
 

@@ -15,18 +15,32 @@ ties: the lower ratio), moved to 1% when it is 2% and 3%'s score exceeds 1.1 x i
 to 5% when it is 4% and 3%'s score exceeds 1.1 x its own (a missing 3% score: no move;
 no score at all: 3%). ``window_mode``: ``exact`` keeps the last ``window`` scores per
 ratio, ``literal`` the pseudo-code's check-before-append (up to ``window`` + 1).
+
+``dag`` (SLearn-DAG, section 6; spec A1.4 item 7): the pilots sample the first stage as
+above, giving its mean task runtime ``t_s`` (``d_s = t_s x S``); 3Sigma's per-stage
+history (``3sigma`` with ``dag``, over ``history`` and ``window_days``) predicts each
+stage's mean task runtime ``t_h,k`` at arrival; ``ratio = t_s / t_h,0`` (``= d_s /
+d_h``); the size is ``d_s + sum over the other stages of t_h,k x ratio x tasks_k``.
+Fallbacks: a later stage with no history of its name is sized by plain slearn's rule
+(``t_s x tasks_k``), so on an empty history or one without stages ``dag`` gives plain
+slearn's sizes; a first stage with no history leaves the later stages' history
+estimates unscaled (ratio 1: nothing to calibrate them with, and the history of a later
+stage still says more about it than the first stage's pilots do). ``thin``: ``top``
+(thin jobs unestimated in the top queue, as above) or ``history`` (with ``dag``: a thin
+job is sized at arrival by 3Sigma-DAG, the paper's section 7 "history for thin jobs").
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from rm.estimator import Estimator, Plan
+from rm.estimator import Estimator, HistoryEstimator, Plan
 from rm.policy import AppView, ClusterView
+from treadle import registry
 from treadle.messages import Container, ContainerState, ContainerStatus
 
 ADAPTIVE_RATIOS = (1, 2, 3, 4, 5)  # per cent
@@ -41,6 +55,17 @@ class SlearnParams(BaseModel):
     window: int = Field(100, ge=1)
     window_mode: Literal["exact", "literal"] = "exact"
     include_early: bool = False
+    dag: bool = False
+    history: str | None = None
+    window_days: float | None = Field(None, gt=0)
+    thin: Literal["top", "history"] = "top"
+
+    @field_validator("history", "window_days", "thin")
+    @classmethod
+    def _dag_only(cls, v: Any, info: ValidationInfo) -> Any:
+        if v not in (None, "top") and not info.data.get("dag"):
+            raise ValueError("only used with dag=true")
+        return v
 
     @field_validator("ratio")
     @classmethod
@@ -91,8 +116,29 @@ class AdaptiveRatio:
         q.append(normalized_jct)
 
 
+def dag_size(mean_s: float, stage_tasks: list[int], history_means: list[float | None]) -> float:
+    """SLearn-DAG's size (see the module's docstring): ``mean_s``, the pilots' mean task
+    runtime of the first stage; per stage its tasks and its history prediction (None: no
+    history)."""
+    h0 = history_means[0]
+    ratio = mean_s / h0 if h0 is not None and h0 > 0 else 1.0
+    size = mean_s * stage_tasks[0]
+    for tasks, h in zip(stage_tasks[1:], history_means[1:], strict=True):
+        size += mean_s * tasks if h is None else h * ratio * tasks
+    return size
+
+
 class _Sampled:
-    __slots__ = ("durations", "percent", "pilots", "pilots_done", "size", "tasks")
+    __slots__ = (
+        "durations",
+        "history_means",
+        "percent",
+        "pilots",
+        "pilots_done",
+        "size",
+        "stage_tasks",
+        "tasks",
+    )
 
     def __init__(self, tasks: int, pilots: int, percent: int | None) -> None:
         self.tasks = tasks
@@ -101,6 +147,9 @@ class _Sampled:
         self.pilots_done = 0
         self.durations: list[float] = []
         self.size: float | None = None
+        #: With ``dag``: each stage's tasks and history prediction.
+        self.stage_tasks: list[int] = []
+        self.history_means: list[float | None] = []
 
 
 class SlearnEstimator(Estimator):
@@ -113,12 +162,25 @@ class SlearnEstimator(Estimator):
         p: SlearnParams = self.params
         self.adaptive = AdaptiveRatio(p.window, p.window_mode) if p.ratio == "adaptive" else None
         self.jobs: dict[str, _Sampled] = {}
+        #: With ``dag``: 3Sigma over the per-stage history.
+        self.history: HistoryEstimator | None = None
+        if p.dag:
+            hist = {"history": p.history, "window_days": p.window_days, "dag": True}
+            est = registry.build("estimators", "3sigma", hist)
+            assert isinstance(est, HistoryEstimator)
+            self.history = est
 
     def on_app_added(self, app: AppView, cluster: ClusterView) -> Plan:
         p: SlearnParams = self.params
         job = app.job
         width = job.stages[0].tasks if job is not None else app.pending
         if width < p.thin_limit:
+            if p.thin == "history" and self.history is not None and job is not None:
+                self.history.on_app_added(app, cluster)
+                s = self.jobs[app.app_id] = _Sampled(job.tasks, 0, None)
+                s.size = self.history.size_s(app, cluster)
+                self.history.on_app_removed(app)
+                return Plan()
             return Plan(thin=True)
         percent: int | None = None
         if self.adaptive is not None:
@@ -127,7 +189,10 @@ class SlearnEstimator(Estimator):
         else:
             ratio = float(p.ratio)
         m = pilot_count(width, ratio, p.rounding)
-        self.jobs[app.app_id] = _Sampled(job.tasks if job is not None else width, m, percent)
+        s = self.jobs[app.app_id] = _Sampled(job.tasks if job is not None else width, m, percent)
+        if self.history is not None and job is not None:
+            s.stage_tasks = [stage.tasks for stage in job.stages]
+            s.history_means = self.history.stage_means(app)
         return Plan(pilots=m, ratio=ratio)
 
     def size_s(self, app: AppView, cluster: ClusterView) -> float | None:
@@ -147,7 +212,11 @@ class SlearnEstimator(Estimator):
         if pilot:
             s.pilots_done += 1
             if s.pilots_done >= s.pilots:
-                s.size = sum(s.durations) / len(s.durations) * s.tasks
+                mean_s = sum(s.durations) / len(s.durations)
+                if s.stage_tasks:
+                    s.size = dag_size(mean_s, s.stage_tasks, s.history_means)
+                else:
+                    s.size = mean_s * s.tasks
 
     def on_app_finished(self, app: AppView, jct_s: float, size_s: float) -> None:
         s = self.jobs.get(app.app_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -243,7 +244,16 @@ def stretch(jobs: list[JobSpec], k: float) -> list[JobSpec]:
     return [replace(j, submit_s=first + round((j.submit_s - first) * k, 3)) for j in jobs]
 
 
-HISTORY_COLUMNS = ("name", "user", "submit_s", "tasks", "mean_task_s", "vcores", "memory_mb")
+HISTORY_COLUMNS = (
+    "name",
+    "user",
+    "submit_s",
+    "tasks",
+    "mean_task_s",
+    "vcores",
+    "memory_mb",
+    "stages",
+)
 """The history CSV the history estimators read (``rm.estimator.HISTORY_COLUMNS``)."""
 
 
@@ -264,7 +274,8 @@ def split_history(wl: Workload, fraction: float) -> tuple[Workload, tuple[JobSpe
 
 def write_history(jobs: tuple[JobSpec, ...] | list[JobSpec], path: Path) -> None:
     """``jobs`` as a history CSV (``HISTORY_COLUMNS``: each job's mean task run time over
-    all its tasks, its first stage's vcores and memory), for ``--set gs.point.history=``."""
+    all its tasks, its first stage's vcores and memory, and its stages as a JSON list of
+    ``[name, tasks, mean_task_s]``), for ``--set gs.point.history=``."""
     with path.open("w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
         out.writerow(HISTORY_COLUMNS)
@@ -272,4 +283,7 @@ def write_history(jobs: tuple[JobSpec, ...] | list[JobSpec], path: Path) -> None
             r = j.stages[0].resources
             mean = j.work_s / j.tasks
             vcores, memory = r.get("vcores", 0.0), r.get("memory_mb", 0.0)
-            out.writerow((j.name, j.user, j.submit_s, j.tasks, mean, vcores, memory))
+            stages = json.dumps(
+                [[s.name, s.tasks, s.work_s / s.tasks] for s in j.stages if s.tasks]
+            )
+            out.writerow((j.name, j.user, j.submit_s, j.tasks, mean, vcores, memory, stages))
