@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rm.estimator import HISTORY_COLUMNS
 from treadle.errors import WorkloadError
 from treadle.importers.common import MAX_INPUT_BYTES, TraceFile
 from treadle.model import MIN_DURATION_S, JobSpec, StageSpec, Workload
@@ -242,19 +243,6 @@ def stretch(jobs: list[JobSpec], k: float) -> list[JobSpec]:
     """Submit times multiplied by ``k`` from the first one (rounded to the millisecond)."""
     first = min(j.submit_s for j in jobs)
     return [replace(j, submit_s=first + round((j.submit_s - first) * k, 3)) for j in jobs]
-
-
-HISTORY_COLUMNS = (
-    "name",
-    "user",
-    "submit_s",
-    "tasks",
-    "mean_task_s",
-    "vcores",
-    "memory_mb",
-    "stages",
-)
-"""The history CSV the history estimators read (``rm.estimator.HISTORY_COLUMNS``)."""
 
 
 def split_history(wl: Workload, fraction: float) -> tuple[Workload, tuple[JobSpec, ...]]:
