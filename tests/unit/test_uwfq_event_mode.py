@@ -253,6 +253,10 @@ def test_the_flag_overrides_the_key_and_a_bad_one_exits_2(tmp_path: Path) -> Non
     bad = cli([*args, "--scheduling", "async"])
     assert bad.exit_code == 2
     assert "--scheduling" in bad.output
+    live = ["compare", str(path), "--policies", "fifo", "--mode", "local", "--out", str(out)]
+    refused = cli([*live, "--scheduling", "event"])
+    assert refused.exit_code == 2
+    assert "simulator-only" in refused.output
 
 
 def test_a_live_cluster_refuses_event_mode() -> None:

@@ -339,6 +339,12 @@ def compare(
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
         wl = scheduled(partitioned(load(workload, fmt, nodes_file, imports), parts), scheduling)
+        if mode != "sim" and wl.cluster.event_driven:
+            fail(
+                f"cluster.scheduling 'event' is simulator-only (--mode sim); a {mode} cluster "
+                "schedules on its heartbeats and AM intervals",
+                USAGE,
+            )
         from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 
         backend = make_backend(
