@@ -171,6 +171,13 @@ class ApplicationMaster:
         return self.failed_reason is not None or self._tasks_left == 0
 
     @property
+    def quiet(self) -> bool:
+        """Nothing changed since the last request: its response brought nothing (no
+        container, no end) and nothing happened since. A host that calls AMs on events
+        calls again at once while this is False (the AM has new asks or reports to send)."""
+        return self._quiet
+
+    @property
     def final_status(self) -> FinalStatus:
         return FinalStatus.FAILED if self.failed_reason else FinalStatus.SUCCEEDED
 

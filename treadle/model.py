@@ -164,10 +164,29 @@ class NodeSpec:
     rack: str = DEFAULT_RACK
 
 
+#: ``ClusterSpec.scheduling``: when the simulator's RM places and AMs call (see
+#: ``treadle.sim.engine``). ``heartbeat``: at node heartbeats and AM interval ticks only;
+#: ``event``: also at once when something changes (simulator only).
+SCHEDULING_MODES = ("heartbeat", "event")
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     nodes: tuple[NodeSpec, ...]
     heartbeat_s: float = 1.0
+    #: One of ``SCHEDULING_MODES``.
+    scheduling: str = "heartbeat"
+
+    def __post_init__(self) -> None:
+        if self.scheduling not in SCHEDULING_MODES:
+            raise ValueError(
+                f"scheduling must be one of {', '.join(SCHEDULING_MODES)}, got {self.scheduling!r}"
+            )
+
+    @property
+    def event_driven(self) -> bool:
+        """Whether the simulator also schedules at the instant something changes."""
+        return self.scheduling == "event"
 
     @cached_property
     def capacity(self) -> Resources:

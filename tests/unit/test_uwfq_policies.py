@@ -5,7 +5,9 @@ policies read, and the deadline and rank metrics (M1, M2).
 Idealized model of the cases: R slots, 1-vcore tasks, a task starts when a slot frees. The
 simulator runs with heartbeats and AM calls every H seconds, and each stage transition
 (parent ends, NM reports it, the AM asks, the RM places, the AM launches) costs about two
-of them: finish times are checked within 2 H per stage wave before the finish.
+of them: finish times are checked within 2 H per stage wave before the finish. Under
+event-driven scheduling a task starts the instant a slot frees, and
+``test_uwfq_event_mode`` checks the same cases within 2 H of the spec's exact values.
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ from treadle.cli.options import (
     NoCacheOpt,
     PartitionOpt,
     PhaseSeedOpt,
+    SchedulingOpt,
     SlowdownOpt,
     TimeoutOpt,
     TimingsOpt,
@@ -68,6 +69,7 @@ from treadle.cli.options import (
     check_events,
     partitioned,
     partitioning,
+    scheduled,
 )
 from treadle.errors import TreadleError
 from treadle.importers.tabular import first_jobs
@@ -181,6 +183,7 @@ def sim(
     no_cache: NoCacheOpt = False,
     phase_seed: PhaseSeedOpt = 0,
     partition: PartitionOpt = None,
+    scheduling: SchedulingOpt = None,
     timings: TimingsOpt = False,
     events: EventsOpt = "parquet",
     log_level: LogLevelOpt = "warning",
@@ -217,7 +220,7 @@ def sim(
         clock = Timings() if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
             wl = load(workload, fmt, nodes_file, imports)
-            wl = partitioned(first_jobs(wl, limit_jobs), parts)
+            wl = scheduled(partitioned(first_jobs(wl, limit_jobs), parts), scheduling)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -290,6 +293,7 @@ def compare(
     phase_seed: PhaseSeedOpt = 0,
     workers: WorkersOpt = None,
     partition: PartitionOpt = None,
+    scheduling: SchedulingOpt = None,
     events: EventsOpt = "parquet",
     cluster: ClusterOpt = None,
     log_level: LogLevelOpt = "warning",
@@ -334,7 +338,13 @@ def compare(
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
-        wl = partitioned(load(workload, fmt, nodes_file, imports), parts)
+        wl = scheduled(partitioned(load(workload, fmt, nodes_file, imports), parts), scheduling)
+        if mode != "sim" and wl.cluster.event_driven:
+            fail(
+                f"cluster.scheduling 'event' is simulator-only (--mode sim); a {mode} cluster "
+                "schedules on its heartbeats and AM intervals",
+                USAGE,
+            )
         from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 
         backend = make_backend(

@@ -119,6 +119,36 @@ def partitioned(wl: Any, p: Any) -> Any:
     return wl if p is None else partition_workload(wl, p)
 
 
+SchedulingOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduling",
+        help="heartbeat or event: overrides the workload's cluster.scheduling. event "
+        "(simulator only) also places asks and calls AMs back at the instant something "
+        "changes (YARN's asynchronous scheduling and out-of-band heartbeats).",
+        metavar="MODE",
+        show_default=False,
+    ),
+]
+
+
+def scheduled(wl: Any, scheduling: str | None) -> Any:
+    """``wl`` with ``--scheduling`` in its cluster (unchanged when None); a bad one fails."""
+    if scheduling is None or scheduling == wl.cluster.scheduling:
+        return wl
+    import dataclasses
+
+    from treadle.model import SCHEDULING_MODES
+
+    if scheduling not in SCHEDULING_MODES:
+        fail(
+            f"--scheduling must be one of {', '.join(SCHEDULING_MODES)}, got {scheduling!r}",
+            USAGE,
+        )
+    cluster = dataclasses.replace(wl.cluster, scheduling=scheduling)
+    return dataclasses.replace(wl, cluster=cluster)
+
+
 TimingsOpt = Annotated[
     bool,
     typer.Option(

@@ -209,6 +209,13 @@ def check_cluster_settings(
     nodes = workload.cluster.nodes
     if not nodes:
         raise InputError("cluster", None, "the workload has no nodes")
+    if workload.cluster.event_driven:
+        raise InputError(
+            workload.name,
+            "cluster.scheduling",
+            "'event' is simulator-only (--mode sim); a live cluster schedules on its "
+            "heartbeats and AM intervals",
+        )
     if not dilation > 0:
         raise InputError("--dilation", None, f"must be > 0, got {dilation:g}")
     if not 1 <= parts <= len(nodes):

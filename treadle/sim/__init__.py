@@ -1,6 +1,7 @@
 """The discrete-event simulator: the real RM, NM and AM cores driven by a virtual clock
 (``treadle.sim.engine``)."""
 
-from treadle.sim.engine import ProgressFn, SimResult, Simulation, canonical_order
+from treadle.sim.engine import ProgressFn, SimResult, Simulation
+from treadle.sim.records import canonical_order
 
 __all__ = ["ProgressFn", "SimResult", "Simulation", "canonical_order"]

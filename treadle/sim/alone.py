@@ -18,9 +18,9 @@ simulator's rule gives that time directly:
 - the event log rounds times to 1 us.
 
 Anything else (several stages, tasks left over after the first round of heartbeats, a
-run long enough for the stall detector to look at) is left to the simulator: ``jct``
-returns None. ``tests/unit/test_alone_exact.py`` compares this rule with the simulation
-on random clusters, phases and job shapes.
+run long enough for the stall detector to look at, a cluster with event-driven scheduling)
+is left to the simulator: ``jct`` returns None. ``tests/unit/test_alone_exact.py``
+compares this rule with the simulation on random clusters, phases and job shapes.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ class AloneModel:
         am = am_interval_s if am_interval_s is not None else workload.cluster.heartbeat_s
         self._am = am
         self._stall_s = stall_s
+        self._event_driven = workload.cluster.event_driven  # the rule is heartbeat mode's
         #: (node capacity, task resources) -> (tasks that fit, whether that is all of them)
         self._fit: dict[tuple[Resources, Resources], tuple[int, bool]] = {}
 
@@ -73,7 +74,7 @@ class AloneModel:
     def jct(self, job: JobSpec) -> float | None:
         """``job``'s finish time alone on the empty cluster, submitted at 0; None when the
         rule above does not apply (simulate it then)."""
-        if len(job.stages) != 1:
+        if len(job.stages) != 1 or self._event_driven:
             return None
         stage = job.stages[0]
         durations = stage.durations

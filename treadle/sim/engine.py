@@ -4,8 +4,12 @@ Events on the heap are node heartbeats (at each node's phase + k * heartbeat_s),
 allocate calls (every ``am_interval_s`` while the job runs), job submissions, policy
 ticks and the workload's admin timeline (``Workload.admin``: changes to queue accounts,
 first at their instant; per-job spending rates change them at a job's submission and
-end, ``treadle.workload.timeline``). Nothing else exists: task completions surface on the
-node's next heartbeat, as in YARN.
+end, ``treadle.workload.timeline``). A container's end is reported by an out-of-band
+heartbeat of its node at that instant (YARN's NodeStatusUpdater); the AM hears of it at its
+next call, and the RM places the next asks at the nodes' next heartbeats, as in YARN.
+
+With ``cluster.scheduling: event`` (``treadle.sim.eventmode``) the RM also places and the
+AMs also call at the instant something changes; the events above go on unchanged.
 
 AM calls that cannot change anything are skipped too: when the AM's request would repeat
 its last one (same asks, nothing released or finished, nothing received since), the RM
@@ -31,7 +35,6 @@ import gc
 import heapq
 import logging
 import math
-import operator
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +52,8 @@ from treadle.errors import ConflictError
 from treadle.messages import AppSubmission
 from treadle.model import AccountAction, JobSpec, Workload, closed_loop_followers
 from treadle.sim.amclock import AmClock, AmKey
+from treadle.sim.eventmode import NEWS, PLACE, EventScheduling
+from treadle.sim.records import canonical_order, log as _log, logging_decisions
 from treadle.workload.timeline import AccountCall, AccountTimeline
 
 # Event kinds, in the order they run when they fall at the same instant. A container ends
@@ -56,6 +61,9 @@ from treadle.workload.timeline import AccountCall, AccountTimeline
 # instant runs first: a real launch takes a moment, and the AM learns of the end on its
 # next call, as on a live cluster.
 _SUBMIT, _AM, _TICK, _HB, _WAKE = 0, 1, 2, 3, 4
+# Event-driven scheduling only (``treadle.sim.eventmode``): an AM called back at once, and
+# the RM's placement pass; both after everything else of their instant.
+_NEWS, _PLACE = NEWS, PLACE
 # An admin's account change runs before anything else at its instant: a tick then sees it.
 _ADMIN = -1
 
@@ -97,6 +105,13 @@ class _SimNode:
 
 class Simulation:
     """One run of one workload under one policy. Deterministic: no clock, no global RNG."""
+
+    # Keep the instance's attributes few (28 in heartbeat mode): past about 30, CPython
+    # 3.11 stops sharing the keys of instance dicts and every ``self.x`` in the loop gets
+    # slower (two more cost 0.7% of the loop's instructions). Hence class-level defaults.
+    #: Event-driven scheduling (``workload.cluster.scheduling == "event"``): the calls it
+    #: adds at the instant something changes; None in heartbeat mode.
+    events: EventScheduling | None = None
 
     def __init__(
         self,
@@ -173,7 +188,10 @@ class Simulation:
             self._accounts = AccountTimeline.of(workload)
 
         if structlog.is_configured() and _log.is_enabled_for(logging.DEBUG):
-            self._on_node_heartbeat = _logging_decisions(policy, self.policy_name, self.rm)
+            self._on_node_heartbeat = logging_decisions(policy, self.policy_name, self.rm)
+        if workload.cluster.event_driven:
+            self.events = EventScheduling(self)
+            self._after_rm_change = self.events.after_rm_change  # type: ignore[method-assign]
 
     def _account_calls(self, calls: list[AccountCall]) -> None:
         accounts = self.rm.accounts
@@ -222,6 +240,8 @@ class Simulation:
         else:
             self._busy.add(nid)
         if stopped or self.hints.could_place_on(nid):
+            if stopped and self.events is not None:
+                nf = t  # the NM reports the stop at once (an out-of-band heartbeat)
             self._schedule_hb(node, min(self._phase_after(node, t), nf))
             self._sleepers.pop(nid, None)
         else:
@@ -295,14 +315,17 @@ class Simulation:
         its asks do not move with time alone."""
         return bool(self._busy) and am.strategy.time_invariant
 
-    def _wake_news(self, t: float, kind: int, key: Any) -> None:
-        """After the event (t, kind, key): AMs asleep that have news, or all of them once
-        no container runs, call again at their first call after that event."""
+    def _wake_news(self, t: float, kind: int, key: Any, news: list[str] | None = None) -> None:
+        """After the event (t, kind, key): AMs asleep that have news (``news``, else the
+        RM's), or all of them once no container runs, call again at their first call after
+        that event."""
         sleeping = self._sleeping
         if not self._busy:
             woken = list(sleeping)
         else:
-            woken = [a for a in self.hints.take_news() if a in sleeping]
+            if news is None:
+                news = self.hints.take_news()
+            woken = [a for a in news if a in sleeping]
         for app_id in woken:
             am, last = sleeping.pop(app_id)
             clock = last.clock
@@ -370,6 +393,11 @@ class Simulation:
         total = len(wl.jobs)
         submitted = finished = 0
         active: dict[str, ApplicationMaster] = {}
+        events = self.events
+        if events is not None:
+            events.active = active
+        # AMs that an event call finished while their periodic call was queued.
+        gone: set[ApplicationMaster] = events.gone if events is not None else set()
         last_events = 0
         last_progress_t = 0.0
         stalled: str | None = None
@@ -394,15 +422,25 @@ class Simulation:
                     heartbeat(node, t)
             elif kind == _WAKE:
                 self._wake_next(t)
-            elif kind == _AM:
+            elif kind == _AM or kind == _NEWS:  # noqa: SIM109 (stops at the common kind)
                 am: ApplicationMaster = payload
-                stats["am_events"] += 1
+                if kind == _NEWS:  # an event call (event-driven scheduling)
+                    assert events is not None
+                    if not events.called_back(am):
+                        continue
+                elif gone and am in gone:
+                    gone.discard(am)  # its periodic call, after an event call finished it
+                    continue
+                else:
+                    stats["am_events"] += 1
                 req = am.allocate_request(t)
                 if am.repeats_last_request and self.hints.skip_allocate(am.app_id, t):
                     # The call would repeat the last one and get nothing back; so would
                     # the next ones until the RM has news for it (or no container runs).
                     stats["allocates_skipped"] += 1
-                    if self._may_sleep(am):
+                    if kind == _NEWS:
+                        pass  # nothing to say: its periodic calls go on as they were
+                    elif self._may_sleep(am):
                         sleeping[am.app_id] = (am, key)
                     else:
                         heappush(heap, (t + h, _AM, am_key(key.clock, key.k + 1), am))
@@ -413,7 +451,9 @@ class Simulation:
                         node = nodes[launch.node_id]
                         node.nm.start_container(launch, t)
                         busy.add(launch.node_id)
-                        due = t + launch.duration_s  # its out-of-band heartbeat
+                        # Its out-of-band heartbeat: at its end; in event mode at once too,
+                        # reporting the start.
+                        due = t + launch.duration_s if events is None else t
                         if node.due is None or due < node.due:
                             schedule_hb(node, due)
                     if am.finished:
@@ -427,8 +467,14 @@ class Simulation:
                                 self._push(t + wait_s, _SUBMIT, nxt)
                         if self.progress is not None:
                             self.progress(finished, total, t)
+                        if kind == _NEWS:
+                            assert events is not None
+                            events.drop_periodic(am)
                     else:
-                        heappush(heap, (t + h, _AM, am_key(key.clock, key.k + 1), am))
+                        if kind == _AM:
+                            heappush(heap, (t + h, _AM, am_key(key.clock, key.k + 1), am))
+                        if events is not None and not am.quiet:
+                            events.call_back(am, t)  # it has more to say: its next asks
                     self._after_rm_change(t)
                 # Stall detection: nothing logged for stall_s while jobs wait and no
                 # container runs (a task longer than stall_s is progress, not a stall).
@@ -471,11 +517,16 @@ class Simulation:
                 action: AccountAction = payload
                 assert timeline is not None
                 self._account_calls(timeline.admin(action))
+            elif kind == _PLACE:
+                assert events is not None
+                events.place(t)
             else:  # _TICK
                 rm.tick(t)
                 self._after_rm_change(t)
                 self._push(t + payload, _TICK, payload)
-            if sleeping:
+            if events is not None:
+                events.on_news(t, kind, key)
+            elif sleeping:
                 self._wake_news(t, kind, key)
         stats["heartbeats"] += self._heartbeats
         self._heartbeats = 0
@@ -483,48 +534,3 @@ class Simulation:
         return SimResult(
             canonical_order(self.log.records), total, finished, t, stalled, dict(stats)
         )
-
-
-_log = structlog.get_logger("sim")
-
-
-def _logging_decisions(policy: Policy, name: str, rm: ResourceManager) -> Any:
-    """At debug level (DESIGN.md: one line per scheduling decision), the RM's heartbeat
-    with every placement ``policy`` yields logged; otherwise nothing is wrapped."""
-    now = [0.0]
-    decide = policy.on_node_heartbeat
-
-    def on_node_heartbeat(node: Any, cluster: Any) -> Any:
-        for p in decide(node, cluster):
-            app, prio = getattr(p, "app_id", None), getattr(p, "priority", None)
-            _log.debug(
-                "placement", t=now[0], policy=name, node=node.node_id, app=app, priority=prio
-            )
-            yield p
-
-    policy.on_node_heartbeat = on_node_heartbeat  # type: ignore[method-assign]
-    heartbeat = rm.on_node_heartbeat
-
-    def timed(hb: Any, t: float) -> Any:
-        now[0] = t
-        return heartbeat(hb, t)
-
-    return timed
-
-
-_STARTED = ev.CONTAINER_STARTED
-_by_t = operator.itemgetter("t")
-_by_container = operator.itemgetter("container")
-
-
-def canonical_order(records: list[ev.Record]) -> list[ev.Record]:
-    """Time order; within an instant, starts last and by container id. Starts are logged
-    when a node reports them, which heartbeat elision may shift within an instant; ordering
-    them by container keeps the file canonical. (Two stable sorts on C-level keys: the key
-    ``(t, is_start, container)`` as a Python function costs twice as much.)"""
-    started = [r for r in records if r["event"] == _STARTED]
-    started.sort(key=_by_container)
-    out = [r for r in records if r["event"] != _STARTED]
-    out += started
-    out.sort(key=_by_t)
-    return out

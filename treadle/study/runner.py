@@ -344,7 +344,8 @@ def _resolved(plugin: Any) -> dict[str, Any]:
 def run_parameters(workload: Workload, choice: PolicyChoice, options: RunOptions) -> dict[str, Any]:
     """What a run was asked to do, every default filled in: the policy's parameters, the
     AMs' ask strategy and its parameters, the policy's estimator (``None`` without one),
-    the workload (name, where it came from, seed, partitioning) and the simulator's
+    the workload (name, where it came from, seed, partitioning, ``scheduling: event`` when
+    it schedules on events) and the simulator's
     settings. ``summary.json`` carries it as ``parameters``."""
     policy = build_policy(choice)
     strategy, strategy_params = asks_for(choice, options)
@@ -366,6 +367,8 @@ def run_parameters(workload: Workload, choice: PolicyChoice, options: RunOptions
             "seed": workload.seed,
             "partition": options.partition,
             **({"importer": dict(options.trace_options)} if options.trace_options else {}),
+            # Only when not the default: heartbeat-mode summaries stay as they were.
+            **({"scheduling": "event"} if workload.cluster.event_driven else {}),
         },
         "phase_seed": options.phase_seed,
         "slowdown": options.slowdown,

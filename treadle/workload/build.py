@@ -146,7 +146,7 @@ class Builder:
                     raise self.error(f"{where}.name", f"node id {node_id!r} is already taken")
                 ids.add(node_id)
                 nodes.append(NodeSpec(node_id, res, group.rack))
-        return ClusterSpec(tuple(nodes), c.heartbeat_s)
+        return ClusterSpec(tuple(nodes), c.heartbeat_s, c.scheduling)
 
     # Queues -------------------------------------------------------------------------
     def _queues(self, declared: list[QueueFile] | None) -> QueueSpec:

@@ -238,6 +238,14 @@ class NodeGroup(_Strict):
 
 class ClusterFile(_Strict):
     heartbeat_s: Annotated[float, Field(ge=MIN_HEARTBEAT_S, le=3600, allow_inf_nan=False)] = 1.0
+    scheduling: Literal["heartbeat", "event"] = Field(
+        default="heartbeat",
+        description="heartbeat: the RM places at node heartbeats, AMs call every interval "
+        "(YARN's default). event (simulator only): also at the instant something changes: "
+        "the RM places as soon as asks or room appear (CapacityScheduler's asynchronous "
+        "scheduling) and an AM is called back at once on a grant or a container's end "
+        "(AMRMClientAsync's callbacks; Spark's driver).",
+    )
     nodes: Annotated[list[NodeGroup], Field(min_length=1)]
 
 
