@@ -2,20 +2,26 @@
 ``UtilitySeries``) give exactly the floats the straightforward code gave: the old series
 (kept below as the reference) sliced the values of the range and applied ``point`` to them
 on every query. Random histories, with and without windows, values arriving out of time
-order, ties in time."""
+order, ties in time. And gs reads its estimator's history once."""
 
 from __future__ import annotations
 
 import bisect
 import math
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
+import rm.estimator
 from plugins.estimators.point import MedianSeries, PointEstimator, lower_median
 from plugins.estimators.threesigma import ThreeSigmaEstimator, UtilitySeries, utility_point
 from rm.estimator import HistoryEstimator, HistoryJob, HistorySeries, HistoryStage, features
+from treadle import registry
+from treadle.importers.tabular import write_history
+from treadle.workload import load_workload
 
 
 class OldSeries:
@@ -173,3 +179,31 @@ def test_a_long_in_order_history_keeps_running_sums() -> None:
         assert series.point(None, float(k)) == utility_point(series.values)
     assert len(series.prefix) == 1001
     assert math.isclose(series.point(None, 999.0) or 0.0, utility_point(series.values))
+
+
+@pytest.mark.parametrize(
+    ("estimator", "params"),
+    [("3sigma", {}), ("point", {}), ("3sigma", {"dag": True}), ("slearn", {"dag": True})],
+)
+def test_gs_reads_its_history_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, estimator: str, params: dict[str, Any]
+) -> None:
+    """Building gs validates its estimator's parameters by building the estimator, and
+    the policy keeps that one: the history CSV is read once, not once more to validate."""
+    path = tmp_path / "history.csv"
+    write_history(load_workload("dags").jobs, path)
+    reads: list[str] = []
+    read = rm.estimator.read_history
+
+    def counted(p: str) -> list[HistoryJob]:
+        reads.append(p)
+        return read(p)
+
+    monkeypatch.setattr(rm.estimator, "read_history", counted)
+    dotted = {f"{estimator}.{k}": v for k, v in {**params, "history": str(path)}.items()}
+    gs = registry.build("policies", "gs", {"estimator": estimator, **dotted})
+    assert reads == [str(path)]
+    history = gs.estimator.history if estimator == "slearn" else gs.estimator
+    assert history.learner.everything.values  # the policy's estimator has the history
+    registry.build("policies", "gs", {"estimator": estimator, **dotted})
+    assert reads == [str(path)] * 2  # another policy: its own estimator, its own read
