@@ -330,12 +330,17 @@ def app_features(app: AppView) -> Features:
     return features(app.name, app.user, app.submit_s, r.get("vcores", 0.0), r.get("memory_mb", 0.0))
 
 
-class _Series:
-    """Mean task runtimes by submission time (for the window)."""
+class HistorySeries:
+    """One learned quantity's values by submission time, and the point value of those
+    submitted in ``[t0, t1]`` (``t0`` None: from the first). Values arrive mostly in
+    time order; ties keep their arrival order. This base recomputes ``point`` over the
+    range's values (a list in time order) on every query; subclasses keep a structure
+    that answers exactly the same faster (``inserted`` and ``point_of``)."""
 
-    __slots__ = ("times", "values")
+    __slots__ = ("point_fn", "times", "values")
 
-    def __init__(self) -> None:
+    def __init__(self, point: Callable[[Sequence[float]], float] | None = None) -> None:
+        self.point_fn = point
         self.times: list[float] = []
         self.values: list[float] = []
 
@@ -343,23 +348,34 @@ class _Series:
         i = bisect.bisect_right(self.times, t)
         self.times.insert(i, t)
         self.values.insert(i, v)
+        self.inserted(i, v)
 
-    def since(self, t0: float | None, t1: float) -> list[float]:
+    def point(self, t0: float | None, t1: float) -> float | None:
+        """The point value of the values submitted in ``[t0, t1]``; None: there are none."""
         lo = 0 if t0 is None else bisect.bisect_left(self.times, t0)
-        return self.values[lo : bisect.bisect_right(self.times, t1)]
+        hi = bisect.bisect_right(self.times, t1)
+        return self.point_of(lo, hi) if lo < hi else None
+
+    def inserted(self, i: int, v: float) -> None:
+        """``v`` was inserted at index ``i`` of ``values``."""
+
+    def point_of(self, lo: int, hi: int) -> float:
+        """The point value of ``values[lo:hi]`` (never empty)."""
+        assert self.point_fn is not None, "a HistorySeries without a point function"
+        return self.point_fn(self.values[lo:hi])
 
 
 class _Learner:
     """The history of one learned quantity (a job's or one stage's mean task runtime):
     values by feature value and in all, and each feature's past error."""
 
-    __slots__ = ("by_feature", "error_n", "error_sum", "everything", "point", "window_s")
+    __slots__ = ("by_feature", "error_n", "error_sum", "everything", "new_series", "window_s")
 
-    def __init__(self, point: Callable[[Sequence[float]], float], window_s: float | None) -> None:
-        self.point = point
+    def __init__(self, new_series: Callable[[], HistorySeries], window_s: float | None) -> None:
+        self.new_series = new_series
         self.window_s = window_s
-        self.by_feature: list[dict[Hashable, _Series]] = [{} for _ in FEATURES]
-        self.everything = _Series()
+        self.by_feature: list[dict[Hashable, HistorySeries]] = [{} for _ in FEATURES]
+        self.everything = new_series()
         self.error_sum = [0.0] * len(FEATURES)
         self.error_n = [0] * len(FEATURES)
 
@@ -371,8 +387,7 @@ class _Learner:
         out: list[float | None] = []
         for i, value in enumerate(f):
             series = self.by_feature[i].get(value)
-            values = series.since(t0, now) if series is not None else []
-            out.append(self.point(values) if values else None)
+            out.append(series.point(t0, now) if series is not None else None)
         return out
 
     def learn(self, f: Features, t: float, predicted: list[float | None], actual: float) -> None:
@@ -382,7 +397,10 @@ class _Learner:
                     self.error_sum[i] += abs(p - actual) / actual
                     self.error_n[i] += 1
         for i, value in enumerate(f):
-            self.by_feature[i].setdefault(value, _Series()).add(t, actual)
+            series = self.by_feature[i].get(value)
+            if series is None:
+                series = self.by_feature[i][value] = self.new_series()
+            series.add(t, actual)
         self.everything.add(t, actual)
 
     def mean_task_s(self, predicted: list[float | None], now: float) -> float | None:
@@ -397,13 +415,12 @@ class _Learner:
                 best = (err, i)
         if best is not None:
             return predicted[best[1]] or 0.0
-        values = self.everything.since(self._since(now), now)
-        return self.point(values) if values else None
+        return self.everything.point(self._since(now), now)
 
 
 class HistoryEstimator(Estimator):
     """3Sigma-style history estimators (see the notes above); subclasses implement
-    ``point``."""
+    ``point`` and may give ``new_series`` a faster series computing the same."""
 
     Params = HistoryParams
 
@@ -411,7 +428,7 @@ class HistoryEstimator(Estimator):
         super().__init__(params)
         p: HistoryParams = self.params
         self.window_s = p.window_days * 86400 if p.window_days is not None else None
-        self.learner = _Learner(self.point, self.window_s)
+        self.learner = _Learner(self.new_series, self.window_s)
         #: With ``dag``: one learner per stage name.
         self.stage_learners: dict[str, _Learner] = {}
         #: Per running job: its estimate, its features and what each feature predicted.
@@ -422,6 +439,11 @@ class HistoryEstimator(Estimator):
     def point(self, values: Sequence[float]) -> float:
         raise NotImplementedError
 
+    def new_series(self) -> HistorySeries:
+        """An empty series of learned values whose ``point`` is this estimator's
+        (default: recomputed over the range on every query)."""
+        return HistorySeries(self.point)
+
     # ------------------------------------------------------------------ learning
     def load_history(self, jobs: Iterable[HistoryJob]) -> None:
         dag = self.params.dag
@@ -431,7 +453,7 @@ class HistoryEstimator(Estimator):
             for s in j.stages if dag else ():
                 learner = self.stage_learners.get(s.name)
                 if learner is None:
-                    learner = self.stage_learners[s.name] = _Learner(self.point, self.window_s)
+                    learner = self.stage_learners[s.name] = _Learner(self.new_series, self.window_s)
                 learner.learn(f, j.submit_s, learner.predictions(f, j.submit_s), s.mean_task_s)
 
     def _predictions(self, f: Features, now: float) -> list[float | None]:

@@ -7,10 +7,15 @@ harmonic mean."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
-from rm.estimator import HistoryEstimator
+from rm.estimator import HistoryEstimator, HistorySeries
 from treadle.model import MIN_DURATION_S
+
+#: Whether the builtin ``sum`` of floats is Neumaier-compensated (Python 3.12 on) or a
+#: plain left-to-right sum; ``UtilitySeries`` repeats whichever this interpreter does.
+COMPENSATED_SUM = sum([1.0, 1e100, 1.0, -1e100]) == 2.0
 
 
 def utility_point(values: Sequence[float]) -> float:
@@ -18,8 +23,69 @@ def utility_point(values: Sequence[float]) -> float:
     return float((sum(inv) / len(inv)) ** -0.5)
 
 
+class UtilitySeries(HistorySeries):
+    """``utility_point`` of a time range, equal to the float: the builtin ``sum`` over
+    ``values[lo:hi]``'s ``t^-2`` in time order is repeated by running sums (the sum's
+    state after each value) from an anchor index ``base``, so a range starting there
+    (every range without a window) costs O(1) amortized; an insertion drops the running
+    sums after it. A range starting elsewhere is summed afresh (O(range), at C speed);
+    once two ranges in a row start at the same index the anchor moves there. Sums from
+    another start cannot be had from the anchored ones without changing the rounding."""
+
+    __slots__ = ("base", "comp", "inv", "last_lo", "prefix")
+
+    def __init__(self) -> None:
+        super().__init__(utility_point)
+        self.inv: list[float] = []  # max(v, MIN_DURATION_S) ** -2, in time order
+        self.base = 0
+        self.last_lo = 0
+        #: ``sum``'s state after ``inv[base : base + k]`` at index k (with Neumaier's
+        #: compensation in ``comp``).
+        self.prefix = [0.0]
+        self.comp = [0.0]
+
+    def inserted(self, i: int, v: float) -> None:
+        self.inv.insert(i, max(v, MIN_DURATION_S) ** -2)
+        if i < self.base:
+            self.base += 1
+        else:
+            del self.prefix[i - self.base + 1 :]
+            del self.comp[i - self.base + 1 :]
+
+    def point_of(self, lo: int, hi: int) -> float:
+        if lo != self.base:
+            if lo != self.last_lo:
+                self.last_lo = lo
+                return float((sum(self.inv[lo:hi]) / (hi - lo)) ** -0.5)
+            self.base = lo
+            del self.prefix[1:]
+            del self.comp[1:]
+        return float((self._sum(hi - lo) / (hi - lo)) ** -0.5)
+
+    def _sum(self, k: int) -> float:
+        """``sum(self.inv[base : base + k])``, exactly."""
+        prefix, comp, inv, base = self.prefix, self.comp, self.inv, self.base
+        j = len(prefix) - 1
+        if j < k:
+            s, c = prefix[j], comp[j]
+            for x in inv[base + j : base + k]:
+                if COMPENSATED_SUM:  # CPython's float sum since 3.12
+                    t = s + x
+                    c += (s - t) + x if abs(s) >= abs(x) else (x - t) + s
+                    s = t
+                else:
+                    s += x
+                prefix.append(s)
+                comp.append(c)
+        s, c = prefix[k], comp[k]
+        return s + c if c and math.isfinite(c) else s
+
+
 class ThreeSigmaEstimator(HistoryEstimator):
     description = "3Sigma: utility-weighted point of similar past jobs' runtimes x width"
 
     def point(self, values: Sequence[float]) -> float:
         return utility_point(values)
+
+    def new_series(self) -> HistorySeries:
+        return UtilitySeries()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from rm.estimator import Estimator
 from rm.policy import AppView, ClusterView
@@ -35,6 +35,9 @@ class GsParams(QueueParams):
     estimator: str = "oracle"
     estimator_params: dict[str, Any] = Field(default_factory=dict)
     work_conservation: bool = True
+    #: The estimator validating these parameters built, handed to the first policy built
+    #: from them: building an estimator may read a history, once.
+    _built: Estimator | None = PrivateAttr(None)
 
     @model_validator(mode="before")
     @classmethod
@@ -57,7 +60,7 @@ class GsParams(QueueParams):
 
     @model_validator(mode="after")
     def _estimator(self) -> GsParams:
-        make_estimator(self.estimator, self.estimator_params)  # a bad one fails here
+        self._built = make_estimator(self.estimator, self.estimator_params)  # a bad one fails here
         return self
 
 
@@ -75,7 +78,11 @@ class GsPolicy(MultiQueue[GsParams]):
 
     def __init__(self, params: GsParams | None = None) -> None:
         super().__init__(params)
-        self.estimator = make_estimator(self.params.estimator, self.params.estimator_params)
+        p: GsParams = self.params
+        built, p._built = p._built, None
+        self.estimator = (
+            built if built is not None else make_estimator(p.estimator, p.estimator_params)
+        )
         self.waiting: dict[str, QueueJob] = {}  # jobs without an estimate nor a queue yet
 
     def uses_oracle(self) -> bool:
