@@ -207,3 +207,27 @@ def test_gs_reads_its_history_once(
     assert history.learner.everything.values  # the policy's estimator has the history
     registry.build("policies", "gs", {"estimator": estimator, **dotted})
     assert reads == [str(path)] * 2  # another policy: its own estimator, its own read
+
+
+def test_a_gs_run_reads_its_history_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A whole run (simulation, metrics, the summary's parameters with the estimator's)
+    builds the policy once, so the history CSV is read once."""
+    from treadle.study.runner import PolicyChoice, RunOptions, run_sim
+
+    path = tmp_path / "history.csv"
+    workload = load_workload("dags")
+    write_history(workload.jobs, path)
+    reads: list[str] = []
+    read = rm.estimator.read_history
+
+    def counted(p: str) -> list[HistoryJob]:
+        reads.append(p)
+        return read(p)
+
+    monkeypatch.setattr(rm.estimator, "read_history", counted)
+    choice = PolicyChoice("gs", {"estimator": "3sigma", "3sigma.history": str(path)})
+    _, run = run_sim(workload, choice, tmp_path / "out", options=RunOptions(slowdown=False))
+    assert reads == [str(path)]
+    estimator = run.summary["parameters"]["estimator"]
+    assert estimator["name"] == "3sigma"
+    assert estimator["params"]["history"] == str(path)

@@ -16,11 +16,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from treadle import metrics
 from treadle.errors import InputError, PluginError
 from treadle.event_columns import ParquetEventLog
 from treadle.model import ClusterSpec, JobSpec, Workload
-from treadle.registry import build, did_you_mean, discover, factory
+from treadle.registry import build, did_you_mean, discover, factory, load, lookup
 from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
 from treadle.study.alone_cache import AloneCache, context_key, job_key
@@ -229,13 +231,19 @@ def build_policy(choice: PolicyChoice) -> Any:
     return build("policies", choice.name, choice.params)
 
 
+def policy_class(name: str) -> Any:
+    """The class of installed policy ``name`` (an unknown name: PluginError)."""
+    return load(lookup("policies", name))
+
+
 def asks_for(choice: PolicyChoice | None, options: RunOptions) -> tuple[str, dict[str, Any]]:
     """The ask strategy and its parameters for runs of ``choice`` (``None``: the reference
     runs for slowdown, which use greedy unless a strategy is named). Keys ``S.key`` of the
     ask parameters go to strategy ``S`` only; they are checked when the strategy is built."""
     name = options.ask_strategy
     if name is None:
-        name = type(build_policy(choice)).ask_strategy if choice is not None else "greedy"
+        # The class attribute, without building the policy (a build may read files).
+        name = policy_class(choice.name).ask_strategy if choice is not None else "greedy"
     params: dict[str, Any] = {}
     for key, value in (options.ask_params or {}).items():
         strategy, dot, param = key.partition(".")
@@ -258,10 +266,11 @@ def _simulate(
     progress: ProgressFn | None,
     alone: dict[str, float],
     event_log: Any = None,
+    policy: Any = None,
 ) -> SimResult:
     sim = Simulation(
         workload,
-        build_policy(choice),
+        policy if policy is not None else build_policy(choice),
         _strategy_factory(options, choice),
         policy_name=choice.name,
         am_interval_s=options.am_interval_s,
@@ -294,12 +303,13 @@ def run_sim(
         with maybe(timings, "alone"):
             alone = alone_jcts(workload, options) if options.slowdown else {}
     weights = {name: u.weight for name, u in workload.users.items()}
+    policy = build_policy(choice)  # once: the run and its parameters share it
     if out_dir is None or options.events == "jsonl":
         with maybe(timings, "simulate"):
-            result = _simulate(workload, choice, options, progress, alone)
+            result = _simulate(workload, choice, options, progress, alone, policy=policy)
         with maybe(timings, "metrics"):
             run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
-            run.summary["parameters"] = run_parameters(workload, choice, options)
+            run.summary["parameters"] = run_parameters(workload, choice, options, policy)
         if out_dir is not None:
             with maybe(timings, "write"):
                 metrics.write_run_outputs(
@@ -323,12 +333,12 @@ def run_sim(
         log = ParquetEventLog(path, list(workload.cluster.capacity))
         try:
             with maybe(timings, "simulate"):  # the log's row groups are written meanwhile
-                result = _simulate(workload, choice, options, progress, alone, log)
+                result = _simulate(workload, choice, options, progress, alone, log, policy)
         finally:
             log.close()
         with maybe(timings, "metrics"):
             run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
-            run.summary["parameters"] = run_parameters(workload, choice, options)
+            run.summary["parameters"] = run_parameters(workload, choice, options, policy)
     finally:
         if options.events == "none":
             path.unlink(missing_ok=True)
@@ -341,15 +351,21 @@ def _resolved(plugin: Any) -> dict[str, Any]:
     return dict(plugin.params.model_dump(mode="json"))
 
 
-def run_parameters(workload: Workload, choice: PolicyChoice, options: RunOptions) -> dict[str, Any]:
+def run_parameters(
+    workload: Workload, choice: PolicyChoice, options: RunOptions, policy: Any = None
+) -> dict[str, Any]:
     """What a run was asked to do, every default filled in: the policy's parameters, the
     AMs' ask strategy and its parameters, the policy's estimator (``None`` without one),
     the workload (name, where it came from, seed, partitioning, ``scheduling: event`` when
     it schedules on events) and the simulator's
-    settings. ``summary.json`` carries it as ``parameters``."""
-    policy = build_policy(choice)
+    settings. ``summary.json`` carries it as ``parameters``. ``policy``: the run's policy
+    object, if built already (its parameters are frozen, so the run has not changed them;
+    a policy that built an estimator gives its parameters without building another)."""
+    if policy is None:
+        policy = build_policy(choice)
     strategy, strategy_params = asks_for(choice, options)
     estimator = getattr(policy.params, "estimator", None)
+    built_estimator = getattr(policy, "estimator", None)
     return {
         "policy": {"name": choice.name, "params": _resolved(policy)},
         "asks": {"name": strategy, "params": _resolved(build("asks", strategy, strategy_params))},
@@ -358,7 +374,9 @@ def run_parameters(workload: Workload, choice: PolicyChoice, options: RunOptions
         else {
             "name": estimator,
             "params": _resolved(
-                build("estimators", estimator, getattr(policy.params, "estimator_params", {}))
+                built_estimator
+                if isinstance(getattr(built_estimator, "params", None), BaseModel)
+                else build("estimators", estimator, getattr(policy.params, "estimator_params", {}))
             ),
         },
         "workload": {
