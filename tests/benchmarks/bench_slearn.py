@@ -39,10 +39,11 @@ gs+slearn's gap to gs+oracle by giving slearn one piece of the truth at a time
 (``LADDER``) and shows each size class's part of the mean JCT.
 
 ``--quick``: the first 40 WTA jobs and 600 SWIM jobs (history 600). ``--only
-wta,swim,swim-map,swim-paths`` (default: the first three). The default run: 200 s wall
-on the shared 2-core machine (WTA 2 s; 180 s before the DAG rows); with ``--decompose``
-about 270 s; ``--quick --decompose`` 25 s; ``--only swim-paths`` 150 s of CPU (420 s
-wall on the busy machine).
+wta,swim,swim-map,swim-paths`` (default: the first three). The default run: 114 s wall
+on the shared 2-core machine on 2026-11-25, after the history estimators stopped
+rescanning their history per estimate (353 s before; ``python -m tests.benchmarks
+history`` measures that part alone); ``--decompose`` and ``--only swim-paths`` were
+measured before that change (270 s wall, and 150 s of CPU) and are shorter now.
 
 Figures of the default run (paper's GTrace11 in brackets; Fig. 6's FIFO and Oracle are
 2STrace's):
@@ -255,8 +256,7 @@ def swim_paths_workload(quick: bool, tmp: Path) -> tuple[Workload, Path]:
     """FB-2010 day 0 with input paths (recurring names): jobs over 150 tasks dropped,
     split at the half of the day; the 3,000 jobs (quick: 600) after the split are the
     workload, stretched to load 1, the 3,000 (600) before it the history (a longer one
-    adds few name matches, 443 against 413 of 3,000, and the history estimators' cost
-    grows with its square)."""
+    adds few name matches, 443 against 413 of 3,000)."""
     wl = load_swim(SWIM_PATHS, SwimOptions(reshape=Reshape(width_cap=150, cap_mode="drop")))
     n = 600 if quick else 3000
     wl, past = split_history(wl, 0.5)
