@@ -158,7 +158,7 @@ class Scheduler:
         else:
             del asks[prio]
         app.pending -= 1
-        app._sorted_asks = None
+        app._sorted_asks = app._demand = None
         pending = st.pending
         if app.pending <= 0:
             pending.update(app, True, (prio,))

@@ -83,6 +83,7 @@ class Application:
         "_all_books",
         "_allocated",
         "_cid_prefix",
+        "_demand",
         "_sorted_asks",
         "alone_jct_s",
         "am_container",
@@ -130,7 +131,9 @@ class Application:
         self.submit_s = now
         self.state = AppState.RUNNING
         self.asks: dict[int, Ask] = {}
+        #: Caches of ``asks`` (None when they changed): ``sorted_asks()``, ``demand``.
         self._sorted_asks: list[Ask] | None = None
+        self._demand: Resources | None = None
         self.pending = 0
         self._allocated = Accumulator()
         #: Usage totals this app's containers count in (user, queue path up to the root).
@@ -175,9 +178,12 @@ class Application:
 
     @property
     def demand(self) -> Resources:
-        out = ZERO
-        for a in self.asks.values():
-            out = out + a.resources * a.count
+        out = self._demand
+        if out is None:
+            out = ZERO
+            for a in self.asks.values():
+                out = out + a.resources * a.count
+            self._demand = out
         return out
 
     def sorted_asks(self) -> list[Ask]:
@@ -206,12 +212,12 @@ class Application:
             self.pending += ask.count
         elif old is not None:
             del self.asks[ask.priority]
-        self._sorted_asks = None
+        self._sorted_asks = self._demand = None
 
     def clear_asks(self) -> None:
         self.asks.clear()
         self.pending = 0
-        self._sorted_asks = None
+        self._sorted_asks = self._demand = None
 
 
 class Queue:

@@ -144,6 +144,7 @@ def table_from_rows(rows: list[tuple[Any, ...]], resources: Sequence[str]) -> pa
     counts = np.bincount(codes, minlength=len(EVENT_TYPES))
     restore = pa.array(np.argsort(order, kind="stable"))
     pieces: dict[str, list[pa.Array]] = {name: [] for name in schema.names}
+    filled: set[str] = set()  # columns some row has
     lo = 0
     for code, etype_name in enumerate(EVENT_TYPES):
         k = int(counts[code])
@@ -151,7 +152,8 @@ def table_from_rows(rows: list[tuple[Any, ...]], resources: Sequence[str]) -> pa
             continue
         block = grouped[lo : lo + k]
         lo += k
-        cols = list(zip(*block, strict=True))
+        # The block's columns (its rows, from one builder, are all as long).
+        cols = [list(map(itemgetter(i), block)) for i in range(len(block[0]))]
         have: dict[str, pa.Array] = {
             "t": pa.array(cols[1], type=pa.float64()),
             "event": pa.array([etype_name] * k, type=pa.string()),
@@ -171,8 +173,12 @@ def table_from_rows(rows: list[tuple[Any, ...]], resources: Sequence[str]) -> pa
         for name in schema.names:
             arr = have.get(name)
             pieces[name].append(arr if arr is not None else pa.nulls(k, schema.field(name).type))
+            if arr is not None:
+                filled.add(name)
     columns = [
-        pa.concat_arrays(pieces[name]).take(restore) if n else pa.array([], schema.field(name).type)
+        pa.concat_arrays(pieces[name]).take(restore)
+        if name in filled
+        else pa.nulls(n, schema.field(name).type)  # no row of this block has the field
         for name in schema.names
     ]
     return pa.Table.from_arrays(columns, schema=schema)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from rm.policy.base import P, Placement, Policy, _placement
-from rm.policy.tracking import ByShape, Changes, shapes_of
+from rm.policy.tracking import ByShape, Changes, free_test, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.messages import Ask, AskKind
 from treadle.resources import Resources
@@ -142,9 +142,10 @@ class OrderingPolicy(Policy[P]):
         check = type(self).eligible is not OrderingPolicy.eligible
         resort = self.resort
         approved: set[str] = set()
+        fits = free_test(node)
+        lists = index.lists
         while True:
-            free = node.free
-            entry = index.first(index.fitting(free))
+            entry = index.first([s for s in lists if fits(s)])
             if entry is None:
                 return
             app_id = entry[-1]
@@ -156,8 +157,10 @@ class OrderingPolicy(Policy[P]):
                     o.held.append(app)
                     continue
                 approved.add(app_id)
-            ask = first_fit_ask(app, free)
-            if ask is None:  # cannot happen while the index is current
+            for ask in app.sorted_asks():  # first_fit_ask, by ``fits``
+                if fits(ask.resources):
+                    break
+            else:  # cannot happen while the index is current
                 index.remove(app_id)
                 del apps[app_id]
                 continue

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from rm.policy.base import P, Placement, Policy, _placement
 from rm.policy.ordering import first_fit_ask
-from rm.policy.tracking import ByShape, Changes, Entry, shapes_of
+from rm.policy.tracking import ByShape, Changes, Entry, free_test, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.messages import Ask
 from treadle.resources import Resources
@@ -201,12 +201,16 @@ class QueueTreePolicy(Policy[P]):
 
     def _fitting(self, members: ByShape, leaf: str, node: NodeView, cluster: ClusterView) -> Any:
         if type(self).fits is QueueTreePolicy.fits:
-            return members.fitting(node.free)
+            return members.fitting_by(free_test(node))
         return [s for s in members.lists if self.fits(s, leaf, node, cluster)]
 
     def _ask(self, app: AppView, leaf: str, node: NodeView, cluster: ClusterView) -> Ask | None:
         if type(self).fits is QueueTreePolicy.fits:
-            return first_fit_ask(app, node.free)
+            fits = free_test(node)
+            for ask in app.sorted_asks():  # first_fit_ask, by ``fits``
+                if fits(ask.resources):
+                    return ask
+            return None
         for ask in app.sorted_asks():
             if self.fits(ask.resources, leaf, node, cluster):
                 return ask
@@ -220,9 +224,10 @@ class QueueTreePolicy(Policy[P]):
     def _walk_groups(self, t: _Tree, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         groups = t.groups
         custom = type(self).fits is not QueueTreePolicy.fits
+        fits = free_test(node)
         while True:
             if not custom:
-                fit = groups.fitting(node.free)
+                fit = groups.fitting_by(fits)
                 head = groups.first(fit)
                 if head is None:
                     return
@@ -282,7 +287,7 @@ class QueueTreePolicy(Policy[P]):
             if not members:
                 return None
             if type(self).fits is QueueTreePolicy.fits:
-                entry = members.first(members.fitting(node.free))
+                entry = members.first(members.fitting_by(free_test(node)))
             else:  # a test of its own, maybe costly: the shapes by their first entry
                 entry = members.first_where(lambda s: self.fits(s, name, node, cluster))
             if entry is None:

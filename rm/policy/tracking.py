@@ -23,8 +23,8 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from rm.policy.views import AppView, ClusterView
-from treadle.resources import Resources
+from rm.policy.views import AppView, ClusterView, NodeView
+from treadle.resources import Accumulator, Resources
 
 #: An entry: a totally ordered tuple whose last field is its item's name.
 Entry = tuple[Any, ...]
@@ -84,6 +84,16 @@ class Changes:
         out = dict(feed)
         feed.clear()
         return out
+
+
+def free_test(node: NodeView) -> Callable[[Resources], bool]:
+    """``lambda r: r.fits_in(node.free)``, read live as placements are applied; for the
+    RM's own nodes (their free space an ``Accumulator``) without a snapshot per test."""
+    acc = getattr(node, "_free", None)
+    if type(acc) is Accumulator:
+        covers: Callable[[Resources], bool] = acc.covers
+        return covers
+    return lambda r: r.fits_in(node.free)
 
 
 def shapes_of(app: AppView) -> tuple[Resources, ...]:
@@ -164,6 +174,10 @@ class ByShape:
     def fitting(self, free: Resources) -> list[Resources]:
         """The shapes filed that fit in ``free``."""
         return [s for s in self.lists if s.fits_in(free)]
+
+    def fitting_by(self, fits: Callable[[Resources], bool]) -> list[Resources]:
+        """The shapes filed that ``fits`` takes (``free_test``)."""
+        return [s for s in self.lists if fits(s)]
 
     def first_where(self, accept: Callable[[Resources], bool]) -> Entry | None:
         """``first`` of the shapes that ``accept`` takes, asking it about as few as it

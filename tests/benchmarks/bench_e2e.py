@@ -28,15 +28,31 @@ Per size it prints:
 Targets (the issue's): end-to-end ``--no-slowdown`` >= 0.25x the bare DES at 1,000 nodes,
 >= 0.15x with slowdown (cold cache).
 
-Measured on 2026-11-26, branch i13/simcore, 2 cores shared with five other sessions
-(load average 5-7, so wall ratios wander by 2x between runs; the CPU ratios less): at 1,000
-nodes (2,434 jobs, 243k tasks) the bare DES ran 635 simulated s in 0.85 s of CPU (743x);
-``treadle sim --no-slowdown`` 0.035x of it end to end by CPU (0.053x by wall), its core
-loop 0.08x (0.13x by wall); with slowdown (cold cache) 0.039x by CPU, the alone references
-0.12 s (the exact rule of ``treadle.sim.alone`` answers every shape of this workload). Wall
-split without slowdown: start 7%, load 10%, simulate 41%, metrics 28%, write 14%; event log
-493 bytes per task (jsonl); peak RSS 524 MB. Compare of 4 policies at 100 nodes: outputs
-identical; the speedup was not measurable on that machine (0.70x with 2 workers).
+Measured on 2026-11-25, branch i13/core-speed against main (a8cf56b) in the same session, 2
+cores shared with other sessions (load average 3-4: the bare DES's own CPU time moved from
+0.66 to 1.05 s between runs, so the ratios below are all taken against its best, 0.66 s =
+964x; treadle's CPU seconds are the firmer figures, and even they move 10-20% run to run).
+At 1,000 nodes (2,434 jobs, 243k tasks, 635 simulated s), ``treadle sim --no-slowdown``,
+one run each: main 17.3 s CPU end to end (0.038x bare), core loop about 11.8 s (0.056x);
+this branch 15.1 s (0.044x), core loop about 10.3 s (0.064x); with slowdown 18.4 -> 16.0 s
+CPU. Split (this branch, wall): start 9%, load 10%, simulate 71%, metrics 10%, write 0%;
+event log 28 bytes per task (Parquet); peak RSS 760 MB. At 200 nodes (120 s of arrivals)
+the run is mostly start-up (start 65%: importing ``treadle.study.runner`` alone is 0.75 s
+CPU). The core loop alone (``Simulation.run``, 120 s of arrivals, main and the branch run
+in alternation, best of 3-6, two sessions): 1,000 nodes fifo 2.53 -> 2.45 s and 3.21 ->
+2.86 s, drf 3.82 -> 3.81 s and 4.43 -> 3.97 s, fair 6.21 -> 5.89 s; 200 nodes fifo 0.56
+-> 0.48 s, drf 0.80 -> 0.76 s: a few per cent, at the edge of the noise. Firmer: the
+workload YAML 2.1 -> 1.6 s CPU (1,000 nodes, 600 s), the Parquet row groups 0.20 -> 0.15 s
+(171k rows). Where the core loop's time goes now (fifo, cProfile): the RM's heartbeat and
+placements (``rm.nodes``, ``rm.scheduling``: about half), a container's end in the RM
+(``rm.containers.done``, its books), the NM's and AM's per-container work, the event log
+(about 10%: the row tuples, then ``table_from_rows``); drf and fair add the entitlements
+sent on every Allocate call (about 15% and 9% of their core loop), and their AM calls are
+never skipped (20.7k calls against fifo's 7.3k: ``SchedulingHints.skip_allocate`` refuses
+whenever the policy sends shares). Compiling the RM, NM and AM cores and the simulator
+loop with mypyc (an experiment, not in the build) changed nothing measurable (fifo 3.04 vs
+3.23 s, best of 4): that code mostly handles uncompiled objects (messages, ``Resources``,
+dicts). Compare of 4 policies: not re-measured here.
 """
 
 from __future__ import annotations

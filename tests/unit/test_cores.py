@@ -343,10 +343,12 @@ def test_ask_count_replaces_and_zero_removes() -> None:
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 5), Ask(2, SMALL, 1)]), 0.0)
     assert {p: x.count for p, x in a.asks.items()} == {0: 5, 2: 1}
     assert a.pending == 6
+    assert a.demand == SMALL * 6
     assert rm.hints.has_pending
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 3)]), 1.0)  # replaces, not adds
     assert {p: x.count for p, x in a.asks.items()} == {0: 3, 2: 1}
     assert a.pending == 4
+    assert a.demand == SMALL * 4  # the cached demand follows the asks
     rm.on_allocate(AllocateRequest(app, [Ask(0, ZERO, 0)]), 2.0)  # count 0 removes
     assert {p: x.count for p, x in a.asks.items()} == {2: 1}
     rm.on_allocate(AllocateRequest(app, [Ask(2, ZERO, 0)]), 3.0)
@@ -365,9 +367,11 @@ def test_undelivered_grants_are_subtracted(ask_again: int, expected_outstanding:
     app = submit(rm)
     a = rm.state.apps[app]
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 3)]), 0.0)
+    assert a.demand == SMALL * 3
     Beater(rm)(1.0)  # the node has room for 2 of the 3
     assert len(a.undelivered) == 2
     assert a.asks[0].count == 1
+    assert a.demand == SMALL  # and the placements
     # The AM has not seen the 2 grants yet and asks for ``ask_again`` in total.
     resp = rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, ask_again)]), 1.5)
     assert len(resp.allocated) == 2

@@ -161,6 +161,22 @@ def test_exponent_numbers_are_floats_as_in_yaml_1_2() -> None:
     assert parse_yaml(text, "w.yaml") == want
 
 
+def test_numbers_in_lists_read_as_pyyamls_own_safe_loader_reads_them() -> None:
+    """The loader's shortcuts (tags resolved once per text, plain decimals read by
+    ``float``) change no value: lists of numbers and look-alikes, repeated, as PyYAML's
+    own safe loader reads them (exponent forms aside, which it leaves as strings)."""
+    items = ["30.125", "-0.0", "0.0", "-12.5", "1_000.5", "+2.5", "2.", ".5", "1:30.5"]
+    items += ["007.25", "-.inf", ".nan", "3", "-4", "0x1F", "yes", "~", "'2.5'", "!!str 2.5"]
+    items += ["!!float 3", "12345678901234567890.123456789"]
+    text = "a: [" + ", ".join(items * 2) + "]\nb:\n" + "".join(f"- {i}\n" for i in items)
+    text += "c:\n- 2.5 # a comment\n- -0.0\n"
+    got, want = parse_yaml(text, "w.yaml"), yaml.safe_load(text)
+    assert repr(got) == repr(want)
+    for loader in (yamlload.PureLoader, yamlload.FastLoader):
+        if loader is not None:
+            assert repr(yaml.load(text, Loader=loader)) == repr(want)
+
+
 def test_the_global_safe_loader_is_left_as_pyyaml_has_it() -> None:
     import yaml
 
