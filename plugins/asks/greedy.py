@@ -32,14 +32,13 @@ class GreedyAsks(AskStrategy):
         usage = progress.remaining_usage
         out = []
         for i in progress.runnable_stages():
-            durations = progress.unassigned_durations(i)
             out.append(
                 Ask(
                     priority_of(i, AskKind.DEFAULT),
                     stages[i].resources,
-                    len(durations),
+                    progress.unassigned(i),
                     AskKind.DEFAULT,
-                    sum(durations) / len(durations),
+                    progress.unassigned_mean_duration(i),
                     remaining,
                     usage,
                     group_of(i),
