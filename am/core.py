@@ -116,6 +116,8 @@ class ApplicationMaster:
         # when a task finishes (at most once per allocate call).
         self._stage_work = [s.work_s for s in job.stages]
         self._usage: Resources | None = None
+        # Per stage, its resources x its unfinished task-seconds (None: compute it again).
+        self._stage_usage: list[Resources | None] = [None] * n
         self._tasks_left = job.tasks
         self._releases: list[str] = []
         self._newly_done: list[tuple[int, int]] = []
@@ -202,9 +204,15 @@ class ApplicationMaster:
         usage = self._usage
         if usage is None:
             stages = self._job.stages
-            usage = total(
-                [stages[i].resources * w for i, w in enumerate(self._stage_work) if w > 1e-9]
-            )
+            parts = self._stage_usage
+            terms = []
+            for i, w in enumerate(self._stage_work):
+                if w > 1e-9:
+                    part = parts[i]
+                    if part is None:
+                        part = parts[i] = stages[i].resources * w
+                    terms.append(part)
+            usage = total(terms)
             self._usage = usage
         return usage
 
@@ -337,8 +345,8 @@ class ApplicationMaster:
                 continue
             b = h[0]
             if b is not a and not (
-                b.expected_duration_s == a.expected_duration_s
-                and b.remaining_work == a.remaining_work
+                b.remaining_work == a.remaining_work
+                and b.expected_duration_s == a.expected_duration_s
                 and b.kind is a.kind
                 and b.group == a.group
                 and (b.resources is a.resources or b.resources == a.resources)
@@ -466,6 +474,7 @@ class ApplicationMaster:
         d = self._job.stages[stage].durations[task]
         self._remaining_work -= d
         self._stage_work[stage] -= d
+        self._stage_usage[stage] = None
         self._usage = None
         if done == self._stage_tasks[stage]:
             for child in self._job.children[stage]:

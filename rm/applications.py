@@ -283,6 +283,7 @@ class Applications:
             asks = blind_asks(req.asks) if self.blind else req.asks
             changed: list[int] = []  # where more than the hints changed
             kept = app.asks
+            narrowed: Resources | None = None  # the bound covers it already
             for ask in net_of_undelivered(asks, app.undelivered):
                 was = kept.get(ask.priority)
                 if was is None:
@@ -292,7 +293,10 @@ class Applications:
                     changed.append(ask.priority)
                 app.set_ask(ask)
                 if ask.count:
-                    pending.narrow(ask.resources)
+                    res = ask.resources
+                    if res is not narrowed and (narrowed is None or res != narrowed):
+                        pending.narrow(res)
+                        narrowed = res
             # A priority that moved to another stage moves its containers: say "any".
             pending.update(app, was_pending, None if moved else changed)
             st.version += 1  # demand changed: shares may too

@@ -8,9 +8,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from treadle.frozen import slot_setters
 from treadle.messages import Ask
 from treadle.model import JobSpec, StageSpec
 from treadle.resources import ZERO
+
+_new = object.__new__
+_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage, _a_group = slot_setters(
+    Ask,
+    (
+        "priority",
+        "resources",
+        "count",
+        "kind",
+        "expected_duration_s",
+        "remaining_work",
+        "remaining_usage",
+        "group",
+    ),
+)
 
 
 def blind_job(job: JobSpec) -> JobSpec:
@@ -29,6 +45,20 @@ def blind_asks(asks: Sequence[Ask]) -> list[Ask]:
     return [
         a
         if not (a.expected_duration_s or a.remaining_work or a.remaining_usage)
-        else Ask(a.priority, a.resources, a.count, a.kind, 0.0, 0.0, ZERO, a.group)
+        else _without_hints(a)
         for a in asks
     ]
+
+
+def _without_hints(a: Ask) -> Ask:
+    """``Ask(a.priority, a.resources, a.count, a.kind, 0.0, 0.0, ZERO, a.group)``, faster."""
+    b: Ask = _new(Ask)
+    _a_prio(b, a.priority)
+    _a_res(b, a.resources)
+    _a_count(b, a.count)
+    _a_kind(b, a.kind)
+    _a_dur(b, 0.0)
+    _a_work(b, 0.0)
+    _a_usage(b, ZERO)
+    _a_group(b, a.group)
+    return b

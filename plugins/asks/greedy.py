@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from am.asks import AskStrategy, JobProgress, group_of, priority_of
+from am.asks import AskStrategy, JobProgress, group_of, new_ask, priority_of
 from treadle.messages import Ask, AskKind
 
 
@@ -33,7 +33,7 @@ class GreedyAsks(AskStrategy):
         out = []
         for i in progress.runnable_stages():
             out.append(
-                Ask(
+                new_ask(
                     priority_of(i, AskKind.DEFAULT),
                     stages[i].resources,
                     progress.unassigned(i),
