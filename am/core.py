@@ -133,6 +133,7 @@ class ApplicationMaster:
         self._resend = 0  # the next requests that send the whole table
         # Per stage, the mean duration of its unassigned tasks (None: compute it again).
         self._mean_durations: list[float | None] = [None] * n
+        self._runnable: list[int] | None = None  # see ``runnable_stages``
         self.share: Resources | None = None
         self.cluster: Resources = ZERO
         self.failed_reason: str | None = None
@@ -150,6 +151,7 @@ class ApplicationMaster:
         for stage, task in completed_tasks:  # a restarted attempt skips finished work
             self._unassigned[stage].remove(task)
             self._mean_durations[stage] = None
+            self._runnable = None
             self._task_finished(stage, task)
 
     # JobProgress ---------------------------------------------------------------------
@@ -158,11 +160,14 @@ class ApplicationMaster:
         return self._job
 
     def runnable_stages(self) -> list[int]:
-        return [
-            i
-            for i in range(len(self._job.stages))
-            if self._parents_left[i] == 0 and self._unassigned[i]
-        ]
+        """(A list kept until a stage starts or stops being runnable: do not change it.)"""
+        runnable = self._runnable
+        if runnable is None:
+            parents_left, unassigned = self._parents_left, self._unassigned
+            runnable = self._runnable = [
+                i for i in range(len(unassigned)) if parents_left[i] == 0 and unassigned[i]
+            ]
+        return runnable
 
     def unassigned(self, stage: int) -> int:
         return len(self._unassigned[stage])
@@ -417,6 +422,8 @@ class ApplicationMaster:
                 continue
             task = queue.popleft()
             means[stage] = None
+            if not queue:
+                self._runnable = None
             task_of[cid] = (stage, task)
             running[stage] += 1
             duration = stages[stage].durations[task]
@@ -439,6 +446,7 @@ class ApplicationMaster:
         self._task_events += 1
         self._unassigned[stage].appendleft(task)
         self._mean_durations[stage] = None
+        self._runnable = None
         self._releases.append(container_id)
 
     def _on_completed(self, status: ContainerStatus) -> None:
@@ -466,6 +474,7 @@ class ApplicationMaster:
             return
         self._unassigned[stage].appendleft(task)
         self._mean_durations[stage] = None
+        self._runnable = None
 
     def _task_finished(self, stage: int, task: int) -> None:
         done = self._done[stage] = self._done[stage] + 1
@@ -479,3 +488,4 @@ class ApplicationMaster:
         if done == self._stage_tasks[stage]:
             for child in self._job.children[stage]:
                 self._parents_left[child] -= 1
+                self._runnable = None

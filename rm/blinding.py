@@ -6,8 +6,6 @@ the real job; the policy learns durations only from the containers that end."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from treadle.frozen import slot_setters
 from treadle.messages import Ask
 from treadle.model import JobSpec, StageSpec
@@ -40,19 +38,11 @@ def blind_job(job: JobSpec) -> JobSpec:
     )
 
 
-def blind_asks(asks: Sequence[Ask]) -> list[Ask]:
-    """``asks`` without their duration hints (the same objects when they carry none)."""
-    return [
-        a
-        if not (a.expected_duration_s or a.remaining_work or a.remaining_usage)
-        else _without_hints(a)
-        for a in asks
-    ]
-
-
-def _without_hints(a: Ask) -> Ask:
-    """``Ask(a.priority, a.resources, a.count, a.kind, 0.0, 0.0, ZERO, a.group)``, faster."""
-    b: Ask = _new(Ask)
+def blind_ask(a: Ask) -> Ask:
+    """``a`` without its duration hints (``a`` itself when it carries none)."""
+    if not (a.expected_duration_s or a.remaining_work or a.remaining_usage):
+        return a
+    b: Ask = _new(Ask)  # Ask(a.priority, a.resources, a.count, a.kind, 0.0, 0.0, ZERO, ...)
     _a_prio(b, a.priority)
     _a_res(b, a.resources)
     _a_count(b, a.count)

@@ -30,18 +30,19 @@ class GreedyAsks(AskStrategy):
         stages = progress.job.stages
         remaining = progress.remaining_work_s
         usage = progress.remaining_usage
-        out = []
-        for i in progress.runnable_stages():
-            out.append(
-                new_ask(
-                    priority_of(i, AskKind.DEFAULT),
-                    stages[i].resources,
-                    progress.unassigned(i),
-                    AskKind.DEFAULT,
-                    progress.unassigned_mean_duration(i),
-                    remaining,
-                    usage,
-                    group_of(i),
-                )
+        unassigned = progress.unassigned
+        mean_duration = progress.unassigned_mean_duration
+        kind = AskKind.DEFAULT
+        return [
+            new_ask(
+                priority_of(i, kind),
+                stages[i].resources,
+                unassigned(i),
+                kind,
+                mean_duration(i),
+                remaining,
+                usage,
+                group_of(i),
             )
-        return out
+            for i in progress.runnable_stages()
+        ]

@@ -66,10 +66,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from am.core import ApplicationMaster
 from rm.policy import ClusterView, NodeView, Placement
 from tests.unit.test_sim_sleeping_ams import QueueOrderSimulation
 from treadle.importers.tabular import first_jobs
 from treadle.importers.wta import WtaOptions, load_wta
+from treadle.messages import AllocateRequest, AllocateResponse
 from treadle.model import Workload
 from treadle.registry import build, factory
 from treadle.sim import SimResult, Simulation
@@ -135,6 +137,46 @@ def refile(wl: Workload, policies: list[str]) -> None:
         print(line + ("" if same else "  (the runs differ!)"), flush=True)
 
 
+def simulate_asks(wl: Workload, policy: str, whole: bool) -> tuple[SimResult, float, int, int]:
+    """``policy`` with the AMs sending deltas, or their whole ask table on every call: the
+    result, the wall time, the Allocate calls and the asks they carried."""
+    sim = Simulation(
+        wl, build("policies", policy, {}), factory("asks", "greedy", {}), policy_name=policy
+    )
+    on_allocate = sim.rm.on_allocate
+    sent = [0, 0]
+
+    def counted(req: AllocateRequest, now: float) -> AllocateResponse:
+        sent[0] += 1
+        sent[1] += len(req.asks)
+        return on_allocate(req, now)
+
+    sim.rm.on_allocate = counted  # type: ignore[method-assign]
+    was = ApplicationMaster.whole_table
+    ApplicationMaster.whole_table = whole
+    try:
+        started = time.perf_counter()
+        result = sim.run()
+        wall = time.perf_counter() - started
+    finally:
+        ApplicationMaster.whole_table = was
+    return result, wall, sent[0], sent[1]
+
+
+def asks(wl: Workload, policies: list[str]) -> None:
+    print(
+        f"{'policy':<11} {'calls':>8} {'asks':>10} {'wall s':>7} {'whole-table asks':>17}"
+        f" {'wall s':>7} {'speed-up':>9}"
+    )
+    for policy in policies:
+        fast, wall, calls, sent = simulate_asks(wl, policy, False)
+        ref, ref_wall, _, ref_sent = simulate_asks(wl, policy, True)
+        same = ref.records == fast.records and ref.end_s == fast.end_s
+        line = f"{policy:<11} {calls:>8,} {sent:>10,} {wall:>7.2f} {ref_sent:>17,}"
+        line += f" {ref_wall:>7.2f} {ref_wall / wall:>8.2f}x"
+        print(line + ("" if same else "  (the runs differ!)"), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.benchmarks wta")
     ap.add_argument("--jobs", type=int, default=40)
@@ -142,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--homo-filter", type=float, default=None)
     ap.add_argument("--no-yardstick", action="store_true")
     ap.add_argument("--refile", action="store_true")
+    ap.add_argument("--asks", action="store_true")
     args = ap.parse_args(argv)
     wl = load_wta(HOMO_CSV, WtaOptions(homo_filter=args.homo_filter))
     wl = first_jobs(wl, args.jobs or None)
@@ -149,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{HOMO_CSV.name}: {len(wl.jobs)} jobs, {wl.tasks} tasks, heartbeat {h} s")
     if args.refile:
         refile(wl, (args.policies or "uwfq,cfq").split(","))
+        return 0
+    if args.asks:
+        asks(wl, (args.policies or "spark-fair,ujf").split(","))
         return 0
     header = f"{'policy':<10} {'sim s':>9} {'AM calls':>11} {'off heap':>9} {'wall s':>8}"
     print(header + f" {'yardstick off heap':>19} {'wall s':>8} {'speed-up':>9}")
