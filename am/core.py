@@ -63,6 +63,22 @@ def _launch(
     return x
 
 
+def _differs(a: Ask, held: list[Any] | None) -> bool:
+    """Whether the RM holds something else than ``a`` (``held``: the ask last sent at its
+    priority and its count less the grants since)."""
+    if held is None or held[1] != a.count:
+        return True
+    b: Ask = held[0]
+    return b is not a and not (
+        b.remaining_work == a.remaining_work
+        and b.expected_duration_s == a.expected_duration_s
+        and b.kind is a.kind
+        and b.group == a.group
+        and (b.resources is a.resources or b.resources == a.resources)
+        and (b.remaining_usage is a.remaining_usage or b.remaining_usage == a.remaining_usage)
+    )
+
+
 class ApplicationMaster:
     """Drives one job. ``max_task_attempts`` bounds retries of a failed task (YARN: 4).
     ``task_order_seed``: run each stage's tasks in an order drawn from it (default: index
@@ -336,36 +352,22 @@ class ApplicationMaster:
         held = self._held
         if not table or held is None or self.whole_table:
             return table
+        keys = [a.group or ~a.priority for a in table]
+        if len(set(keys)) == len(table):  # one ask per group (greedy's asks)
+            out = [a for a in table if _differs(a, held.get(a.priority))]
+            return out if out else table[:1]
         changed: set[int] = set()
         counted: set[int] = set()  # groups with an ask of a non-zero count
-        for a in table:
-            key = a.group or ~a.priority
+        for a, key in zip(table, keys, strict=True):
             if a.count:
                 if key in counted:
                     changed.add(key)
                 counted.add(key)
-            h = held.get(a.priority)
-            if h is None or h[1] != a.count:
-                changed.add(key)
-                continue
-            b = h[0]
-            if b is not a and not (
-                b.remaining_work == a.remaining_work
-                and b.expected_duration_s == a.expected_duration_s
-                and b.kind is a.kind
-                and b.group == a.group
-                and (b.resources is a.resources or b.resources == a.resources)
-                and (
-                    b.remaining_usage is a.remaining_usage or b.remaining_usage == a.remaining_usage
-                )
-            ):
+            if _differs(a, held.get(a.priority)):
                 changed.add(key)
         if not changed:
-            first = table[0]
-            changed.add(first.group or ~first.priority)
-        elif len(changed) == len(counted) and len(table) == len(counted):
-            return table  # every group, one ask each
-        return [a for a in table if (a.group or ~a.priority) in changed]
+            changed.add(keys[0])
+        return [a for a, key in zip(table, keys, strict=True) if key in changed]
 
     def on_allocate_response(self, resp: AllocateResponse, now: float) -> list[ContainerLaunch]:
         if resp.response_id and resp.response_id <= self.response_id:
