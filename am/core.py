@@ -1,8 +1,23 @@
 """The ApplicationMaster core: one job's DAG progress, asks and container launches.
 
 Sans-IO: the host (DES or gRPC runner) calls ``allocate_request(now)``, sends it to the RM,
-feeds the response to ``on_allocate_response(resp, now)`` and starts the returned launches
-on their NMs. Tasks of a stage run when every parent stage is done (a barrier).
+feeds the response to ``on_allocate_response(resp, now)`` (or tells ``allocate_failed()``
+that the call got no answer) and starts the returned launches on their NMs. Tasks of a
+stage run when every parent stage is done (a barrier).
+
+Asks go as deltas (YARN's AMRMClientImpl): a request carries the asks of the groups
+(``Ask.group``; an ask of group 0 is a group of its own) in which some ask differs, in any
+field, from what the RM holds as the AM counts it: the ask last sent at that priority, its
+count less the containers granted there since (the RM takes such grants off what it
+stores, and nets an ask sent of those it granted unseen, so the two agree). A group with
+more than one ask of a non-zero count goes every time (the RM nets unseen grants within a
+group most important first, which a kept ask would not get). When nothing differs the
+request still carries the first group (an Allocate with asks is a change of demand to the
+RM: it refreshes its policy's view of the application). The whole table goes instead
+while the AM cannot be sure what the RM holds: after (re-)registration, on the two calls
+after one that got no answer (the next may be answered by a replay of the lost answer,
+and the RM does not apply the asks of a replayed call) and on the call after a repeated
+answer.
 """
 
 from __future__ import annotations
@@ -10,6 +25,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Sequence
+from typing import Any
 
 from am.asks import AskStrategy, stage_of
 from treadle.frozen import slot_setters
@@ -47,10 +63,31 @@ def _launch(
     return x
 
 
+def _differs(a: Ask, held: list[Any] | None) -> bool:
+    """Whether the RM holds something else than ``a`` (``held``: the ask last sent at its
+    priority and its count less the grants since)."""
+    if held is None or held[1] != a.count:
+        return True
+    b: Ask = held[0]
+    return b is not a and not (
+        b.remaining_work == a.remaining_work
+        and b.expected_duration_s == a.expected_duration_s
+        and b.kind is a.kind
+        and b.group == a.group
+        and (b.resources is a.resources or b.resources == a.resources)
+        and (b.remaining_usage is a.remaining_usage or b.remaining_usage == a.remaining_usage)
+    )
+
+
 class ApplicationMaster:
     """Drives one job. ``max_task_attempts`` bounds retries of a failed task (YARN: 4).
     ``task_order_seed``: run each stage's tasks in an order drawn from it (default: index
-    order)."""
+    order). ``whole_table``: send every ask on every call (the same outcome as deltas;
+    for tests that compare the two)."""
+
+    #: Send every ask on every call (see ``whole_table``; the class default is for tests
+    #: that run a simulator, which builds its AMs itself).
+    whole_table: bool = False
 
     def __init__(
         self,
@@ -62,6 +99,7 @@ class ApplicationMaster:
         completed_tasks: Sequence[tuple[int, int]] = (),
         attempt: int = 0,
         task_order_seed: str | None = None,
+        whole_table: bool = False,
     ) -> None:
         self._job = job
         self.app_id = app_id
@@ -94,10 +132,24 @@ class ApplicationMaster:
         # when a task finishes (at most once per allocate call).
         self._stage_work = [s.work_s for s in job.stages]
         self._usage: Resources | None = None
+        # Per stage, its resources x its unfinished task-seconds (None: compute it again).
+        self._stage_usage: list[Resources | None] = [None] * n
         self._tasks_left = job.tasks
         self._releases: list[str] = []
         self._newly_done: list[tuple[int, int]] = []
         self._sent: dict[int, int] = {}  # priority -> group of the asks last sent
+        if whole_table:
+            self.whole_table = True
+        # What the RM holds, as the AM counts it: priority -> [the ask last sent there,
+        # its count less the containers granted there since]. None: not known (the next
+        # request sends the whole table).
+        self._held: dict[int, list[Any]] | None = {}
+        self._in_flight: list[Ask] | None = None  # the asks of a request not answered yet
+        self._in_flight_whole = False  # ... which were the whole table
+        self._resend = 0  # the next requests that send the whole table
+        # Per stage, the mean duration of its unassigned tasks (None: compute it again).
+        self._mean_durations: list[float | None] = [None] * n
+        self._runnable: list[int] | None = None  # see ``runnable_stages``
         self.share: Resources | None = None
         self.cluster: Resources = ZERO
         self.failed_reason: str | None = None
@@ -107,12 +159,15 @@ class ApplicationMaster:
         self._version = 0  # see ``version``
         self._last_asks: list[Ask] | None = None  # what the strategy returned last time
         self._repeat: AllocateRequest | None = None  # the repeat of the last request
+        self._repeat_of: list[Ask] | None = None  # the asks it repeats
         #: The last ``allocate_request`` repeats the one before: same asks, nothing
         #: released or finished, nothing received since. Answering it would change
         #: nothing at the RM unless the RM has something new to deliver.
         self.repeats_last_request = False
         for stage, task in completed_tasks:  # a restarted attempt skips finished work
             self._unassigned[stage].remove(task)
+            self._mean_durations[stage] = None
+            self._runnable = None
             self._task_finished(stage, task)
 
     # JobProgress ---------------------------------------------------------------------
@@ -121,17 +176,28 @@ class ApplicationMaster:
         return self._job
 
     def runnable_stages(self) -> list[int]:
-        return [
-            i
-            for i in range(len(self._job.stages))
-            if self._parents_left[i] == 0 and self._unassigned[i]
-        ]
+        """(A list kept until a stage starts or stops being runnable: do not change it.)"""
+        runnable = self._runnable
+        if runnable is None:
+            parents_left, unassigned = self._parents_left, self._unassigned
+            runnable = self._runnable = [
+                i for i in range(len(unassigned)) if parents_left[i] == 0 and unassigned[i]
+            ]
+        return runnable
 
     def unassigned(self, stage: int) -> int:
         return len(self._unassigned[stage])
 
     def unassigned_durations(self, stage: int) -> list[float]:
         return list(map(self._job.stages[stage].durations.__getitem__, self._unassigned[stage]))
+
+    def unassigned_mean_duration(self, stage: int) -> float:
+        mean = self._mean_durations[stage]
+        if mean is None:
+            durations = self.unassigned_durations(stage)
+            mean = sum(durations) / len(durations) if durations else 0.0
+            self._mean_durations[stage] = mean
+        return mean
 
     def running(self, stage: int) -> int:
         return self._running[stage]
@@ -159,9 +225,15 @@ class ApplicationMaster:
         usage = self._usage
         if usage is None:
             stages = self._job.stages
-            usage = total(
-                [stages[i].resources * w for i, w in enumerate(self._stage_work) if w > 1e-9]
-            )
+            parts = self._stage_usage
+            terms = []
+            for i, w in enumerate(self._stage_work):
+                if w > 1e-9:
+                    part = parts[i]
+                    if part is None:
+                        part = parts[i] = stages[i].resources * w
+                    terms.append(part)
+            usage = total(terms)
             self._usage = usage
         return usage
 
@@ -205,10 +277,26 @@ class ApplicationMaster:
         self._repeat = None
         self._last_asks = None
         self._version += 1
+        self._unsure(1)
+
+    def allocate_failed(self) -> None:
+        """The last request got no answer (the call failed): the RM may or may not have
+        applied it, and may answer the next call with a replay of its lost answer."""
+        self._unsure(2)
+
+    def _unsure(self, calls: int) -> None:
+        """The AM cannot tell what the RM holds: the next ``calls`` requests send the
+        whole table."""
+        self._held = None
+        self._in_flight = None
+        self._resend = max(self._resend, calls)
+        self._quiet = False
 
     def allocate_request(self, now: float) -> AllocateRequest:
         asks: list[Ask] = [] if self.finished else self.strategy.asks(self, now)
-        if self._quiet:
+        if self._in_flight is not None:
+            self._unsure(2)  # the last request was never answered (a host that did not say)
+        if self._quiet and not self._resend:
             last = self._last_asks
             if asks is last or asks == last:
                 # Keep the strategy's newest list: a strategy that rebuilt an equal one
@@ -219,10 +307,19 @@ class ApplicationMaster:
                 # What building it afresh would give: the same asks, nothing to withdraw,
                 # nothing released or done, the progress and response id of now (kept while
                 # the AM stays quiet: a waiting job repeats itself for many intervals).
+                # Nothing received since the last answer: the RM holds every ask as the
+                # AM counts it, so the delta is the first group alone.
                 req = self._repeat
-                if req is None or req.asks is not asks:
+                if req is None or self._repeat_of is not asks:
+                    self._repeat_of = asks
                     req = self._repeat = AllocateRequest(
-                        self.app_id, asks, [], self.progress, [], self.attempt, self.response_id
+                        self.app_id,
+                        self._delta(asks),
+                        [],
+                        self.progress,
+                        [],
+                        self.attempt,
+                        self.response_id,
                     )
                 return req
         self.repeats_last_request = False
@@ -237,6 +334,13 @@ class ApplicationMaster:
             if withdrawn:
                 asks = asks + withdrawn
         self._sent = {p: a.group for p, a in sent.items() if a.count}
+        if self._held is None or self._resend or self.whole_table:
+            self._resend = max(0, self._resend - 1)
+            self._in_flight_whole = True
+        else:
+            asks = self._delta(asks)
+            self._in_flight_whole = False
+        self._in_flight = asks
         releases, self._releases = self._releases, []
         done, self._newly_done = self._newly_done, []
         return AllocateRequest(
@@ -249,12 +353,50 @@ class ApplicationMaster:
             self.response_id,
         )
 
+    def _delta(self, table: list[Ask]) -> list[Ask]:
+        """The asks of ``table`` in the groups where the RM holds something else (all of
+        them when they are all the same as held: then the first group)."""
+        held = self._held
+        if not table or held is None or self.whole_table:
+            return table
+        keys = [a.group or ~a.priority for a in table]
+        if len(set(keys)) == len(table):  # one ask per group (greedy's asks)
+            out = [a for a in table if _differs(a, held.get(a.priority))]
+            return out if out else table[:1]
+        changed: set[int] = set()
+        counted: set[int] = set()  # groups with an ask of a non-zero count
+        for a, key in zip(table, keys, strict=True):
+            if a.count:
+                if key in counted:
+                    changed.add(key)
+                counted.add(key)
+            if _differs(a, held.get(a.priority)):
+                changed.add(key)
+        if not changed:
+            changed.add(keys[0])
+        return [a for a, key in zip(table, keys, strict=True) if key in changed]
+
     def on_allocate_response(self, resp: AllocateResponse, now: float) -> list[ContainerLaunch]:
         if resp.response_id and resp.response_id <= self.response_id:
-            self._quiet = False
-            return []  # an answer we already had (the RM repeated it)
+            # An answer we already had (the RM repeated it): it did not apply our asks.
+            self._unsure(1)
+            return []
         self.response_id = resp.response_id
         self._repeat = None
+        sent = self._in_flight
+        if sent is not None:
+            self._in_flight = None
+            held = self._held
+            if held is None or self._in_flight_whole:
+                held = self._held = {}
+            for a in sent:
+                held[a.priority] = [a, a.count]
+        held = self._held
+        if held is not None and resp.allocated:
+            for c in resp.allocated:
+                h = held.get(c.priority)
+                if h is not None:
+                    h[1] -= 1
         if resp.share != self.share or resp.cluster is not self.cluster:
             self.share = resp.share
             self.cluster = resp.cluster
@@ -278,6 +420,7 @@ class ApplicationMaster:
         task_of = self._task_of
         running = self._running
         ends = self._ends
+        means = self._mean_durations
         for c in resp.allocated:
             cid = c.container_id
             stage = stage_of(c.priority)
@@ -287,6 +430,9 @@ class ApplicationMaster:
                 self._releases.append(cid)  # more than we need: give it back
                 continue
             task = queue.popleft()
+            means[stage] = None
+            if not queue:
+                self._runnable = None
             task_of[cid] = (stage, task)
             running[stage] += 1
             duration = stages[stage].durations[task]
@@ -308,6 +454,8 @@ class ApplicationMaster:
         self._ends[stage].pop(container_id, None)
         self._task_events += 1
         self._unassigned[stage].appendleft(task)
+        self._mean_durations[stage] = None
+        self._runnable = None
         self._releases.append(container_id)
 
     def _on_completed(self, status: ContainerStatus) -> None:
@@ -334,6 +482,8 @@ class ApplicationMaster:
             )
             return
         self._unassigned[stage].appendleft(task)
+        self._mean_durations[stage] = None
+        self._runnable = None
 
     def _task_finished(self, stage: int, task: int) -> None:
         done = self._done[stage] = self._done[stage] + 1
@@ -342,7 +492,9 @@ class ApplicationMaster:
         d = self._job.stages[stage].durations[task]
         self._remaining_work -= d
         self._stage_work[stage] -= d
+        self._stage_usage[stage] = None
         self._usage = None
         if done == self._stage_tasks[stage]:
             for child in self._job.children[stage]:
                 self._parents_left[child] -= 1
+                self._runnable = None

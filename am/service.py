@@ -9,8 +9,9 @@ per application as an asyncio task, each with its own channel and session.
 
 Errors from Allocate: UNAVAILABLE (and other transient codes) are retried at the next
 interval, carrying the unsent releases and completed tasks over (an RM being restarted
-is absent for a while); FAILED_PRECONDITION "register again" (the RM restarted and lost
-this attempt's session, YARN's ApplicationMasterNotRegisteredException) makes the attempt
+is absent for a while) and the whole ask table (the RM may or may not have applied the
+call); FAILED_PRECONDITION "register again" (the RM restarted and lost this attempt's
+session, YARN's ApplicationMasterNotRegisteredException) makes the attempt
 register again and go on where it was: its running containers (which the restarted RM
 recovers from their nodes, or reports lost) and the tasks done so far; NOT_FOUND and
 other FAILED_PRECONDITIONs mean the application ended or this attempt was replaced, so
@@ -227,6 +228,7 @@ class _Session:
                         return await self.finish(FinalStatus.FAILED, why)
                     self._carry_releases = request.releases
                     self._carry_done = request.completed_tasks
+                    core.allocate_failed()  # the RM may hold the asks sent, or not
                     failing_since = failing_since or time.monotonic()
                     if time.monotonic() - failing_since > self.rm_lost_s:
                         raise AmError(

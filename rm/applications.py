@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rm.blinding import blind_asks, blind_job
+from rm.blinding import blind_ask, blind_job
 from rm.containers import ContainerLifecycle
 from rm.netting import net_of_undelivered, same_but_hints, validate_asks
 from rm.scheduling import AM_PRIORITY, Scheduler
@@ -280,19 +280,27 @@ class Applications:
             moved = app.stage_book.asked(req.asks, now)
             pending = st.pending
             was_pending = app.pending > 0
-            asks = blind_asks(req.asks) if self.blind else req.asks
+            blind = self.blind
             changed: list[int] = []  # where more than the hints changed
             kept = app.asks
-            for ask in net_of_undelivered(asks, app.undelivered):
+            narrowed: Resources | None = None  # the bound covers it already
+            for ask in net_of_undelivered(req.asks, app.undelivered):
                 was = kept.get(ask.priority)
                 if was is None:
                     if ask.count:
                         changed.append(ask.priority)
                 elif was is not ask and not same_but_hints(was, ask):
                     changed.append(ask.priority)
+                elif blind:
+                    continue  # it holds that ask already (its hints hidden)
+                if blind:
+                    ask = blind_ask(ask)
                 app.set_ask(ask)
                 if ask.count:
-                    pending.narrow(ask.resources)
+                    res = ask.resources
+                    if res is not narrowed and (narrowed is None or res != narrowed):
+                        pending.narrow(res)
+                        narrowed = res
             # A priority that moved to another stage moves its containers: say "any".
             pending.update(app, was_pending, None if moved else changed)
             st.version += 1  # demand changed: shares may too

@@ -75,35 +75,44 @@ def validate_asks(asks: Sequence[Ask], largest: Resources | None) -> None:
     is the componentwise maximum of the live nodes (None: no node yet)."""
     seen: set[int] = set()
     shape_of_group: dict[int, Resources] = {}
+    fine: Resources | None = None  # the last shape that passed the checks of a shape
     for ask in asks:
-        if ask.priority < 0:
-            raise InvalidRequestError(f"ask priority must be >= 0, got {ask.priority}")
-        if ask.priority in seen:
-            raise InvalidRequestError(f"two asks at priority {ask.priority}")
-        seen.add(ask.priority)
-        if ask.count < 0:
-            raise InvalidRequestError(f"ask count must be >= 0, got {ask.count}")
-        if ask.resources.any_negative():
-            raise InvalidRequestError(f"ask resources must be >= 0, got {ask.resources}")
-        if ask.count and ask.resources.is_zero():
+        priority = ask.priority
+        if priority < 0:
+            raise InvalidRequestError(f"ask priority must be >= 0, got {priority}")
+        if priority in seen:
+            raise InvalidRequestError(f"two asks at priority {priority}")
+        seen.add(priority)
+        count = ask.count
+        if count < 0:
+            raise InvalidRequestError(f"ask count must be >= 0, got {count}")
+        res = ask.resources
+        # Asks of one request mostly share a shape: one equal to a shape that passed
+        # every check of a shape (not negative, not zero, fits a node) passes them again.
+        known = count and fine is not None and (res is fine or res == fine)
+        if not known and res.any_negative():
+            raise InvalidRequestError(f"ask resources must be >= 0, got {res}")
+        if count and not known and res.is_zero():
             raise InvalidRequestError("an ask must request some resources")
-        if ask.group < 0:
+        group = ask.group
+        if group < 0:
             raise InvalidRequestError(
-                f"ask at priority {ask.priority}: group must be >= 0, got {ask.group}"
+                f"ask at priority {priority}: group must be >= 0, got {group}"
             )
-        if ask.group and ask.count:
-            shape = shape_of_group.setdefault(ask.group, ask.resources)
-            if shape != ask.resources:
+        if group and count:
+            shape = shape_of_group.setdefault(group, res)
+            if shape is not res and shape != res:
                 raise InvalidRequestError(
-                    f"ask at priority {ask.priority}: group {ask.group} pools "
-                    f"interchangeable tasks, but asks {ask.resources} where another "
+                    f"ask at priority {priority}: group {group} pools "
+                    f"interchangeable tasks, but asks {res} where another "
                     f"ask of the group asks {shape}"
                 )
-        if ask.count and largest is not None and not ask.resources.fits_in(largest):
-            raise InvalidRequestError(
-                f"ask {ask.resources} at priority {ask.priority} fits no node "
-                f"(largest node {largest})"
-            )
+        if count and not known:
+            if largest is not None and not res.fits_in(largest):
+                raise InvalidRequestError(
+                    f"ask {res} at priority {priority} fits no node (largest node {largest})"
+                )
+            fine = res
 
 
 def same_but_hints(a: Ask, b: Ask) -> bool:

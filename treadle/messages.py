@@ -53,7 +53,8 @@ class Ask:
     """A resource request: ``count`` containers of ``resources`` at ``priority``.
 
     As in YARN, the AM sends the total outstanding count for a priority each time; the RM
-    replaces its table entry (count 0 removes it). ``expected_duration_s``,
+    replaces its table entry (count 0 removes it) and keeps those of the priorities not
+    sent (the AM sends only the asks that changed: ``am.core``). ``expected_duration_s``,
     ``remaining_work`` (the job's unfinished task-seconds) and ``remaining_usage`` (its
     unfinished resource-seconds per resource: duration x demand summed over the tasks not
     yet done) are hints for estimators and SRTF-style policies.

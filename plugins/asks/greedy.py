@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from am.asks import AskStrategy, JobProgress, group_of, priority_of
+from am.asks import AskStrategy, JobProgress, group_of, new_ask, priority_of
 from treadle.messages import Ask, AskKind
 
 
@@ -30,19 +30,19 @@ class GreedyAsks(AskStrategy):
         stages = progress.job.stages
         remaining = progress.remaining_work_s
         usage = progress.remaining_usage
-        out = []
-        for i in progress.runnable_stages():
-            durations = progress.unassigned_durations(i)
-            out.append(
-                Ask(
-                    priority_of(i, AskKind.DEFAULT),
-                    stages[i].resources,
-                    len(durations),
-                    AskKind.DEFAULT,
-                    sum(durations) / len(durations),
-                    remaining,
-                    usage,
-                    group_of(i),
-                )
+        unassigned = progress.unassigned
+        mean_duration = progress.unassigned_mean_duration
+        kind = AskKind.DEFAULT
+        return [
+            new_ask(
+                priority_of(i, kind),
+                stages[i].resources,
+                unassigned(i),
+                kind,
+                mean_duration(i),
+                remaining,
+                usage,
+                group_of(i),
             )
-        return out
+            for i in progress.runnable_stages()
+        ]

@@ -12,7 +12,7 @@ speed-up (yardstick wall / simulator wall).
 
 Options: ``--jobs N`` (default 40) simulates the first N jobs by submit time;
 ``--policies`` (default ``fifo,uwfq``); ``--homo-filter F``; ``--no-yardstick`` runs the
-simulator alone (for the whole file: ``--jobs 0``).
+simulator alone (for the whole file: ``--jobs 0``); ``--asks``: see the end.
 
 ``--refile`` measures the stage-ordering policies instead (``--policies`` default
 ``uwfq,cfq``): each as shipped, which refiles only the task sets of the stages whose asks
@@ -57,6 +57,47 @@ spark-fair about 31 min and ujf about 33 min. For those two the ask path is what
 on the 40-job prefix (cProfile, unloaded) spark-fair spends 5.3 of 10.3 s in the RM's
 ``allocate`` (validating, blinding and storing every ask of a wide job on each of 16,049
 calls) and 2.6 s in the AM building the lists, 1.0 s in the policy.
+
+``--asks`` (``--policies`` default ``spark-fair,ujf``) measures that ask path: the AMs
+sending deltas (``am.core``: only the asks that differ from what the RM holds, as the AM
+counts it) against the same AMs sending their whole table on every call
+(``ApplicationMaster.whole_table``), in the same run on the same prefix; both must log the
+same events. Printed: Allocate calls, asks sent and wall time of each, and the speed-up.
+
+Measured on 2026-11-25 (branch perf/ask-deltas, 2 cores shared, load average 4-5). The
+greedy AM restamps every ask with the job's ``remaining_work`` and ``remaining_usage``
+whenever one of its tasks ends, and a changed hint must be sent, so deltas halve the asks
+at best on these jobs: in the 25-job prefix 5,880 of 6,036 list rebuilds had a new
+``remaining_work``; the asks saved are those of the calls in which no task ended. The rest
+came from making each ask cheaper on both sides (the AM keeps each stage's mean duration,
+usage term and the runnable stages until they change and builds asks by their slots; the
+RM skips the shape checks of a shape already checked in the call and leaves alone, when
+it hides hints from its policy, an ask that changed in its hints alone). Every run below
+logged the same events and wrote the same jobs and summary as before.
+
+- ``treadle sim ... --policy spark-fair --no-slowdown --limit-jobs 25`` under cProfile:
+  ``Simulation.run`` 14.8 s before, 10.1 s after; the RM's ``allocate`` 7.6 s to 2.0 s
+  (``validate_asks`` 2.8 s to 0.9 s, blinding 1.2 s to 0, ``set_ask`` 475 k calls to
+  486), the AM's ``allocate_request`` 4.0 s to 3.7 s (``unassigned_durations`` 251 k
+  calls to 6 k; the AM now also compares each ask with what the RM holds, 0.8 s). Asks
+  through the RM's 11,464 calls: 474,962 before, 252,770 after. Without the profiler,
+  CPU of the whole command (about 1.3 s of it start-up): 4.6-5.1 s before, 2.5-2.7 s after.
+- The same with ``--limit-jobs 60``: spark-fair 13.05 s of CPU before, 5.39 s after
+  (2.4x); ujf 13.00 s before, 6.04 s after (2.2x); sjf (oracle: hints reach the policy)
+  ``--limit-jobs 25`` 1.88 s before, 1.47 s after.
+- The whole CSV, ``treadle sim ... --policy spark-fair --no-slowdown`` after: 259 s of
+  CPU, 517 s of wall (load average about 5; about 15 minutes of wall before, not
+  measured again here).
+- ``--asks --jobs 40``: spark-fair 282,641 asks against 538,650 for the whole table,
+  1.49 s against 1.67 s of wall (1.12x); ujf 273,160 against 524,897, 1.54 s against
+  1.75 s (1.14x). The deltas alone gain little once the RM leaves a hint-only change
+  alone; before that shortcut and the AM's cached runnable stages: spark-fair 4.01 s
+  against 5.24 s (1.31x), ujf 4.45 s against 5.22 s (1.17x).
+- ``python -m tests.benchmarks e2e --nodes 200 --compare-nodes 0`` (single-stage jobs:
+  one ask per AM) core loop by CPU, two runs each: before 0.052x and 0.048x of the bare
+  DES (0.056x, 0.053x with slowdown), after 0.050x and 0.045x (0.045x, 0.044x); the
+  same workload's ``Simulation.run`` in one process, best of 3, three pairs: before 2.12,
+  2.25, 2.13 s of CPU, after 2.21, 2.16, 2.01 s: no change beyond the noise.
 """
 
 from __future__ import annotations
@@ -66,10 +107,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from am.core import ApplicationMaster
 from rm.policy import ClusterView, NodeView, Placement
 from tests.unit.test_sim_sleeping_ams import QueueOrderSimulation
 from treadle.importers.tabular import first_jobs
 from treadle.importers.wta import WtaOptions, load_wta
+from treadle.messages import AllocateRequest, AllocateResponse
 from treadle.model import Workload
 from treadle.registry import build, factory
 from treadle.sim import SimResult, Simulation
@@ -135,6 +178,46 @@ def refile(wl: Workload, policies: list[str]) -> None:
         print(line + ("" if same else "  (the runs differ!)"), flush=True)
 
 
+def simulate_asks(wl: Workload, policy: str, whole: bool) -> tuple[SimResult, float, int, int]:
+    """``policy`` with the AMs sending deltas, or their whole ask table on every call: the
+    result, the wall time, the Allocate calls and the asks they carried."""
+    sim = Simulation(
+        wl, build("policies", policy, {}), factory("asks", "greedy", {}), policy_name=policy
+    )
+    on_allocate = sim.rm.on_allocate
+    sent = [0, 0]
+
+    def counted(req: AllocateRequest, now: float) -> AllocateResponse:
+        sent[0] += 1
+        sent[1] += len(req.asks)
+        return on_allocate(req, now)
+
+    sim.rm.on_allocate = counted  # type: ignore[method-assign]
+    was = ApplicationMaster.whole_table
+    ApplicationMaster.whole_table = whole
+    try:
+        started = time.perf_counter()
+        result = sim.run()
+        wall = time.perf_counter() - started
+    finally:
+        ApplicationMaster.whole_table = was
+    return result, wall, sent[0], sent[1]
+
+
+def asks(wl: Workload, policies: list[str]) -> None:
+    print(
+        f"{'policy':<11} {'calls':>8} {'asks':>10} {'wall s':>7} {'whole-table asks':>17}"
+        f" {'wall s':>7} {'speed-up':>9}"
+    )
+    for policy in policies:
+        fast, wall, calls, sent = simulate_asks(wl, policy, False)
+        ref, ref_wall, _, ref_sent = simulate_asks(wl, policy, True)
+        same = ref.records == fast.records and ref.end_s == fast.end_s
+        line = f"{policy:<11} {calls:>8,} {sent:>10,} {wall:>7.2f} {ref_sent:>17,}"
+        line += f" {ref_wall:>7.2f} {ref_wall / wall:>8.2f}x"
+        print(line + ("" if same else "  (the runs differ!)"), flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.benchmarks wta")
     ap.add_argument("--jobs", type=int, default=40)
@@ -142,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--homo-filter", type=float, default=None)
     ap.add_argument("--no-yardstick", action="store_true")
     ap.add_argument("--refile", action="store_true")
+    ap.add_argument("--asks", action="store_true")
     args = ap.parse_args(argv)
     wl = load_wta(HOMO_CSV, WtaOptions(homo_filter=args.homo_filter))
     wl = first_jobs(wl, args.jobs or None)
@@ -149,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{HOMO_CSV.name}: {len(wl.jobs)} jobs, {wl.tasks} tasks, heartbeat {h} s")
     if args.refile:
         refile(wl, (args.policies or "uwfq,cfq").split(","))
+        return 0
+    if args.asks:
+        asks(wl, (args.policies or "spark-fair,ujf").split(","))
         return 0
     header = f"{'policy':<10} {'sim s':>9} {'AM calls':>11} {'off heap':>9} {'wall s':>8}"
     print(header + f" {'yardstick off heap':>19} {'wall s':>8} {'speed-up':>9}")

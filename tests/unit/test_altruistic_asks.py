@@ -80,6 +80,10 @@ class Progress:
     def unassigned_durations(self, stage: int) -> list[float]:
         return list(self.pending[stage])
 
+    def unassigned_mean_duration(self, stage: int) -> float:
+        p = self.pending[stage]
+        return sum(p) / len(p) if p else 0.0
+
     def running(self, stage: int) -> int:
         return len(self.ends[stage])
 
