@@ -13,54 +13,12 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from treadle.frozen import slot_setters
 from treadle.messages import Ask, AskKind
 from treadle.model import JobSpec
 from treadle.resources import Resources
 
 #: The entry-point group of ask-strategy plugins (the registry's ``asks`` kind).
 ENTRY_POINT_GROUP = "treadle.asks"
-
-
-_new = object.__new__
-_setters = slot_setters(
-    Ask,
-    (
-        "priority",
-        "resources",
-        "count",
-        "kind",
-        "expected_duration_s",
-        "remaining_work",
-        "remaining_usage",
-        "group",
-    ),
-)
-
-
-def new_ask(
-    priority: int,
-    resources: Resources,
-    count: int,
-    kind: AskKind,
-    expected_duration_s: float,
-    remaining_work: float,
-    remaining_usage: Resources,
-    group: int,
-) -> Ask:
-    """``Ask(priority, resources, count, kind, ...)`` with every field given, faster (for a
-    strategy that builds an ask per stage on every change of its job)."""
-    prio, res, cnt, knd, dur, work, usage, grp = _setters
-    a: Ask = _new(Ask)
-    prio(a, priority)
-    res(a, resources)
-    cnt(a, count)
-    knd(a, kind)
-    dur(a, expected_duration_s)
-    work(a, remaining_work)
-    usage(a, remaining_usage)
-    grp(a, group)
-    return a
 
 
 def priority_of(stage: int, kind: AskKind) -> int:

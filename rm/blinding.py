@@ -6,25 +6,9 @@ the real job; the policy learns durations only from the containers that end."""
 
 from __future__ import annotations
 
-from treadle.frozen import slot_setters
-from treadle.messages import Ask
+from treadle.messages import Ask, new_ask
 from treadle.model import JobSpec, StageSpec
 from treadle.resources import ZERO
-
-_new = object.__new__
-_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage, _a_group = slot_setters(
-    Ask,
-    (
-        "priority",
-        "resources",
-        "count",
-        "kind",
-        "expected_duration_s",
-        "remaining_work",
-        "remaining_usage",
-        "group",
-    ),
-)
 
 
 def blind_job(job: JobSpec) -> JobSpec:
@@ -42,13 +26,4 @@ def blind_ask(a: Ask) -> Ask:
     """``a`` without its duration hints (``a`` itself when it carries none)."""
     if not (a.expected_duration_s or a.remaining_work or a.remaining_usage):
         return a
-    b: Ask = _new(Ask)  # Ask(a.priority, a.resources, a.count, a.kind, 0.0, 0.0, ZERO, ...)
-    _a_prio(b, a.priority)
-    _a_res(b, a.resources)
-    _a_count(b, a.count)
-    _a_kind(b, a.kind)
-    _a_dur(b, 0.0)
-    _a_work(b, 0.0)
-    _a_usage(b, ZERO)
-    _a_group(b, a.group)
-    return b
+    return new_ask(a.priority, a.resources, a.count, a.kind, 0.0, 0.0, ZERO, a.group)

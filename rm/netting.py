@@ -6,38 +6,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from treadle.errors import InvalidRequestError
-from treadle.frozen import slot_setters
-from treadle.messages import Ask, Container
+from treadle.messages import Ask, Container, new_ask
 from treadle.resources import Resources
-
-_new = object.__new__
-_a_prio, _a_res, _a_count, _a_kind, _a_dur, _a_work, _a_usage, _a_group = slot_setters(
-    Ask,
-    (
-        "priority",
-        "resources",
-        "count",
-        "kind",
-        "expected_duration_s",
-        "remaining_work",
-        "remaining_usage",
-        "group",
-    ),
-)
 
 
 def ask_with_count(ask: Ask, count: int) -> Ask:
     """``ask`` with another ``count`` (a new Ask: asks are immutable), faster."""
-    a: Ask = _new(Ask)
-    _a_prio(a, ask.priority)
-    _a_res(a, ask.resources)
-    _a_count(a, count)
-    _a_kind(a, ask.kind)
-    _a_dur(a, ask.expected_duration_s)
-    _a_work(a, ask.remaining_work)
-    _a_usage(a, ask.remaining_usage)
-    _a_group(a, ask.group)
-    return a
+    return new_ask(
+        ask.priority,
+        ask.resources,
+        count,
+        ask.kind,
+        ask.expected_duration_s,
+        ask.remaining_work,
+        ask.remaining_usage,
+        ask.group,
+    )
 
 
 def net_of_undelivered(asks: Sequence[Ask], undelivered: Sequence[Container]) -> list[Ask]:

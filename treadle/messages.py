@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from treadle.frozen import slot_setters
 from treadle.model import JobSpec
 from treadle.resources import ZERO, Resources
 
@@ -74,6 +75,48 @@ class Ask:
     remaining_work: float = 0.0
     remaining_usage: Resources = ZERO
     group: int = 0
+
+
+_new = object.__new__
+_ASK_SETTERS = slot_setters(
+    Ask,
+    (
+        "priority",
+        "resources",
+        "count",
+        "kind",
+        "expected_duration_s",
+        "remaining_work",
+        "remaining_usage",
+        "group",
+    ),
+)
+
+
+def new_ask(
+    priority: int,
+    resources: Resources,
+    count: int,
+    kind: AskKind,
+    expected_duration_s: float,
+    remaining_work: float,
+    remaining_usage: Resources,
+    group: int,
+) -> Ask:
+    """``Ask(priority, resources, count, kind, ...)`` with every field given, without the
+    dataclass's frozen ``__init__``: for the hot paths that build an ask per stage on every
+    change (ask strategies, the RM's netting and blinding)."""
+    prio, res, cnt, knd, dur, work, usage, grp = _ASK_SETTERS
+    a: Ask = _new(Ask)
+    prio(a, priority)
+    res(a, resources)
+    cnt(a, count)
+    knd(a, kind)
+    dur(a, expected_duration_s)
+    work(a, remaining_work)
+    usage(a, remaining_usage)
+    grp(a, group)
+    return a
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from am.asks import AskStrategy, JobProgress, group_of, new_ask, priority_of
-from treadle.messages import Ask, AskKind
+from am.asks import AskStrategy, JobProgress, group_of, priority_of
+from treadle.messages import Ask, AskKind, new_ask
 
 
 class GreedyAsks(AskStrategy):

@@ -181,15 +181,9 @@ def test_a_long_in_order_history_keeps_running_sums() -> None:
     assert math.isclose(series.point(None, 999.0) or 0.0, utility_point(series.values))
 
 
-@pytest.mark.parametrize(
-    ("estimator", "params"),
-    [("3sigma", {}), ("point", {}), ("3sigma", {"dag": True}), ("slearn", {"dag": True})],
-)
-def test_gs_reads_its_history_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, estimator: str, params: dict[str, Any]
-) -> None:
-    """Building gs validates its estimator's parameters by building the estimator, and
-    the policy keeps that one: the history CSV is read once, not once more to validate."""
+@pytest.fixture
+def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[str]]:
+    """A history CSV (the ``dags`` jobs) and the list of paths ``read_history`` read."""
     path = tmp_path / "history.csv"
     write_history(load_workload("dags").jobs, path)
     reads: list[str] = []
@@ -200,33 +194,38 @@ def test_gs_reads_its_history_once(
         return read(p)
 
     monkeypatch.setattr(rm.estimator, "read_history", counted)
+    return path, reads
+
+
+@pytest.mark.parametrize(
+    ("estimator", "params"),
+    [("3sigma", {}), ("point", {}), ("3sigma", {"dag": True}), ("slearn", {"dag": True})],
+)
+def test_gs_reads_its_history_once(
+    history: tuple[Path, list[str]], estimator: str, params: dict[str, Any]
+) -> None:
+    """Building gs validates its estimator's parameters by building the estimator, and
+    the policy keeps that one: the history CSV is read once, not once more to validate."""
+    path, reads = history
     dotted = {f"{estimator}.{k}": v for k, v in {**params, "history": str(path)}.items()}
     gs = registry.build("policies", "gs", {"estimator": estimator, **dotted})
     assert reads == [str(path)]
-    history = gs.estimator.history if estimator == "slearn" else gs.estimator
-    assert history.learner.everything.values  # the policy's estimator has the history
+    kept = gs.estimator.history if estimator == "slearn" else gs.estimator
+    assert kept.learner.everything.values  # the policy's estimator has the history
     registry.build("policies", "gs", {"estimator": estimator, **dotted})
     assert reads == [str(path)] * 2  # another policy: its own estimator, its own read
 
 
-def test_a_gs_run_reads_its_history_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_gs_run_reads_its_history_once(tmp_path: Path, history: tuple[Path, list[str]]) -> None:
     """A whole run (simulation, metrics, the summary's parameters with the estimator's)
     builds the policy once, so the history CSV is read once."""
     from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 
-    path = tmp_path / "history.csv"
-    workload = load_workload("dags")
-    write_history(workload.jobs, path)
-    reads: list[str] = []
-    read = rm.estimator.read_history
-
-    def counted(p: str) -> list[HistoryJob]:
-        reads.append(p)
-        return read(p)
-
-    monkeypatch.setattr(rm.estimator, "read_history", counted)
+    path, reads = history
     choice = PolicyChoice("gs", {"estimator": "3sigma", "3sigma.history": str(path)})
-    _, run = run_sim(workload, choice, tmp_path / "out", options=RunOptions(slowdown=False))
+    _, run = run_sim(
+        load_workload("dags"), choice, tmp_path / "out", options=RunOptions(slowdown=False)
+    )
     assert reads == [str(path)]
     estimator = run.summary["parameters"]["estimator"]
     assert estimator["name"] == "3sigma"
