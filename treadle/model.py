@@ -9,10 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-
-import networkx as nx
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING
 
 from treadle.resources import Resources, total
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 DEFAULT_QUEUE = "default"
 DEFAULT_RACK = "default-rack"
@@ -107,6 +110,8 @@ class JobSpec:
         return sum(s.work_s for s in self.stages)
 
     def dag(self) -> nx.DiGraph:
+        import networkx as nx  # only graph users pay for it (CLI startup: bench_startup)
+
         g = nx.DiGraph()
         for s in self.stages:
             g.add_node(s.name, tasks=s.tasks, work_s=s.work_s)
@@ -137,24 +142,45 @@ def topological_stages(stages: list[StageSpec], job: str = "") -> tuple[StageSpe
     if len(by_name) != len(stages):
         dup = sorted({s.name for s in stages if sum(t.name == s.name for t in stages) > 1})
         raise ValueError(f"duplicate stage names {dup}")
+    for s in stages:
+        for p in s.parents:
+            if p not in by_name:
+                raise ValueError(f"stage {s.name!r} depends on unknown stage {p!r}")
+    # Stable: among ready stages keep the declaration order (Kahn's algorithm, the
+    # earliest-declared ready stage first).
+    order = {s.name: i for i, s in enumerate(stages)}
+    children: dict[str, list[str]] = {s.name: [] for s in stages}
+    waiting: dict[str, int] = {}
+    for s in stages:
+        parents = set(s.parents)
+        waiting[s.name] = len(parents)
+        for p in parents:
+            children[p].append(s.name)
+    ready = [(i, s.name) for i, s in enumerate(stages) if not waiting[s.name]]
+    names: list[str] = []
+    while ready:
+        _, name = heappop(ready)
+        names.append(name)
+        for child in children[name]:
+            waiting[child] -= 1
+            if not waiting[child]:
+                heappush(ready, (order[child], child))
+    if len(names) < len(stages):
+        raise ValueError(f"stages form a cycle: {_cycle(stages)}")
+    return tuple(by_name[n] for n in names)
+
+
+def _cycle(stages: list[StageSpec]) -> str:
+    """A cycle among ``stages`` (which have one), as networkx finds it: ``a -> b -> a``."""
+    import networkx as nx  # only for the error: a valid DAG never needs it
+
     g = nx.DiGraph()
     for s in stages:
         g.add_node(s.name)
         for p in s.parents:
-            if p not in by_name:
-                raise ValueError(f"stage {s.name!r} depends on unknown stage {p!r}")
             g.add_edge(p, s.name)
-    try:
-        cycle = nx.find_cycle(g)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle:
-        path = " -> ".join([e[0] for e in cycle] + [cycle[0][0]])
-        raise ValueError(f"stages form a cycle: {path}")
-    # Stable: among ready stages keep the declaration order.
-    order = {s.name: i for i, s in enumerate(stages)}
-    names = list(nx.lexicographical_topological_sort(g, key=lambda n: order[n]))
-    return tuple(by_name[n] for n in names)
+    cycle = nx.find_cycle(g)
+    return " -> ".join([e[0] for e in cycle] + [cycle[0][0]])
 
 
 @dataclass(frozen=True, slots=True)

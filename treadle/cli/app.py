@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from treadle.cli.admin import admin_app
 from treadle.cli.cluster import (
@@ -72,16 +71,7 @@ from treadle.cli.options import (
     scheduled,
 )
 from treadle.errors import TreadleError
-from treadle.importers.tabular import first_jobs
 from treadle.live import logs
-from treadle.registry import GROUPS, describe, parse_settings
-from treadle.study.runner import (
-    PolicyChoice,
-    RunOptions,
-    resolve_policies,
-    run_sim,
-    split_policy_settings,
-)
 
 app = typer.Typer(
     add_completion=False,
@@ -120,6 +110,10 @@ def policies(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """List installed policies, estimators and ask strategies."""
+    from rich.table import Table
+
+    from treadle.registry import GROUPS, describe
+
     with errors():
         data = {kind: describe(kind) for kind in GROUPS}
     if as_json:
@@ -197,6 +191,10 @@ def sim(
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
     the event log (events.parquet by default)."""
     with errors():
+        from treadle.registry import parse_settings
+        from treadle.study.runner import PolicyChoice, RunOptions, build_policy, run_sim
+        from treadle.study.timings import Timings
+
         logs.configure(log_level)
         check_events(events)
         choice = PolicyChoice(policy, parse_settings(settings or []))
@@ -212,15 +210,16 @@ def sim(
             partition=partition,
             trace_options=imports or None,
         )
-        from treadle.study.runner import build_policy
-        from treadle.study.timings import Timings
-
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
         parts = partitioning(partition)
         clock = Timings() if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
             wl = load(workload, fmt, nodes_file, imports)
-            wl = scheduled(partitioned(first_jobs(wl, limit_jobs), parts), scheduling)
+            if limit_jobs is not None:  # a trace reader's module: imported only when asked
+                from treadle.importers.tabular import first_jobs
+
+                wl = first_jobs(wl, limit_jobs)
+            wl = scheduled(partitioned(wl, parts), scheduling)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -301,7 +300,17 @@ def compare(
     wta_scaling: WtaScalingOpt = None,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
+    from rich.table import Table
+
     with errors():
+        from treadle.registry import parse_settings
+        from treadle.study.runner import (
+            PolicyChoice,
+            RunOptions,
+            resolve_policies,
+            split_policy_settings,
+        )
+
         logs.configure(log_level)
         check_events(events)
         if mode not in ("sim", "local", "docker"):
@@ -480,8 +489,14 @@ def run_live(
         from treadle import metrics
         from treadle.cluster.driver import ReplayTimedOut, replay, run_async, wait_for_rm
         from treadle.metrics.summary import with_unsubmitted
-        from treadle.registry import build
-        from treadle.study.runner import alone_jcts, asks_for, build_policy
+        from treadle.registry import build, parse_settings
+        from treadle.study.runner import (
+            PolicyChoice,
+            RunOptions,
+            alone_jcts,
+            asks_for,
+            build_policy,
+        )
 
         params = parse_settings(ask_settings or [], "--ask-set")
         if asks is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -27,8 +27,9 @@ from treadle.cli.common import (
 )
 from treadle.errors import TreadleError
 from treadle.live import logs
-from treadle.live.rpcutil import TlsFiles, remember_peer
-from treadle.registry import parse_settings
+
+if TYPE_CHECKING:
+    from treadle.live.rpcutil import TlsFiles
 
 cluster_app = typer.Typer(
     no_args_is_help=True,
@@ -60,6 +61,8 @@ def tls_files(paths: tuple[str | None, str | None, str | None]) -> TlsFiles | No
         return None
     if not all(paths):
         fail("--tls-cert, --tls-key and --tls-ca go together", 2)
+    from treadle.live.rpcutil import TlsFiles
+
     cert, key, ca = (str(p) for p in paths)
     return TlsFiles(cert, key, ca)
 
@@ -74,6 +77,7 @@ def identify(
     """Make this process's channels to ``rm`` signed as the user chosen by
     treadle.cluster.secrets.client_peer (flags, environment, or the recorded cluster)."""
     from treadle.cluster.secrets import client_peer
+    from treadle.live.rpcutil import remember_peer
 
     peer = client_peer(
         rm,
@@ -148,6 +152,7 @@ def cluster_up(
         from treadle.cluster.driver import run_async
         from treadle.cluster.local import LocalCluster
         from treadle.model import NodeSpec
+        from treadle.registry import parse_settings
 
         params = parse_settings(settings or [])
         like = load(workload, fmt, nodes_file) if workload else None

@@ -8,24 +8,24 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 from treadle.errors import InputError, PluginError, TreadleError
 from treadle.importers import FORMATS as TRACE_FORMATS, or_list
 from treadle.live.logs import LEVELS
-from treadle.sim import ProgressFn
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from treadle.sim import ProgressFn
+
+# Every `treadle` command imports this module and the command modules: what they import
+# at the top is paid by `treadle --help` too, so heavy modules (the simulator, metrics,
+# the trace readers, gRPC, rich.progress) are imported where they are used
+# (tests/integration/test_cli_startup.py, tests/benchmarks/bench_startup.py).
 
 err = Console(stderr=True)
 out = Console()
@@ -182,6 +182,15 @@ def load(
 def progress_bars() -> Progress:
     """One run's bar with its ETA, on a terminal only (the command's result line says the
     rest)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -212,6 +221,15 @@ class RunsProgress:
     ``finished(NAME, summary)`` says that it ended."""
 
     def __init__(self, names: Sequence[str], jobs: int) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self.bars = Progress(
             TextColumn("{task.description}"),
             BarColumn(),

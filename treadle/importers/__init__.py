@@ -4,8 +4,9 @@
 of the format is recognised and how it is loaded. ``treadle.workload.load_workload``
 infers and checks formats through it and nothing else, and the CLI lists its names.
 Adding a format is one module (its reader, with a ``sniff`` and a loader taking a
-``TraceFile``) and one entry here. What the importers share is in
-``treadle.importers.common``; ``treadle.importers.tpch`` and
+``TraceFile``) and one entry here. A format's module is imported when its sniff or
+loader first runs, so a command that reads no trace of it never pays for it. What the
+importers share is in ``treadle.importers.common``; ``treadle.importers.tpch`` and
 ``treadle.importers.synthetic`` feed the workload generators and are not formats.
 
 The importers import only the kernel and each other, never ``treadle.workload``.
@@ -13,6 +14,7 @@ The importers import only the kernel and each other, never ``treadle.workload``.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -20,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from treadle.errors import WorkloadError
-from treadle.importers import alibaba2017, alibaba2023, rumen, sls, swf, swim, uwfq, wta
 from treadle.importers.common import TraceFile
 from treadle.model import Workload
 
@@ -45,6 +46,16 @@ class Importer:
     any; it names the option in its error when one is unknown or bad."""
 
 
+def _lazy(module: str, name: str) -> Callable[..., Any]:
+    """``treadle.importers.<module>.<name>``, imported at its first call."""
+
+    def call(*args: Any) -> Any:
+        return getattr(importlib.import_module(f"treadle.importers.{module}"), name)(*args)
+
+    call.__qualname__ = f"{module}.{name}"
+    return call
+
+
 def load_with_options(
     importer: Importer, trace: TraceFile, nodes_file: str | None, options: Mapping[str, Any]
 ) -> Workload:
@@ -59,44 +70,54 @@ def load_with_options(
 
 
 FORMATS: dict[str, Importer] = {
-    "sls": Importer("an SLS trace (no 'job.tasks')", (".json",), sls.sniff, sls.load_trace),
-    "rumen": Importer("a Rumen trace (no 'jobID')", (".json",), rumen.sniff, rumen.load_trace),
+    "sls": Importer(
+        "an SLS trace (no 'job.tasks')",
+        (".json",),
+        _lazy("sls", "sniff"),
+        _lazy("sls", "load_trace"),
+    ),
+    "rumen": Importer(
+        "a Rumen trace (no 'jobID')",
+        (".json",),
+        _lazy("rumen", "sniff"),
+        _lazy("rumen", "load_trace"),
+    ),
     "uwfq": Importer(
         "a UWFQ scenario config (no 'user' and 'workloads')",
         (".json",),
-        uwfq.sniff,
-        uwfq.load_trace,
+        _lazy("uwfq", "sniff"),
+        _lazy("uwfq", "load_trace"),
     ),
     "wta": Importer(
         "a WTA macro-benchmark CSV (no 'workflow_id,ts_submit' header)",
         (".csv",),
-        wta.sniff,
-        wta.load_trace,
-        wta.load_trace_with,
+        _lazy("wta", "sniff"),
+        _lazy("wta", "load_trace"),
+        _lazy("wta", "load_trace_with"),
     ),
     "swf": Importer(
         "a Standard Workload Format log (no '; MaxNodes:' header nor 18-field lines)",
         (".swf", ".gz"),
-        swf.sniff,
-        swf.load_trace,
+        _lazy("swf", "sniff"),
+        _lazy("swf", "load_trace"),
     ),
     "alibaba2023": Importer(
         "an Alibaba 2023 GPU pod list (no 'name,cpu_milli,memory_mib,num_gpu,gpu_milli' header)",
         (".csv",),
-        alibaba2023.sniff,
-        alibaba2023.load_trace,
+        _lazy("alibaba2023", "sniff"),
+        _lazy("alibaba2023", "load_trace"),
     ),
     "alibaba2017": Importer(
         "an Alibaba 2017 batch_task CSV (no 'task_create_time, task_end_time, job_id' header)",
         (".csv",),
-        alibaba2017.sniff,
-        alibaba2017.load_trace,
+        _lazy("alibaba2017", "sniff"),
+        _lazy("alibaba2017", "load_trace"),
     ),
     "swim": Importer(
         "a SWIM workload TSV (no 'job<N><tab>' lines of 6 fields)",
         (".tsv",),
-        swim.sniff,
-        swim.load_trace,
+        _lazy("swim", "sniff"),
+        _lazy("swim", "load_trace"),
     ),
 }
 """Trace formats by name, in the order they are sniffed."""

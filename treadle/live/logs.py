@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 import sys
 
-import structlog
-
 _configured = False
 
 LEVELS = ("debug", "info", "warning", "error")
@@ -16,6 +14,8 @@ LEVELS = ("debug", "info", "warning", "error")
 
 def configure(level: str = "warning", *, json: bool | None = None) -> None:
     global _configured
+    import structlog  # here, not at the top: the CLI lists LEVELS at startup
+
     numeric = logging.getLevelNamesMapping().get(level.upper())
     if numeric is None:
         raise ValueError(f"unknown log level {level!r}")
