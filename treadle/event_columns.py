@@ -16,8 +16,10 @@ The table (the ``events.parquet`` contract):
 Rows are in the order the run logged them (an NM reports a start late, so ``t`` is not
 sorted; ``events.jsonl`` is in time order). :class:`ColumnarEventLog` has the typed
 builders of :class:`treadle.events.EventLog` with the same signatures; it keeps each row
-as a tuple until ``row_group_rows`` of them are pending, then hands them to its sink as a
-table and forgets them, so its memory stays flat however long the run.
+as a tuple, with the rows of its event type, until ``row_group_rows`` rows are pending,
+then hands them to its sink as a table and forgets them, so its memory stays flat however
+long the run. The table's columns and the building of a row group are
+:mod:`treadle.event_table`'s.
 """
 
 from __future__ import annotations
