@@ -28,6 +28,28 @@ jobs, 259,400 tasks, 789,578 rows), one run:
 25.6 s -> 1.5 s + 2.7 s to read the columns back (0.5-0.8 s when measured again alone);
 writing the files 9.4 s -> 0.04 s after the run (the log's row groups are written during
 it); summary.json and jobs.csv byte-identical.
+
+2026-11-26, the rows grouped by event type (main at d9f73bf against branch i13/evlog-rows,
+run in alternation in one session; 2 cores, load average 5-6.5, so CPU seconds, best of
+the runs). This benchmark's defaults (200 nodes, 83k rows), two runs each: a task's three
+rows, logged and turned into tables, 5771 and 4402 ns -> 2908 and 2673 ns (16-20x -> 9.3-9.5x
+three calls that do nothing, 272-313 ns); the row groups during the run 0.21 and 0.19 s CPU
+-> 0.17 and 0.20 s (tables 0.15-0.17 -> 0.13-0.15, writing 0.04-0.05: in the run the
+conversion of each string to Arrow dominates, and ``t``'s rounding moved there from the
+builders). Where the builders' time went: ``round(float(t), 6)`` was 200 of their 380 ns a
+row; a row now costs a tuple and a bytearray append (150 ns), and ``t`` is rounded once per
+row group by numpy (``event_table.rounded_times``: bit for bit ``round``, those within
+rounding error of a half microsecond through ``round``). The row group from the rows of
+one fifo run of w1000.yaml --limit-jobs 600 (three groups, 183k rows, outside the run):
+0.53 -> 0.28 s (no sort of the rows, one ``zip`` per type, resource vectors converted per
+distinct object, the resource check per distinct vector). ``Simulation.run`` with
+``--events parquet``, w1000.yaml --limit-jobs 600, fifo, best of 3, two rounds: 3.31 and
+3.37 s -> 2.93 and 2.98 s CPU (about -11%); row groups 0.56 and 0.65 -> 0.49 and 0.49 s.
+``treadle sim /tmp/e2ek/w1000.yaml --policy fifo --no-slowdown`` (789k rows), simulate
+phase, three runs each: 13.8, 12.5, 13.3 s -> 12.3, 13.6, 12.0 s CPU (best -4%, at the
+edge of the noise). Outputs (events.parquet, events.jsonl, jobs.csv, jobs.parquet,
+summary.json) byte-identical for fifo, drf and fair (--limit-jobs 600) and for fifo on the
+whole file.
 """
 
 from __future__ import annotations

@@ -110,3 +110,18 @@ def test_a_file_that_is_not_an_event_log_is_an_input_error(tmp_path: Path) -> No
     bad.write_text("not parquet")
     with pytest.raises(InputError, match=r"events\.parquet"):
         ec.read_table(bad)
+
+
+def test_str_enum_members_are_written_as_their_values(tmp_path: Path) -> None:
+    from treadle.messages import AskKind, ContainerState
+
+    path = tmp_path / "e.parquet"
+    log = ec.ParquetEventLog(path, ["vcores"])
+    res = Resources(vcores=1)
+    log.container_allocated(0, "a1", "c1", "n1", res, 1, AskKind.DEFAULT)
+    log.container_finished(1, "a1", "c1", "n1", ContainerState.COMPLETE, 0)
+    log.close()
+    plain = ev.EventLog()
+    plain.container_allocated(0, "a1", "c1", "n1", res, 1, "DEFAULT")
+    plain.container_finished(1, "a1", "c1", "n1", "COMPLETE", 0)
+    assert ec.read_events(path) == plain.records
