@@ -16,80 +16,38 @@ The table (the ``events.parquet`` contract):
 Rows are in the order the run logged them (an NM reports a start late, so ``t`` is not
 sorted; ``events.jsonl`` is in time order). :class:`ColumnarEventLog` has the typed
 builders of :class:`treadle.events.EventLog` with the same signatures; it keeps each row
-as a tuple until ``row_group_rows`` of them are pending, then hands them to its sink as a
-table and forgets them, so its memory stays flat however long the run.
+as a tuple, with the rows of its event type, until ``row_group_rows`` rows are pending,
+then hands them to its sink as a table and forgets them, so its memory stays flat however
+long the run. The table's columns and the building of a row group are
+:mod:`treadle.event_table`'s.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from treadle import events as ev
 from treadle.errors import InputError
+from treadle.event_table import (
+    CODES,
+    EVENT_TYPES as EVENT_TYPES,
+    FIELDS as FIELDS,
+    arrow_schema as arrow_schema,
+    column_names as column_names,
+    json_text,
+    resource_column as resource_column,
+    table_from_groups,
+    typed_array,
+)
 from treadle.resources import Resources
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 ROW_GROUP_ROWS = 65_536
-
-#: Event types in code order: a row tuple starts with its type's index in this tuple.
-EVENT_TYPES: tuple[str, ...] = tuple(ev.SCHEMA)
-_CODE = {name: i for i, name in enumerate(EVENT_TYPES)}
-
-
-def _union_fields() -> dict[str, str]:
-    """Field name -> its type, over every event type (a name has one type everywhere)."""
-    out: dict[str, str] = {}
-    for etype in ev.SCHEMA.values():
-        for f in etype.fields:
-            have = out.setdefault(f.name, f.type)
-            if have != f.type:  # pragma: no cover - a schema error, caught by a test
-                raise TypeError(f"field {f.name!r} is {have} in one event, {f.type} in another")
-    return out
-
-
-#: Every field of the schema and its type, in the order the columns come.
-FIELDS: dict[str, str] = _union_fields()
-
-
-def resource_column(field: str, resource: str) -> str:
-    """The column of one resource of a ``resources``-typed field."""
-    return f"{field}_{resource}"
-
-
-def column_names(resources: Sequence[str]) -> list[str]:
-    """The table's columns for a run whose resources are ``resources``."""
-    cols = ["t", "event"]
-    for name, type_ in FIELDS.items():
-        if type_ == "resources":
-            cols += [resource_column(name, r) for r in sorted(resources)]
-        else:
-            cols.append(name)
-    return cols
-
-
-def arrow_schema(resources: Sequence[str]) -> pa.Schema:
-    import pyarrow as pa
-
-    scalar = {
-        "str": pa.string(),
-        "int": pa.int64(),
-        "float": pa.float64(),
-        "bool": pa.bool_(),
-        "object": pa.string(),
-    }
-    cols = [pa.field("t", pa.float64(), nullable=False), pa.field("event", pa.string(), False)]
-    for name, type_ in FIELDS.items():
-        if type_ == "resources":
-            cols += [pa.field(resource_column(name, r), pa.float64()) for r in sorted(resources)]
-        else:
-            cols.append(pa.field(name, scalar[type_]))
-    return pa.schema(cols)
 
 
 def resource_names(records: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -104,84 +62,7 @@ def resource_names(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted(names)
 
 
-# ---------------------------------------------------------------------------- rows -> table
-
-
-def _array(values: Sequence[Any], type_: pa.DataType, where: str) -> pa.Array:
-    import numpy as np
-    import pyarrow as pa
-
-    numeric = {pa.float64(): np.float64, pa.int64(): np.int64}.get(type_)
-    if numeric is not None and None not in values:
-        try:  # numpy reads Python numbers several times faster than pa.array does
-            return pa.array(np.fromiter(values, dtype=numeric, count=len(values)))
-        except (TypeError, ValueError, OverflowError):
-            pass  # not all numbers of that kind: pa.array says which
-    try:
-        return pa.array(values, type=type_)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
-        try:  # a JSON log may hold 3.0 for an int, 1 for a bool...
-            return pa.array(values).cast(type_, safe=False)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
-            raise InputError("event log", where, f"values are not of type {type_}: {e}") from None
-
-
-def _json_text(v: Any) -> str | None:
-    return None if v is None else json.dumps(v, sort_keys=True, separators=(",", ":"))
-
-
-def table_from_rows(rows: list[tuple[Any, ...]], resources: Sequence[str]) -> pa.Table:
-    """The table of row tuples ``(code, t, *fields of its type in schema order)``, in the
-    order given."""
-    import numpy as np
-    import pyarrow as pa
-
-    schema = arrow_schema(resources)
-    n = len(rows)
-    codes = np.fromiter(map(itemgetter(0), rows), dtype=np.int64, count=n)
-    order = np.argsort(codes, kind="stable")  # rows grouped by type, log order within
-    grouped = sorted(rows, key=itemgetter(0))  # the same (stable) grouping, of the tuples
-    counts = np.bincount(codes, minlength=len(EVENT_TYPES))
-    restore = pa.array(np.argsort(order, kind="stable"))
-    pieces: dict[str, list[pa.Array]] = {name: [] for name in schema.names}
-    filled: set[str] = set()  # columns some row has
-    lo = 0
-    for code, etype_name in enumerate(EVENT_TYPES):
-        k = int(counts[code])
-        if not k:
-            continue
-        block = grouped[lo : lo + k]
-        lo += k
-        # The block's columns (its rows, from one builder, are all as long).
-        cols = [list(map(itemgetter(i), block)) for i in range(len(block[0]))]
-        have: dict[str, pa.Array] = {
-            "t": pa.array(cols[1], type=pa.float64()),
-            "event": pa.array([etype_name] * k, type=pa.string()),
-        }
-        for i, f in enumerate(ev.SCHEMA[etype_name].fields, start=2):
-            if f.type == "resources":
-                vecs = cols[i]
-                for r in resources:
-                    have[resource_column(f.name, r)] = pa.array(
-                        [None if v is None else float(v.get(r, 0.0)) for v in vecs],
-                        type=pa.float64(),
-                    )
-            elif f.type == "object":
-                have[f.name] = pa.array([_json_text(v) for v in cols[i]], type=pa.string())
-            else:
-                have[f.name] = _array(cols[i], schema.field(f.name).type, f"{etype_name}.{f.name}")
-        for name in schema.names:
-            arr = have.get(name)
-            pieces[name].append(arr if arr is not None else pa.nulls(k, schema.field(name).type))
-            if arr is not None:
-                filled.add(name)
-    columns = [
-        pa.concat_arrays(pieces[name]).take(restore)
-        if name in filled
-        else pa.nulls(n, schema.field(name).type)  # no row of this block has the field
-        for name in schema.names
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+# ---------------------------------------------------------------------------- tables
 
 
 def table_from_records(
@@ -201,24 +82,24 @@ def table_from_records(
         if "t" not in rec or "event" not in rec:
             raise InputError("event log", f"record {n}", "record needs 't' and 'event'")
     columns: list[pa.Array] = [
-        _array([float(r["t"]) for r in recs], pa.float64(), "t"),
-        _array([str(r["event"]) for r in recs], pa.string(), "event"),
+        typed_array([float(r["t"]) for r in recs], pa.float64(), "t"),
+        typed_array([str(r["event"]) for r in recs], pa.string(), "event"),
     ]
     for name, type_ in FIELDS.items():
         if type_ == "resources":
             vecs = [r.get(name) for r in recs]
             for res in sorted(resources):
                 columns.append(
-                    _array(
+                    typed_array(
                         [float(v.get(res, 0.0)) if isinstance(v, Mapping) else None for v in vecs],
                         pa.float64(),
                         name,
                     )
                 )
         elif type_ == "object":
-            columns.append(pa.array([_json_text(r.get(name)) for r in recs], type=pa.string()))
+            columns.append(pa.array([json_text(r.get(name)) for r in recs], type=pa.string()))
         else:
-            columns.append(_array([r.get(name) for r in recs], schema.field(name).type, name))
+            columns.append(typed_array([r.get(name) for r in recs], schema.field(name).type, name))
     return pa.Table.from_arrays(columns, schema=schema)
 
 
@@ -342,18 +223,57 @@ def read_events(path: Path) -> list[ev.Record]:
 
 # ---------------------------------------------------------------------------- the log
 
-
-def _t(t: float) -> float:
-    return round(float(t), 6)
+_RS, _RF, _NR, _NL, _JSUB, _JST, _JF, _JX, _AS, _AF = (
+    CODES[e]
+    for e in (
+        ev.RUN_STARTED,
+        ev.RUN_FINISHED,
+        ev.NODE_REGISTERED,
+        ev.NODE_LOST,
+        ev.JOB_SUBMITTED,
+        ev.JOB_STARTED,
+        ev.JOB_FINISHED,
+        ev.JOB_FAILED,
+        ev.ATTEMPT_STARTED,
+        ev.ATTEMPT_FAILED,
+    )
+)
+_CA, _CS, _CF, _CR, _PR, _CP, _DPA, _JE, _JQ = (
+    CODES[e]
+    for e in (
+        ev.CONTAINER_ALLOCATED,
+        ev.CONTAINER_STARTED,
+        ev.CONTAINER_FINISHED,
+        ev.CONTAINER_RELEASED,
+        ev.PLACEMENT_REJECTED,
+        ev.CONTAINER_PREEMPTED,
+        ev.DP_ACCOUNT,
+        ev.JOB_ESTIMATED,
+        ev.JOB_QUEUE_CHANGED,
+    )
+)
 
 
 class ColumnarEventLog(ev.EventLog):
-    """An :class:`~treadle.events.EventLog` that keeps no records: each builder makes a
-    row tuple, and every ``row_group_rows`` rows go to ``sink`` as a table of the event
-    schema (``flush`` sends the rest). ``resources`` are the run's resource names (the
-    table's resource columns); a vector naming another one is a ValueError."""
+    """An :class:`~treadle.events.EventLog` that keeps no records: each builder appends a
+    row tuple ``(t, *fields)`` to the rows of its event type and its type's code to the
+    codes of the group (``t`` is rounded, and the rows turned into columns, once per row
+    group: :func:`treadle.event_table.table_from_groups`), and every ``row_group_rows``
+    rows go to ``sink`` as a table of the event schema (``flush`` sends the rest).
+    ``resources`` are the run's resource names (the table's resource columns); a vector
+    naming another one is a ValueError when its row group is built."""
 
-    __slots__ = ("_limit", "_rows", "_sent", "_table_sink", "resources")
+    __slots__ = (
+        "_allocated",
+        "_codes",
+        "_finished",
+        "_groups",
+        "_limit",
+        "_sent",
+        "_started",
+        "_table_sink",
+        "resources",
+    )
 
     def __init__(
         self,
@@ -364,7 +284,13 @@ class ColumnarEventLog(ev.EventLog):
         super().__init__()
         self._table_sink = sink
         self.resources = sorted(resources)
-        self._rows: list[tuple[Any, ...]] = []
+        #: The pending rows by event code; the lists live as long as the log (cleared
+        #: after each row group), so the hot builders keep their own references.
+        self._groups: list[list[tuple[Any, ...]]] = [[] for _ in EVENT_TYPES]
+        self._codes = bytearray()  # the pending rows' codes, in log order
+        self._allocated = self._groups[_CA]
+        self._started = self._groups[_CS]
+        self._finished = self._groups[_CF]
         self._limit = row_group_rows
         self._sent = 0
 
@@ -373,31 +299,30 @@ class ColumnarEventLog(ev.EventLog):
 
         self.add = refuse
 
-    def _push(self, row: tuple[Any, ...]) -> None:
-        rows = self._rows
-        rows.append(row)
-        if len(rows) >= self._limit:
+    def _push(self, code: int, row: tuple[Any, ...]) -> None:
+        self._groups[code].append(row)
+        codes = self._codes
+        codes.append(code)
+        if len(codes) >= self._limit:
             self.flush()
 
     def flush(self) -> None:
-        rows = self._rows
-        if not rows:
+        codes = self._codes
+        if not codes:
             return
-        self._check_resources(rows)
-        self._table_sink(table_from_rows(rows, self.resources))
-        self._sent += len(rows)
-        self._rows = []
+        self._table_sink(table_from_groups(codes, self._groups, self.resources))
+        self._sent += len(codes)
+        codes.clear()
+        for rows in self._groups:
+            rows.clear()
 
-    def _check_resources(self, rows: list[tuple[Any, ...]]) -> None:
-        known = set(self.resources)
-        for r in rows:
-            pos = _RES_POS.get(r[0])
-            if pos is not None and not known.issuperset(r[pos]):
-                extra = sorted(set(r[pos]) - known)
-                raise ValueError(f"{EVENT_TYPES[r[0]]}: resource {extra[0]!r} is not the run's")
+    @property
+    def pending(self) -> int:
+        """Rows logged and not yet sent as a row group."""
+        return len(self._codes)
 
     def __len__(self) -> int:
-        return self._sent + len(self._rows)
+        return self._sent + len(self._codes)
 
     # The builders: the signatures of EventLog's (a test compares them).
     def run_started(
@@ -413,9 +338,8 @@ class ColumnarEventLog(ev.EventLog):
         nodes: int,
         capacity: Mapping[str, float],
     ) -> None:
-        self._push(
-            (_RS, _t(t), policy, workload, mode, seed, dilation, heartbeat_s, nodes, capacity)
-        )
+        row = (t, policy, workload, mode, seed, dilation, heartbeat_s, nodes, capacity)
+        self._push(_RS, row)
 
     def run_finished(
         self,
@@ -427,13 +351,13 @@ class ColumnarEventLog(ev.EventLog):
         submit_timers: Mapping[str, Any] | None = None,
     ) -> None:
         timers = dict(submit_timers) if submit_timers is not None else None
-        self._push((_RF, _t(t), finished, unfinished, stalled, timers))
+        self._push(_RF, (t, finished, unfinished, stalled, timers))
 
     def node_registered(self, t: float, node: str, rack: str, resources: Resources) -> None:
-        self._push((_NR, _t(t), node, rack, resources))
+        self._push(_NR, (t, node, rack, resources))
 
     def node_lost(self, t: float, node: str) -> None:
-        self._push((_NL, _t(t), node))
+        self._push(_NL, (t, node))
 
     def job_submitted(
         self,
@@ -445,25 +369,26 @@ class ColumnarEventLog(ev.EventLog):
         tasks: int,
         alone_jct_s: float | None,
     ) -> None:
-        self._push((_JSUB, _t(t), job, name, user, queue, tasks, alone_jct_s))
+        self._push(_JSUB, (t, job, name, user, queue, tasks, alone_jct_s))
 
     def job_started(self, t: float, job: str, user: str, queue: str) -> None:
-        self._push((_JST, _t(t), job, user, queue))
+        self._push(_JST, (t, job, user, queue))
 
     def job_finished(self, t: float, job: str, user: str, queue: str) -> None:
-        self._push((_JF, _t(t), job, user, queue, "SUCCEEDED"))
+        self._push(_JF, (t, job, user, queue, "SUCCEEDED"))
 
     def job_failed(
         self, t: float, job: str, user: str, queue: str, status: str, diagnostics: str
     ) -> None:
-        self._push((_JX, _t(t), job, user, queue, status, diagnostics))
+        self._push(_JX, (t, job, user, queue, status, diagnostics))
 
     def attempt_started(self, t: float, job: str, attempt: int) -> None:
-        self._push((_AS, _t(t), job, attempt))
+        self._push(_AS, (t, job, attempt))
 
     def attempt_failed(self, t: float, job: str, attempt: int, reason: str) -> None:
-        self._push((_AF, _t(t), job, attempt, reason))
+        self._push(_AF, (t, job, attempt, reason))
 
+    # The three of every task, _push inlined.
     def container_allocated(
         self,
         t: float,
@@ -474,37 +399,40 @@ class ColumnarEventLog(ev.EventLog):
         priority: int,
         kind: str,
     ) -> None:
-        rows = self._rows
-        rows.append((_CA, round(float(t), 6), job, container, node, resources, priority, kind))
-        if len(rows) >= self._limit:
+        self._allocated.append((t, job, container, node, resources, priority, kind))
+        codes = self._codes
+        codes.append(_CA)
+        if len(codes) >= self._limit:
             self.flush()
 
     def container_started(self, t: float, job: str, container: str, node: str) -> None:
-        rows = self._rows
-        rows.append((_CS, round(float(t), 6), job, container, node))
-        if len(rows) >= self._limit:
+        self._started.append((t, job, container, node))
+        codes = self._codes
+        codes.append(_CS)
+        if len(codes) >= self._limit:
             self.flush()
 
     def container_finished(
         self, t: float, job: str, container: str, node: str, state: str, exit_status: int
     ) -> None:
-        rows = self._rows
-        rows.append((_CF, round(float(t), 6), job, container, node, state, exit_status))
-        if len(rows) >= self._limit:
+        self._finished.append((t, job, container, node, state, exit_status))
+        codes = self._codes
+        codes.append(_CF)
+        if len(codes) >= self._limit:
             self.flush()
 
     def container_released(self, t: float, job: str, container: str, node: str) -> None:
-        self._push((_CR, _t(t), job, container, node))
+        self._push(_CR, (t, job, container, node))
 
     def placement_rejected(
         self, t: float, node: str, job: str | None, priority: int | None, reason: str
     ) -> None:
-        self._push((_PR, _t(t), node, job, priority, reason))
+        self._push(_PR, (t, node, job, priority, reason))
 
     def container_preempted(
         self, t: float, job: str, container: str, node: str, queue: str
     ) -> None:
-        self._push((_CP, _t(t), job, container, node, queue))
+        self._push(_CP, (t, job, container, node, queue))
 
     def dp_account(
         self,
@@ -518,50 +446,17 @@ class ColumnarEventLog(ev.EventLog):
         pending: int,
         charged: float,
     ) -> None:
-        self._push(
-            (
-                _DPA,
-                _t(t),
-                queue,
-                float(price),
-                float(budget),
-                float(spending_rate),
-                float(share),
-                float(used),
-                int(pending),
-                float(charged),
-            )
-        )
+        row = (t, queue, float(price), float(budget), float(spending_rate), float(share))
+        self._push(_DPA, (*row, float(used), int(pending), float(charged)))
 
     def job_estimated(
         self, t: float, job: str, estimate_s: float, position: int, ratio: float | None, pilots: int
     ) -> None:
         r = None if ratio is None else float(ratio)
-        self._push((_JE, _t(t), job, float(estimate_s), int(position), r, int(pilots)))
+        self._push(_JE, (t, job, float(estimate_s), int(position), r, int(pilots)))
 
     def job_queue_changed(self, t: float, job: str, from_position: int, to_position: int) -> None:
-        self._push((_JQ, _t(t), job, int(from_position), int(to_position)))
-
-
-_RS, _RF, _NR, _NL = (_CODE[e] for e in ev.SCHEMA if e.startswith(("run_", "node_")))
-_JSUB, _JST, _JF, _JX = (
-    _CODE[e] for e in (ev.JOB_SUBMITTED, ev.JOB_STARTED, ev.JOB_FINISHED, ev.JOB_FAILED)
-)
-_JE, _JQ = _CODE[ev.JOB_ESTIMATED], _CODE[ev.JOB_QUEUE_CHANGED]
-_AS, _AF = _CODE[ev.ATTEMPT_STARTED], _CODE[ev.ATTEMPT_FAILED]
-_CA, _CS, _CF, _CR = (
-    _CODE[e]
-    for e in (
-        ev.CONTAINER_ALLOCATED,
-        ev.CONTAINER_STARTED,
-        ev.CONTAINER_FINISHED,
-        ev.CONTAINER_RELEASED,
-    )
-)
-_PR = _CODE[ev.PLACEMENT_REJECTED]
-_CP, _DPA = _CODE[ev.CONTAINER_PREEMPTED], _CODE[ev.DP_ACCOUNT]
-#: Where a row tuple holds a resource vector, by event code.
-_RES_POS = {_RS: 9, _NR: 4, _CA: 5}
+        self._push(_JQ, (t, job, int(from_position), int(to_position)))
 
 
 class ParquetEventLog(ColumnarEventLog):

@@ -28,6 +28,28 @@ jobs, 259,400 tasks, 789,578 rows), one run:
 25.6 s -> 1.5 s + 2.7 s to read the columns back (0.5-0.8 s when measured again alone);
 writing the files 9.4 s -> 0.04 s after the run (the log's row groups are written during
 it); summary.json and jobs.csv byte-identical.
+
+2026-11-26, the rows grouped by event type (main at d9f73bf against branch i13/evlog-rows,
+run in alternation in one session; 2 cores, load average 5-6.5, so CPU seconds, best of
+the runs). This benchmark's defaults (200 nodes, 83k rows), two runs each: a task's three
+rows, logged and turned into tables, 5771 and 4402 ns -> 2908 and 2673 ns (16-20x -> 9.3-9.5x
+three calls that do nothing, 272-313 ns); the row groups during the run 0.21 and 0.19 s CPU
+-> 0.17 and 0.20 s (tables 0.15-0.17 -> 0.13-0.15, writing 0.04-0.05: in the run the
+conversion of each string to Arrow dominates, and ``t``'s rounding moved there from the
+builders). Where the builders' time went: ``round(float(t), 6)`` was 200 of their 380 ns a
+row; a row now costs a tuple and a bytearray append (150 ns), and ``t`` is rounded once per
+row group by numpy (``event_table.rounded_times``: bit for bit ``round``, those within
+rounding error of a half microsecond through ``round``). The row group from the rows of
+one fifo run of w1000.yaml --limit-jobs 600 (three groups, 183k rows, outside the run):
+0.53 -> 0.28 s (no sort of the rows, one ``zip`` per type, resource vectors converted per
+distinct object, the resource check per distinct vector). ``Simulation.run`` with
+``--events parquet``, w1000.yaml --limit-jobs 600, fifo, best of 3, two rounds: 3.31 and
+3.37 s -> 2.93 and 2.98 s CPU (about -11%); row groups 0.56 and 0.65 -> 0.49 and 0.49 s.
+``treadle sim /tmp/e2ek/w1000.yaml --policy fifo --no-slowdown`` (789k rows), simulate
+phase, three runs each: 13.8, 12.5, 13.3 s -> 12.3, 13.6, 12.0 s CPU (best -4%, at the
+edge of the noise). Outputs (events.parquet, events.jsonl, jobs.csv, jobs.parquet,
+summary.json) byte-identical for fifo, drf and fair (--limit-jobs 600) and for fifo on the
+whole file.
 """
 
 from __future__ import annotations
@@ -66,16 +88,23 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workload: {len(wl.cluster.nodes)} nodes, {len(wl.jobs)} jobs, {tasks} tasks; fifo")
     choice = runner.PolicyChoice("fifo", {})
     weights = {name: u.weight for name, u in wl.users.items()}
-    flush_s = 0.0
-    real_flush = ec.ColumnarEventLog.flush
+    flush_s = write_s = 0.0  # CPU seconds: the machine is shared
+    real_flush, real_write = ec.ColumnarEventLog.flush, ec.ParquetEventWriter.write
 
     def timed_flush(self: ec.ColumnarEventLog) -> None:
         nonlocal flush_s
-        start = time.perf_counter()
+        start = time.process_time()
         real_flush(self)
-        flush_s += time.perf_counter() - start
+        flush_s += time.process_time() - start
+
+    def timed_write(self: ec.ParquetEventWriter, table: Any) -> None:
+        nonlocal write_s
+        start = time.process_time()
+        real_write(self, table)
+        write_s += time.process_time() - start
 
     ec.ColumnarEventLog.flush = timed_flush  # type: ignore[method-assign]
+    ec.ParquetEventWriter.write = timed_write  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         result, sim_dicts = _timed(runner._simulate, wl, choice, runner.RunOptions(), None, {})
@@ -111,8 +140,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"write events.jsonl after the run:          {jsonl_s:7.2f} s")
     print(
-        f"events.parquet row groups during the run:  {flush_s:7.2f} s  "
-        f"({jsonl_s / flush_s:.1f}x less than jsonl)"
+        f"events.parquet row groups during the run:  {flush_s:7.2f} s CPU  "
+        f"(tables {flush_s - write_s:.2f} + writing {write_s:.2f}; {jsonl_s / flush_s:.1f}x "
+        f"less than jsonl)"
+    )
+    per_row, per_call = builder_cost(ec)
+    print(
+        f"a task's three rows (allocated, started, finished): {per_row * 1e9:.0f} ns "
+        f"logged, {per_call * 1e9:.0f} ns for three calls that do nothing "
+        f"({per_row / per_call:.2f}x)"
     )
     print(
         f"simulation with dict records / with rows:  {sim_dicts:7.2f} s / {sim_columns:.2f} s "
@@ -126,6 +162,54 @@ def main(argv: list[str] | None = None) -> int:
     ok = same(old, new) and same(new, cols)
     print(f"same summary and jobs, reference / records / parquet: {ok}")
     return 0 if ok and far_s < 1.0 else 1
+
+
+def builder_cost(ec: Any, tasks: int = 100_000) -> tuple[float, float]:
+    """CPU seconds per task of logging its three container rows into a ColumnarEventLog
+    (row groups built and dropped), and of three calls to a method that does nothing
+    (the yardstick: what the call sites cost whatever the log does); best of 3, with the
+    cyclic GC off as in ``Simulation.run``."""
+    import gc
+
+    from treadle.resources import Resources
+
+    res = Resources(vcores=1, memory_mb=2048)
+    ids = [
+        (f"application_{i // 100:05d}", f"container_{i:08d}", f"node{i % 1000}")
+        for i in range(tasks)
+    ]
+
+    class Nothing:
+        def container_allocated(self, *args: Any) -> None:
+            pass
+
+        container_started = container_finished = container_allocated
+
+    def run(log: Any) -> float:
+        alloc, start, finish = (
+            log.container_allocated,
+            log.container_started,
+            log.container_finished,
+        )
+        t0 = time.process_time()
+        for k, (job, cid, node) in enumerate(ids):
+            t = k * 0.001
+            alloc(t, job, cid, node, res, 0, "DEFAULT")
+            start(t + 0.5, job, cid, node)
+            finish(t + 30.0, job, cid, node, "COMPLETE", 0)
+        if hasattr(log, "flush"):
+            log.flush()
+        return time.process_time() - t0
+
+    gc.disable()
+    try:
+        logged = min(
+            run(ec.ColumnarEventLog(lambda table: None, ["memory_mb", "vcores"])) for _ in range(3)
+        )
+        nothing = min(run(Nothing()) for _ in range(3))
+    finally:
+        gc.enable()
+    return logged / tasks, nothing / tasks
 
 
 def vars_of(job: Any) -> list[Any]:

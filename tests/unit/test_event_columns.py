@@ -4,12 +4,14 @@ it goes, and its file reads back to the records the dict log holds."""
 from __future__ import annotations
 
 import inspect
+import math
+import random
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from treadle import event_columns as ec, events as ev
+from treadle import event_columns as ec, event_table as et, events as ev
 from treadle.errors import InputError
 from treadle.resources import Resources
 
@@ -57,7 +59,7 @@ def test_row_groups_are_written_as_the_run_goes(tmp_path: Path) -> None:
     log = ec.ParquetEventLog(path, ["vcores", "memory_mb"], row_group_rows=4)
     log_some(log)
     assert len(log) == 15
-    assert len(log._rows) < 4  # only the rows of the unfinished group are held
+    assert log.pending < 4  # only the rows of the unfinished group are held
     log.close()
     assert pq.ParquetFile(path).metadata.num_row_groups == 4
     plain = ev.EventLog()
@@ -72,8 +74,54 @@ def test_a_resource_the_run_does_not_have_is_refused(tmp_path: Path) -> None:
         log.flush()
 
 
+def test_the_refusal_names_the_first_row_logged_with_a_stray_resource(tmp_path: Path) -> None:
+    log = ec.ParquetEventLog(tmp_path / "e.parquet", ["vcores"])
+    log.node_registered(0, "n1", "/r", Resources(vcores=4))
+    log.container_allocated(1, "a1", "c1", "n1", Resources(vcores=1, fpga=1), 1, "DEFAULT")
+    log.node_registered(2, "n2", "/r", Resources(vcores=4, gpu=1))
+    with pytest.raises(ValueError, match="container_allocated: resource 'fpga'"):
+        log.flush()
+
+
+def test_times_are_written_rounded_to_the_microsecond(tmp_path: Path) -> None:
+    path = tmp_path / "e.parquet"
+    log = ec.ParquetEventLog(path, ["vcores"])
+    for t in (0.1 + 0.2, 2, 1e-7, 7.0000005, 12.3456785):
+        log.node_lost(t, "n1")
+    log.close()
+    assert ec.read_table(path)["t"].to_pylist() == [0.3, 2.0, 0.0, 7.0, 12.345678]
+
+
+def test_rounded_times_are_python_round_bit_for_bit() -> None:
+    rng = random.Random(7)
+    ts: list[float] = [rng.uniform(-1e4, 1e4) for _ in range(20_000)]
+    ts += [rng.randrange(10**10) / 1e6 for _ in range(20_000)]  # already on the grid
+    ts += [(k + 0.5) / 1e6 for k in range(0, 2_000_000, 997)]  # halves of a microsecond
+    ts += [math.nextafter(v, d) for v in ts[-2000:] for d in (-math.inf, math.inf)]
+    ts += [0.0, -0.0, 1e-9, -1e-9, 5e8 + 5e-7, 1e12 + 0.1234565, 2.0**60, math.inf]
+    want = [round(float(t), 6) for t in ts]
+    got = et.rounded_times(ts).tolist()
+    assert [math.copysign(1, v) for v in got] == [math.copysign(1, v) for v in want]
+    assert got == want
+
+
 def test_a_file_that_is_not_an_event_log_is_an_input_error(tmp_path: Path) -> None:
     bad = tmp_path / "events.parquet"
     bad.write_text("not parquet")
     with pytest.raises(InputError, match=r"events\.parquet"):
         ec.read_table(bad)
+
+
+def test_str_enum_members_are_written_as_their_values(tmp_path: Path) -> None:
+    from treadle.messages import AskKind, ContainerState
+
+    path = tmp_path / "e.parquet"
+    log = ec.ParquetEventLog(path, ["vcores"])
+    res = Resources(vcores=1)
+    log.container_allocated(0, "a1", "c1", "n1", res, 1, AskKind.DEFAULT)
+    log.container_finished(1, "a1", "c1", "n1", ContainerState.COMPLETE, 0)
+    log.close()
+    plain = ev.EventLog()
+    plain.container_allocated(0, "a1", "c1", "n1", res, 1, "DEFAULT")
+    plain.container_finished(1, "a1", "c1", "n1", "COMPLETE", 0)
+    assert ec.read_events(path) == plain.records

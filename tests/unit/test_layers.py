@@ -76,6 +76,7 @@ KERNEL_MODULES = {
     "events",
     "event_schema",
     "event_columns",
+    "event_table",
     "errors",
     "frozen",
     "registry",
