@@ -336,15 +336,14 @@ def _spans(
     alloc = np.flatnonzero(is_alloc & (jcode >= 0) & (ccode >= 0))
     keys, first = _first_per_group(key[alloc], t[alloc])
     rows = alloc[first]
+    # Each end to its container by binary search in ``keys`` (sorted, distinct); ends of
+    # containers never allocated are dropped.
     ends = np.flatnonzero(mask(ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED))
-    end_keys, end_inv = np.unique(key[ends], return_inverse=True)
-    end_t = _min_per(end_inv, t[ends], len(end_keys))
-    pos = np.searchsorted(end_keys, keys)
-    pos_ok = pos < len(end_keys)
-    has_end = np.zeros(len(keys), dtype=bool)
-    has_end[pos_ok] = end_keys[pos[pos_ok]] == keys[pos_ok]
-    c_end = np.full(len(keys), last, dtype=float)
-    c_end[has_end] = end_t[pos[has_end]]
+    end_key = key[ends]
+    pos = np.minimum(np.searchsorted(keys, end_key), max(len(keys) - 1, 0))
+    hit = keys[pos] == end_key if len(keys) else np.zeros(len(ends), dtype=bool)
+    end_t = _min_per(pos[hit], t[ends][hit], len(keys))
+    c_end = np.where(np.isfinite(end_t), end_t, last)
     a = np.maximum(t[rows], lo)
     b = np.minimum(c_end, hi)
     keep = b > a
