@@ -829,3 +829,15 @@ def test_unfinished_job_csv_cells_are_empty(tmp_path: Path) -> None:
         row = next(csv.DictReader(f))
     assert row["start_s"] == row["jct_s"] == row["slowdown"] == row["alone_jct_s"] == ""
     assert (row["status"], row["tasks"], row["submit_s"]) == ("UNFINISHED", "3", "1.0")
+
+
+@given(st.lists(st.text(min_size=0, max_size=6), min_size=1, max_size=40, unique=True))
+def test_strings_rank_in_python_order(values: list[str]) -> None:
+    # Spans are summed in (start, end, job, container) order, the ids compared as Python
+    # compares str; the metrics rank them in Arrow (UTF-8 byte order): the same order.
+    import pyarrow as pa
+
+    from treadle.metrics.scan import _rank
+
+    rank = _rank(pa.array(values, pa.string()))
+    assert [values[i] for i in np.argsort(rank)] == sorted(values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
@@ -72,6 +73,10 @@ from treadle.cli.options import (
 )
 from treadle.errors import TreadleError
 from treadle.live import logs
+
+#: When the command line's code began (``--timings``' setup, where the process's start is
+#: not known).
+STARTED = time.perf_counter()
 
 app = typer.Typer(
     add_completion=False,
@@ -192,6 +197,7 @@ def sim(
     the event log (events.parquet by default)."""
     with errors():
         from treadle.registry import parse_settings
+        from treadle.study import heap
         from treadle.study.runner import PolicyChoice, RunOptions, build_policy, run_sim
         from treadle.study.timings import Timings
 
@@ -212,7 +218,9 @@ def sim(
         )
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
         parts = partitioning(partition)
-        clock = Timings() if timings else None
+        if _standalone:
+            heap.ends_with_run()
+        clock = Timings(setup=True, started=STARTED) if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
             wl = load(workload, fmt, nodes_file, imports)
             if limit_jobs is not None:  # a trace reader's module: imported only when asked
@@ -561,7 +569,14 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")
 
 
+#: Set by ``main``: the process ends when the command does.
+_standalone = False
+
+
 def main() -> None:
+    """The console script (``treadle``, ``python -m treadle.cli``)."""
+    global _standalone
+    _standalone = True
     try:
         app()
     except KeyboardInterrupt:

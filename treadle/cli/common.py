@@ -165,7 +165,9 @@ def load(
     nodes_file: Path | None,
     options: dict[str, Any] | None = None,
 ) -> Any:
-    """The workload; ``options`` (``trace_options``) apply to a WTA CSV only."""
+    """The workload; ``options`` (``trace_options``) apply to a WTA CSV only. Loaded with
+    the cyclic garbage collector paused (``treadle.study.heap``)."""
+    from treadle.study import heap
     from treadle.workload import load_workload, workload_format
 
     if options:
@@ -174,9 +176,10 @@ def load(
             flags = " and ".join(_OPTION_FLAGS[k] for k in options)
             verb = "applies" if len(options) == 1 else "apply"
             fail(f"{flags} {verb} only to a WTA CSV (format wta); {workload} is {used}", USAGE)
-    return load_workload(
-        workload, fmt, nodes_file=str(nodes_file) if nodes_file else None, trace_options=options
-    )
+    with heap.building():
+        return load_workload(
+            workload, fmt, nodes_file=str(nodes_file) if nodes_file else None, trace_options=options
+        )
 
 
 def progress_bars() -> Progress:

@@ -153,8 +153,8 @@ TimingsOpt = Annotated[
     bool,
     typer.Option(
         "--timings",
-        help="Print on stderr where the wall time went (load, alone references, simulate, "
-        "metrics, write) and the peak RSS, as one line of JSON.",
+        help="Print on stderr where the wall and CPU time went (setup, load, alone references, "
+        "simulate, metrics, write, other) and the peak RSS, as one line of JSON.",
     ),
 ]
 ClusterOpt = Annotated[

@@ -90,8 +90,9 @@ class LogFacts:
     spans: Spans
 
 
-def _strings(col: pa.ChunkedArray) -> tuple[IntArray, ObjArray]:
-    """Dictionary codes (-1 for null) and the dictionary of a string column."""
+def _strings(col: pa.ChunkedArray) -> tuple[IntArray, pa.Array]:
+    """Dictionary codes (-1 for null) and the dictionary (distinct strings, left in
+    Arrow: a container column has one per container) of a string column."""
     if pa.types.is_dictionary(col.type):  # read so from Parquet: its own dictionary pages
         enc = col.unify_dictionaries().combine_chunks() if col.num_chunks else col
         if isinstance(enc, pa.ChunkedArray):
@@ -99,7 +100,16 @@ def _strings(col: pa.ChunkedArray) -> tuple[IntArray, ObjArray]:
     else:
         enc = pc.dictionary_encode(col.combine_chunks())
     codes = enc.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, np.asarray(enc.dictionary.to_pylist(), dtype=object)
+    return codes, enc.dictionary
+
+
+def _rank(dictionary: pa.Array) -> IntArray:
+    """Each string's rank among the (distinct) strings of ``dictionary``, in Python's order
+    of str: code point order, which is UTF-8's byte order, which Arrow sorts by."""
+    order = pc.array_sort_indices(dictionary).to_numpy(zero_copy_only=False)
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank
 
 
 def _plain(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -157,7 +167,7 @@ def scan(source: EventSource) -> LogFacts:
     n = table.num_rows
     t = _np(table, "t").astype(float)
     kinds, kind_names = _strings(table.column("event"))
-    code = {str(k): i for i, k in enumerate(kind_names)}
+    code = {str(k): i for i, k in enumerate(kind_names.to_pylist())}
 
     def mask(*events: str) -> npt.NDArray[np.bool_]:
         ids = [code[e] for e in events if e in code]
@@ -165,7 +175,7 @@ def scan(source: EventSource) -> LogFacts:
 
     last_t = float(t.max()) if n else None
     jcode, jobs_dict = _strings(table.column("job"))
-    ccode, _ = _strings(table.column("container"))
+    ccode, cids = _strings(table.column("container"))
 
     # ---- capacity
     cap_cols = ec.resources_of(names, "capacity")
@@ -203,7 +213,7 @@ def scan(source: EventSource) -> LogFacts:
     sub_keys, sub_rows = _first_per_group(jcode[sub], t[sub])
     rows = sub[sub_rows]
     nj = len(rows)
-    job_ids = jobs_dict[sub_keys] if nj else np.empty(0, dtype=object)
+    job_ids = np.asarray(jobs_dict.take(pa.array(sub_keys, pa.int64())).to_pylist(), dtype=object)
     index_of_code = np.full(len(jobs_dict) + 1, -1, dtype=np.int64)
     index_of_code[sub_keys] = np.arange(nj)
 
@@ -264,7 +274,10 @@ def scan(source: EventSource) -> LogFacts:
             horizon = (lo, hi)
 
     # ---- containers: the earliest allocation of each, held until its earliest end
-    spans = _spans(table, t, jcode, ccode, is_alloc, mask, horizon, last_t, capacity, cap_names)
+    ranks = (_rank(jobs_dict), _rank(cids))
+    spans = _spans(
+        table, t, jcode, ccode, ranks, is_alloc, mask, horizon, last_t, capacity, cap_names
+    )
     spans_job = index_of_code[spans.job]
     spans = Spans(spans.a, spans.b, spans.res, spans.share, spans_job)
 
@@ -301,6 +314,7 @@ def _spans(
     t: FloatArray,
     jcode: IntArray,
     ccode: IntArray,
+    ranks: tuple[IntArray, IntArray],
     is_alloc: npt.NDArray[np.bool_],
     mask: Any,
     horizon: tuple[float, float] | None,
@@ -322,15 +336,14 @@ def _spans(
     alloc = np.flatnonzero(is_alloc & (jcode >= 0) & (ccode >= 0))
     keys, first = _first_per_group(key[alloc], t[alloc])
     rows = alloc[first]
+    # Each end to its container by binary search in ``keys`` (sorted, distinct); ends of
+    # containers never allocated are dropped.
     ends = np.flatnonzero(mask(ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED))
-    end_keys, end_inv = np.unique(key[ends], return_inverse=True)
-    end_t = _min_per(end_inv, t[ends], len(end_keys))
-    pos = np.searchsorted(end_keys, keys)
-    pos_ok = pos < len(end_keys)
-    has_end = np.zeros(len(keys), dtype=bool)
-    has_end[pos_ok] = end_keys[pos[pos_ok]] == keys[pos_ok]
-    c_end = np.full(len(keys), last, dtype=float)
-    c_end[has_end] = end_t[pos[has_end]]
+    end_key = key[ends]
+    pos = np.minimum(np.searchsorted(keys, end_key), max(len(keys) - 1, 0))
+    hit = keys[pos] == end_key if len(keys) else np.zeros(len(ends), dtype=bool)
+    end_t = _min_per(pos[hit], t[ends][hit], len(keys))
+    c_end = np.where(np.isfinite(end_t), end_t, last)
     a = np.maximum(t[rows], lo)
     b = np.minimum(c_end, hi)
     keep = b > a
@@ -345,16 +358,6 @@ def _spans(
     for i, r in enumerate(cap_names):
         share = np.maximum(share, res[:, i] / capacity[r])
     # A fixed order makes float sums independent of the order of the rows.
-    job_rank = _rank(table.column("job").take(pa.array(rows)))
-    cid_rank = _rank(table.column("container").take(pa.array(rows)))
+    job_rank, cid_rank = ranks[0][jcode[rows]], ranks[1][ccode[rows]]
     order = np.lexsort((cid_rank, job_rank, b, a))
     return Spans(a[order], b[order], res[order], share[order], jcode[rows][order])
-
-
-def _rank(col: pa.ChunkedArray | pa.Array) -> IntArray:
-    """Each string's rank among the distinct ones (Python's order of str)."""
-    codes, values = _strings(pa.chunked_array([col]) if isinstance(col, pa.Array) else col)
-    if not len(values):
-        return codes
-    rank_of = np.argsort(np.argsort(values.astype(str), kind="stable"), kind="stable")
-    return np.asarray(rank_of[codes], dtype=np.int64)

@@ -116,12 +116,28 @@ def write_run_outputs(
 
 def read_log(path: Path) -> Any:
     """An event log file (``.parquet`` or JSON lines) as what ``analyze`` takes: of a
-    Parquet file, the columns the metrics read, strings as dictionaries."""
-    if path.suffix == ".parquet":
+    Parquet file, the columns the metrics read, strings as dictionaries; the columns of
+    the ``dp`` and ``estimation`` sections only when the log has their records (they are
+    null on every row otherwise, yet as large as ``t``)."""
+    if path.suffix != ".parquet":
+        return ev.read_jsonl(path)
+
+    def read(columns: tuple[str, ...]) -> Any:
         return ec.read_table(
             path,
-            columns=COLUMNS + dp.COLUMNS + estimation.COLUMNS,
+            columns=columns,
             prefixes=("capacity_", "resources_"),
             dictionaries=STRING_COLUMNS,
         )
-    return ev.read_jsonl(path)
+
+    table = read(COLUMNS)
+    kinds = {k for chunk in table.column("event").chunks for k in _kinds(chunk)}
+    if kinds & {dp.DP_ACCOUNT, estimation.JOB_ESTIMATED}:
+        table = read(COLUMNS + dp.COLUMNS + estimation.COLUMNS)
+    return table
+
+
+def _kinds(chunk: Any) -> list[str]:
+    """The event names a chunk of the ``event`` column may hold (its dictionary's)."""
+    values = chunk.dictionary if hasattr(chunk, "dictionary") else chunk.unique()
+    return [str(v) for v in values.to_pylist()]

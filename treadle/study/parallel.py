@@ -37,6 +37,7 @@ from treadle import metrics
 from treadle.errors import TreadleError
 from treadle.model import Workload
 from treadle.sim import ProgressFn
+from treadle.study import heap
 from treadle.study.runner import PolicyChoice, RunOptions
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ def _worker(
 ) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    heap.ends_with_run()  # this process runs one policy, then exits
     progress = throttled(lambda *p: messages.put(("progress", index, p)))
     try:
         outcome = runner.run(workload, choice, options, alone, progress, run_dir)

@@ -25,6 +25,7 @@ from treadle.model import ClusterSpec, JobSpec, Workload
 from treadle.registry import build, did_you_mean, discover, factory, load, lookup
 from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
+from treadle.study import heap
 from treadle.study.alone_cache import AloneCache, context_key, job_key
 from treadle.study.timings import Timings, maybe
 from treadle.workload.timeline import without_accounts
@@ -298,10 +299,24 @@ def run_sim(
     With ``out_dir`` and ``options.events`` ``parquet`` or ``none``, the event log goes to
     a Parquet file as the run goes (``SimResult.records`` is then empty) and the metrics
     are read from it; otherwise the records are kept in memory. ``timings`` (if given)
-    gets the wall time of each phase: alone, simulate, metrics, write."""
+    gets the wall time of each phase: alone, simulate, metrics, write. The cyclic garbage
+    collector is paused after the alone references (``treadle.study.heap.running``)."""
     if alone is None:
         with maybe(timings, "alone"):
             alone = alone_jcts(workload, options) if options.slowdown else {}
+    with heap.running():
+        return _run_sim(workload, choice, out_dir, options, progress, alone, timings)
+
+
+def _run_sim(
+    workload: Workload,
+    choice: PolicyChoice,
+    out_dir: Path | None,
+    options: RunOptions,
+    progress: ProgressFn | None,
+    alone: dict[str, float],
+    timings: Timings | None,
+) -> tuple[SimResult, metrics.RunMetrics]:
     weights = {name: u.weight for name, u in workload.users.items()}
     policy = build_policy(choice)  # once: the run and its parameters share it
     if out_dir is None or options.events == "jsonl":
@@ -330,12 +345,12 @@ def run_sim(
         os.close(fd)
         path = Path(name)
     try:
-        log = ParquetEventLog(path, list(workload.cluster.capacity))
-        try:
-            with maybe(timings, "simulate"):  # the log's row groups are written meanwhile
+        with maybe(timings, "simulate"):  # the log's row groups are written meanwhile
+            log = ParquetEventLog(path, list(workload.cluster.capacity))
+            try:
                 result = _simulate(workload, choice, options, progress, alone, log, policy)
-        finally:
-            log.close()
+            finally:
+                log.close()
         with maybe(timings, "metrics"):
             run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
             run.summary["parameters"] = run_parameters(workload, choice, options, policy)
