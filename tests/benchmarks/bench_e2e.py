@@ -269,14 +269,14 @@ def _files(out: Path) -> dict[str, bytes]:
 
 
 # ---------------------------------------------------------------------------- report
-PHASES = ("start", "load", "alone", "simulate", "metrics", "write")
+PHASES = ("start", "setup", "load", "alone", "simulate", "metrics", "write", "other")
 
 
 def split(run: dict[str, Any]) -> str:
     t = dict(run["timings"])
     if not t:
         return "(no --timings output)"
-    t["start"] = max(0.0, run["wall"] - t.get("total", 0.0))  # interpreter, imports, exit
+    t["start"] = max(0.0, run["wall"] - t.get("total", 0.0))  # spawn and exit
     parts = [f"{p} {t.get(p, 0.0):.2f}s ({t.get(p, 0.0) / run['wall']:.0%})" for p in PHASES]
     return ", ".join(parts)
 
