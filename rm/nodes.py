@@ -139,12 +139,7 @@ class NodeTracker:
         if hb.started:
             self._containers.report_started(node, hb.started)
         if hb.completed:
-            containers = node.containers
-            done = self._containers.done
-            for status in hb.completed:
-                c = containers.get(status.container_id)
-                if c is not None:
-                    done(c, status, status.finish_s)
+            self._containers.report_completed(node, hb.completed)
         pending = st.pending
         if pending.apps:  # PendingIndex.could_fit, inlined: the simulator's hottest path
             m = pending.min_ask
