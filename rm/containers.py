@@ -19,7 +19,6 @@ from treadle.messages import (
     ContainerState,
     ContainerStatus,
 )
-from treadle.resources import sub_from_all
 
 _COMPLETE = ContainerState.COMPLETE
 #: States that never count against the AM (whatever exit status an NM put on them).
@@ -81,7 +80,12 @@ class ContainerLifecycle:
             app_id = c.app_id
             app = apps.get(app_id)
             if app is not None and app.containers.pop(cid, None) is not None:
-                sub_from_all(app._all_books, res)
+                ledger = st.ledger  # its books (``BookLedger.sub``, inlined)
+                if ledger.on and app._book_shape is res:
+                    app._book_n -= 1
+                    ledger.pending[app] = None
+                else:
+                    ledger.sub(app, res)
                 st.version += 1
                 for w in pending.watchers:  # PendingIndex.touch
                     w[app_id] = app

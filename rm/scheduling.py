@@ -19,7 +19,7 @@ from treadle.errors import PluginError
 from treadle.events import EventLog
 from treadle.frozen import slot_setters
 from treadle.messages import Container
-from treadle.resources import Resources, add_to_all
+from treadle.resources import Resources
 
 log = structlog.get_logger("rm")
 
@@ -170,7 +170,12 @@ class Scheduler:
                 w[app_id] = app
             if pending.priority_watchers:
                 pending.priorities_changed(app_id, (prio,))
-        add_to_all(app._all_books, res)
+        ledger = st.ledger  # the application's books (``BookLedger.add``, inlined)
+        if ledger.on and app._book_shape is res:
+            app._book_n += 1
+            ledger.pending[app] = None
+        else:
+            ledger.add(app, res)
         st.version += 1
         log_ = self._log
         if not app.started:
