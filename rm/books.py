@@ -44,15 +44,27 @@ class BookLedger:
     application (``rm.state.Application``) carries ``_book_shape`` (the shape its changes
     are counted in) and ``_book_n`` (its containers of that shape placed less ended)."""
 
-    __slots__ = ("kind", "on", "pending")
+    __slots__ = ("_book", "_books", "kind", "on", "pending")
 
     def __init__(self) -> None:
+        # This ledger's books: instances of a ``Book`` class of its own (which names the
+        # ledger), turned into plain accumulators when deferral stops.
+        self._book: type[Book] = type("LedgerBook", (Book,), {"__slots__": (), "_ledger": self})
+        self._books: list[Accumulator] = []
         #: Changes are deferred (until a change or cluster that makes it inexact).
         self.on = True
         #: Applications with changes counted (an ordered set).
         self.pending: dict[Any, None] = {}
         #: The type of every amount counted so far (None: none counted yet).
         self.kind: type | None = None
+
+    def book(self) -> Accumulator:
+        """A new, empty book (a plain accumulator once deferral is off)."""
+        if not self.on:
+            return Accumulator()
+        b = self._book()
+        self._books.append(b)
+        return b
 
     def add(self, app: Any, r: Resources) -> None:
         """A container of ``r`` counts in ``app``'s books from now on."""
@@ -89,7 +101,13 @@ class BookLedger:
     def stop(self) -> None:
         """Bring every book up to date and keep them at once from now on."""
         self.flush()
+        self._off()
+
+    def _off(self) -> None:
         self.on = False
+        for b in self._books:
+            b.__class__ = Accumulator  # reads need no test any more
+        self._books.clear()
 
     def flush(self) -> None:
         """Bring every book up to date (before one is read)."""
@@ -100,7 +118,7 @@ class BookLedger:
         pending.clear()
         if few:
             # Read after nearly every change: deferring only adds work.
-            self.on = False
+            self._off()
 
     @staticmethod
     def _apply(app: Any) -> None:
@@ -123,13 +141,11 @@ _covers = Accumulator.covers
 
 
 class Book(Accumulator):
-    """An accumulator among the books: up to date whenever it is read."""
+    """An accumulator among the books: up to date whenever it is read (``BookLedger.book``
+    makes them)."""
 
-    __slots__ = ("_ledger",)
-
-    def __init__(self, ledger: BookLedger) -> None:
-        super().__init__()
-        self._ledger = ledger
+    __slots__ = ()
+    _ledger: BookLedger  # the ledger's own subclass names it
 
     @property
     def value(self) -> Resources:

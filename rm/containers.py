@@ -19,6 +19,7 @@ from treadle.messages import (
     ContainerState,
     ContainerStatus,
 )
+from treadle.resources import sub_from_all
 
 _COMPLETE = ContainerState.COMPLETE
 #: States that never count against the AM (whatever exit status an NM put on them).
@@ -81,7 +82,9 @@ class ContainerLifecycle:
             app = apps.get(app_id)
             if app is not None and app.containers.pop(cid, None) is not None:
                 ledger = st.ledger  # its books (``BookLedger.sub``, inlined)
-                if ledger.on and app._book_shape is res:
+                if not ledger.on:
+                    sub_from_all(app._all_books, res)
+                elif app._book_shape is res:
                     app._book_n -= 1
                     ledger.pending[app] = None
                 else:

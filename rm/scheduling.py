@@ -19,7 +19,7 @@ from treadle.errors import PluginError
 from treadle.events import EventLog
 from treadle.frozen import slot_setters
 from treadle.messages import Container
-from treadle.resources import Resources
+from treadle.resources import Resources, add_to_all
 
 log = structlog.get_logger("rm")
 
@@ -171,7 +171,9 @@ class Scheduler:
             if pending.priority_watchers:
                 pending.priorities_changed(app_id, (prio,))
         ledger = st.ledger  # the application's books (``BookLedger.add``, inlined)
-        if ledger.on and app._book_shape is res:
+        if not ledger.on:
+            add_to_all(app._all_books, res)
+        elif app._book_shape is res:
             app._book_n += 1
             ledger.pending[app] = None
         else:

@@ -320,9 +320,9 @@ class ClusterState:
         #: Keeps the books (``rm.books``): each queue's and user's total is a ``Book``.
         self.ledger = BookLedger()
         for q in self.queues.values():
-            q._used = Book(self.ledger)
+            q._used = self.ledger.book()
         for u in self.users.values():
-            u._used = Book(self.ledger)
+            u._used = self.ledger.book()
         self.pending: PendingIndex[Application] = PendingIndex()
         #: Bumped on every change that may alter a policy's shares.
         self.version = 0
@@ -387,9 +387,9 @@ class ClusterState:
     def add_app(self, app: Application) -> None:
         if app.user not in self.users:
             user = self.users[app.user] = User(UserSpec(app.user))
-            user._used = Book(self.ledger)
+            user._used = self.ledger.book()
         if not app.containers:
-            app._allocated = Book(self.ledger)
+            app._allocated = self.ledger.book()
         # The root queue's total is the cluster's: every application is in a leaf queue.
         books = [self.users[app.user]._used]
         q: Queue | None = self.queues.get(app.queue)
@@ -398,7 +398,7 @@ class ClusterState:
             q = q.parent
         app.books = tuple(books)
         app._all_books = (app._allocated, *app.books)
-        if not all(type(b) is Book for b in app._all_books):
+        if self.ledger.on and not all(isinstance(b, Book) for b in app._all_books):
             self.ledger.stop()  # a book that would not bring itself up to date when read
         self.apps[app.app_id] = app
         self.version += 1
