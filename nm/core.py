@@ -13,8 +13,7 @@ times), sent again until the RM acknowledges them. A ``RUNNING`` status has ``fi
 
 from __future__ import annotations
 
-import heapq
-from heapq import heappop
+from heapq import heappop, heappush
 from typing import NamedTuple
 
 from treadle.errors import ConflictError, InvalidRequestError
@@ -32,6 +31,7 @@ from treadle.messages import (
 from treadle.resources import Accumulator, Resources
 
 _COMPLETE = ContainerState.COMPLETE
+_INF = float("inf")
 _RUNNING = ContainerState.RUNNING
 
 # Fast constructors (see treadle.frozen): one status per container start and end, one
@@ -103,9 +103,14 @@ class NodeManager:
     def next_finish_s(self) -> float:
         """When the earliest running container ends (infinity when idle)."""
         heap = self._finish_heap
-        while heap and heap[0][1] not in self.running:
-            heapq.heappop(heap)  # stopped early
-        return heap[0][0] if heap else float("inf")
+        if not heap:
+            return _INF
+        running = self.running
+        while heap[0][1] not in running:
+            heappop(heap)  # stopped early
+            if not heap:
+                return _INF
+        return heap[0][0]
 
     def start_container(self, launch: ContainerLaunch, now: float) -> None:
         cid = launch.container_id
@@ -124,8 +129,14 @@ class NodeManager:
         finish = now + duration
         running[cid] = _tuple_new(RunningContainer, (launch, now, finish))
         free.sub(res)
-        heapq.heappush(self._finish_heap, (finish, cid))
-        self._started.append(_status(cid, _RUNNING, EXIT_SUCCESS, now, 0.0))
+        heappush(self._finish_heap, (finish, cid))
+        s: ContainerStatus = _new(ContainerStatus)  # _status(cid, RUNNING, ...), inlined
+        _s_id(s, cid)
+        _s_state(s, _RUNNING)
+        _s_exit(s, EXIT_SUCCESS)
+        _s_start(s, now)
+        _s_finish(s, 0.0)
+        self._started.append(s)
 
     def stop_container(self, container_id: str, now: float, *, by_am: bool = False) -> bool:
         """Kill a running container (RM or AM request); False if it is not running here."""
@@ -174,7 +185,13 @@ class NodeManager:
             if rc is None:
                 continue
             add(rc[0].resources)  # rc.launch
-            completed.append(_status(cid, _COMPLETE, EXIT_SUCCESS, rc[1], finish))  # rc.start_s
+            s: ContainerStatus = _new(ContainerStatus)  # _status(cid, COMPLETE, ...), inlined
+            _s_id(s, cid)
+            _s_state(s, _COMPLETE)
+            _s_exit(s, EXIT_SUCCESS)
+            _s_start(s, rc[1])  # rc.start_s
+            _s_finish(s, finish)
+            completed.append(s)
 
     def heartbeat(self, now: float) -> NodeHeartbeat:
         """The next heartbeat. Reports stay queued until ``acknowledge(seq)``: a heartbeat
@@ -204,6 +221,37 @@ class NodeManager:
         # An empty report is a fresh list too: the message must not share a queue.
         _h_started(hb, started if started else [])
         _h_completed(hb, completed if completed else [])
+        _h_running(hb, ())
+        return hb
+
+    def beat(self, now: float) -> NodeHeartbeat:
+        """``heartbeat(now)`` already acknowledged: for a host that hands it to the RM in
+        the same call (the simulator), so it cannot be lost on the way."""
+        if self._inflight is not None:
+            again = self.heartbeat(now)  # with the unacknowledged reports, first
+            self._inflight = None
+            return again
+        heap = self._finish_heap
+        if heap and heap[0][0] <= now:
+            self._collect_finished(now)
+        self.seq = seq = self.seq + 1
+        started = self._started
+        completed = self._completed
+        hb: NodeHeartbeat = _new(NodeHeartbeat)  # NodeHeartbeat(...), faster
+        _h_node(hb, self.node_id)
+        _h_seq(hb, seq)
+        # The queued reports go out as they are, fresh lists take their place (an empty
+        # report is a fresh list too: the message must not share a queue).
+        if started:
+            self._started = []
+            _h_started(hb, started)
+        else:
+            _h_started(hb, [])
+        if completed:
+            self._completed = []
+            _h_completed(hb, completed)
+        else:
+            _h_completed(hb, [])
         _h_running(hb, ())
         return hb
 

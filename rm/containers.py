@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rm.effects import Outbox
-from rm.state import ClusterState, Node
+from rm.state import Application, ClusterState, Node
 from treadle.events import EventLog
 from treadle.messages import (
     EXIT_ABORTED,
@@ -19,7 +19,9 @@ from treadle.messages import (
     ContainerState,
     ContainerStatus,
 )
+from treadle.resources import sub_from_all
 
+_COMPLETE = ContainerState.COMPLETE
 #: States that never count against the AM (whatever exit status an NM put on them).
 _NOT_AM_STATES = (ContainerState.LOST, ContainerState.PREEMPTED)
 #: ``Policy.on_container_finished`` when the policy overrides it (else None: not called).
@@ -52,6 +54,64 @@ class ContainerLifecycle:
                 started.add(cid)
                 log.container_started(status.start_s, c.app_id, cid, nid)
 
+    def report_completed(self, node: Node, statuses: list[ContainerStatus]) -> None:
+        """An NM says these containers ended: ``done`` for each that ``node`` holds, at
+        its finish time (one call per heartbeat; ``done``'s steps inlined for a live node's
+        own containers)."""
+        containers = node.containers
+        nid = node.node_id
+        st = self._state
+        apps = st.apps
+        pending = st.pending
+        started = self.started
+        log_finished = self._log.container_finished
+        hook = self._on_finished
+        for status in statuses:
+            c = containers.get(status.container_id)
+            if c is None:
+                continue
+            if not node.alive or c.node_id != nid:
+                self.done(c, status, status.finish_s)
+                continue
+            # ``free_container``: off the node, out of its application's books.
+            cid = c.container_id
+            del containers[cid]
+            res = c.resources
+            node._free.add(res)
+            app_id = c.app_id
+            app = apps.get(app_id)
+            if app is not None and app.containers.pop(cid, None) is not None:
+                ledger = st.ledger  # its books (``BookLedger.sub``, inlined)
+                if not ledger.on:
+                    sub_from_all(app._all_books, res)
+                elif app._book_shape is res:
+                    app._book_n -= 1
+                    ledger.pending[app] = None
+                else:
+                    ledger.sub(app, res)
+                st.version += 1
+                for w in pending.watchers:  # PendingIndex.touch
+                    w[app_id] = app
+                if pending.priority_watchers:
+                    pending.priorities_changed(app_id, (c.priority,))
+            started.discard(cid)
+            state = status.state
+            t = status.finish_s
+            log_finished(t, app_id, cid, nid, str(state), status.exit_status)
+            if hook is not None:
+                hook(c, status, self._view)
+            if app is None:
+                continue
+            if cid == app.am_container:
+                self._am_ended(app, status)
+            else:
+                app.completed_reports.append(status)
+                news = st.news
+                if news is not None:  # ClusterState.tell
+                    news[app_id] = None
+                if state is _COMPLETE and status.exit_status == 0:
+                    app.stage_book.task_done(c.priority, t)
+
     def done(self, c: Container, status: ContainerStatus, t: float) -> None:
         """``c`` ended on its node (completed, failed, lost or preempted) at ``t``."""
         app = self._state.free_container(c)
@@ -64,18 +124,23 @@ class ContainerLifecycle:
         if app is None:
             return
         if cid == app.am_container:
-            app.am_container = None
-            # YARN-614: a node lost, a preemption, or the RM's own kill is not the AM's
-            # failure; its crash or its own exit is (YARN decides by the exit status).
-            counts = status.exit_status not in NOT_AM_FAILURES and state not in _NOT_AM_STATES
-            self._outbox.am_exits.append(
-                (app.app_id, f"AM container exited ({state}, {status.exit_status})", counts)
-            )
+            self._am_ended(app, status)
         else:
             app.completed_reports.append(status)
             self._state.tell(app.app_id)
             if state is ContainerState.COMPLETE and status.exit_status == 0:
                 app.stage_book.task_done(c.priority, status.finish_s)
+
+    def _am_ended(self, app: Application, status: ContainerStatus) -> None:
+        """``app``'s AM container ended: its attempt fails once the call's work is done."""
+        app.am_container = None
+        state = status.state
+        # YARN-614: a node lost, a preemption, or the RM's own kill is not the AM's
+        # failure; its crash or its own exit is (YARN decides by the exit status).
+        counts = status.exit_status not in NOT_AM_FAILURES and state not in _NOT_AM_STATES
+        self._outbox.am_exits.append(
+            (app.app_id, f"AM container exited ({state}, {status.exit_status})", counts)
+        )
 
     def release(self, c: Container, now: float, *, killed: bool = False) -> None:
         """The RM takes ``c`` back (its AM released it, or its application or attempt

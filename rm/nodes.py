@@ -22,7 +22,7 @@ from treadle.messages import (
     NodeHeartbeatResponse,
     NodeRegistration,
 )
-from treadle.resources import Accumulator, add_to_all, total
+from treadle.resources import Accumulator, total
 
 _new = object.__new__
 _r_stop, _r_resync, _r_interval = slot_setters(
@@ -75,6 +75,7 @@ class NodeTracker:
         node = Node(reg, now)
         st.nodes[reg.node_id] = node
         st.capacity = st.capacity + node.capacity
+        st.ledger.check_capacity(st.capacity)
         st.nodes_changed()
         self._log.node_registered(now, node.node_id, node.rack, node.capacity)
         if reg.containers:
@@ -103,7 +104,7 @@ class NodeTracker:
             free.sub(c.resources)
             node.containers[cid] = c
             app.containers[cid] = c
-            add_to_all(app._all_books, c.resources)
+            st.ledger.add(app, c.resources)
             app.started = True
             self._containers.started.add(cid)  # its start is in the log already
             st.pending.touch(app, c.priority)
@@ -139,12 +140,7 @@ class NodeTracker:
         if hb.started:
             self._containers.report_started(node, hb.started)
         if hb.completed:
-            containers = node.containers
-            done = self._containers.done
-            for status in hb.completed:
-                c = containers.get(status.container_id)
-                if c is not None:
-                    done(c, status, status.finish_s)
+            self._containers.report_completed(node, hb.completed)
         pending = st.pending
         if pending.apps:  # PendingIndex.could_fit, inlined: the simulator's hottest path
             m = pending.min_ask

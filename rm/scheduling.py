@@ -35,20 +35,6 @@ _c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
 )
 
 
-def _container(
-    cid: str, app_id: str, node_id: str, prio: int, res: Resources, kind: Any
-) -> Container:
-    """``Container(cid, app_id, node_id, prio, res, kind)``, faster."""
-    c: Container = _new(Container)
-    _c_id(c, cid)
-    _c_app(c, app_id)
-    _c_node(c, node_id)
-    _c_prio(c, prio)
-    _c_res(c, res)
-    _c_kind(c, kind)
-    return c
-
-
 def overridden(policy: Policy, name: str) -> Any:
     """``policy``'s bound hook ``name``, or None if it is the base class's no-op (the hot
     paths then skip the call)."""
@@ -138,7 +124,13 @@ class Scheduler:
         app_id = app.app_id
         node_id = node.node_id
         kind = ask.kind
-        c = _container(cid, app_id, node_id, prio, res, kind)
+        c: Container = _new(Container)  # Container(cid, app_id, ...), faster
+        _c_id(c, cid)
+        _c_app(c, app_id)
+        _c_node(c, node_id)
+        _c_prio(c, prio)
+        _c_res(c, res)
+        _c_kind(c, kind)
         free.sub(res)
         node.containers[cid] = c
         app.containers[cid] = c
@@ -152,13 +144,24 @@ class Scheduler:
                 news[app_id] = None
         # One container of the ask is granted: the same ask with one fewer (set_ask,
         # inlined: the application stays pending unless that was its last container).
+        # ``sorted_asks()`` follows without a sort: a new list (one handed out is never
+        # changed) with the ask replaced or dropped.
         count = ask.count
+        by_prio = app._sorted_asks
         if count > 1:
-            asks[prio] = ask_with_count(ask, count - 1)
+            asks[prio] = fewer = ask_with_count(ask, count - 1)
+            if by_prio is not None:
+                if len(by_prio) == 1:
+                    by_prio = [fewer]
+                else:
+                    by_prio = [fewer if a is ask else a for a in by_prio]
         else:
             del asks[prio]
+            if by_prio is not None:
+                by_prio = [a for a in by_prio if a is not ask]
+        app._sorted_asks = by_prio
         app.pending -= 1
-        app._sorted_asks = app._demand = None
+        app._demand = None
         pending = st.pending
         if app.pending <= 0:
             pending.update(app, True, (prio,))
@@ -167,7 +170,14 @@ class Scheduler:
                 w[app_id] = app
             if pending.priority_watchers:
                 pending.priorities_changed(app_id, (prio,))
-        add_to_all(app._all_books, res)
+        ledger = st.ledger  # the application's books (``BookLedger.add``, inlined)
+        if not ledger.on:
+            add_to_all(app._all_books, res)
+        elif app._book_shape is res:
+            app._book_n += 1
+            ledger.pending[app] = None
+        else:
+            ledger.add(app, res)
         st.version += 1
         log_ = self._log
         if not app.started:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from itertools import islice
 from typing import Any
 
+from rm.books import Book, BookLedger
 from rm.pending import PendingIndex
 from rm.stagebook import StageBook
 from treadle.messages import (
@@ -25,7 +26,7 @@ from treadle.messages import (
     NodeRegistration,
 )
 from treadle.model import JobSpec, QueueSpec, UserSpec
-from treadle.resources import ZERO, Accumulator, Resources, sub_from_all
+from treadle.resources import ZERO, Accumulator, Resources
 
 
 class AppState(StrEnum):
@@ -82,6 +83,8 @@ class Application:
     __slots__ = (
         "_all_books",
         "_allocated",
+        "_book_n",
+        "_book_shape",
         "_cid_prefix",
         "_demand",
         "_sorted_asks",
@@ -140,6 +143,9 @@ class Application:
         self.books: tuple[Accumulator, ...] = ()
         #: ``_allocated`` and ``books``: everything a container of this app counts in.
         self._all_books: tuple[Accumulator, ...] = (self._allocated,)
+        #: Changes of its books not made yet (``rm.books``): in containers of one shape.
+        self._book_shape: Resources | None = None
+        self._book_n = 0
         self.containers: dict[str, Container] = {}
         self.undelivered: list[Container] = []
         self.completed_reports: list[ContainerStatus] = []
@@ -311,6 +317,12 @@ class ClusterState:
         self.queues: dict[str, Queue] = build_queues(queues)
         self.root_queue = self.queues[queues.name]
         self.users: dict[str, User] = {name: User(u) for name, u in users.items()}
+        #: Keeps the books (``rm.books``): each queue's and user's total is a ``Book``.
+        self.ledger = BookLedger()
+        for q in self.queues.values():
+            q._used = self.ledger.book()
+        for u in self.users.values():
+            u._used = self.ledger.book()
         self.pending: PendingIndex[Application] = PendingIndex()
         #: Bumped on every change that may alter a policy's shares.
         self.version = 0
@@ -374,7 +386,10 @@ class ClusterState:
     # ------------------------------------------------------------------ applications
     def add_app(self, app: Application) -> None:
         if app.user not in self.users:
-            self.users[app.user] = User(UserSpec(app.user))
+            user = self.users[app.user] = User(UserSpec(app.user))
+            user._used = self.ledger.book()
+        if not app.containers:
+            app._allocated = self.ledger.book()
         # The root queue's total is the cluster's: every application is in a leaf queue.
         books = [self.users[app.user]._used]
         q: Queue | None = self.queues.get(app.queue)
@@ -383,6 +398,8 @@ class ClusterState:
             q = q.parent
         app.books = tuple(books)
         app._all_books = (app._allocated, *app.books)
+        if self.ledger.on and not all(isinstance(b, Book) for b in app._all_books):
+            self.ledger.stop()  # a book that would not bring itself up to date when read
         self.apps[app.app_id] = app
         self.version += 1
 
@@ -400,7 +417,7 @@ class ClusterState:
             node._free.add(c.resources)
         app = self.apps.get(c.app_id)
         if app is not None and app.containers.pop(cid, None) is not None:
-            sub_from_all(app._all_books, c.resources)  # allocated, and the books
+            self.ledger.sub(app, c.resources)  # allocated, and the books
             self.version += 1
             self.pending.touch(app, c.priority)
         return app

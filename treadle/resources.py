@@ -282,6 +282,13 @@ class Accumulator:
     def add(self, r: Resources) -> None:
         iv = r._iv if r._iv is not None else _indexed(r)
         v = self._v
+        if len(iv) == 2:  # the common shape (vcores, memory), unrolled
+            (i, x), (j, y) = iv
+            if j < len(v):
+                v[i] += x
+                v[j] += y
+                self._snap = None
+                return
         try:
             for i, x in iv:
                 v[i] += x
@@ -301,6 +308,10 @@ class Accumulator:
         iv = r._iv if r._iv is not None else _indexed(r)
         v = self._v
         n = len(v)
+        if len(iv) == 2:  # the common shape (vcores, memory), unrolled
+            (i, x), (j, y) = iv
+            if j < n:
+                return not (x > v[i] + 1e-9 or y > v[j] + 1e-9)
         for i, x in iv:
             if x > (v[i] if i < n else 0) + 1e-9:
                 return False
@@ -320,6 +331,18 @@ def _sub(acc: Accumulator, iv: tuple[tuple[int, float], ...]) -> None:
     v = acc._v
     if iv and iv[-1][0] >= len(v):
         v = acc._grow()
+    if len(iv) == 2:  # the common shape (vcores, memory), unrolled
+        (i, x), (j, y) = iv
+        prev = v[i]
+        d = prev - x
+        tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
+        v[i] = 0 if -tol <= d <= tol else d
+        prev = v[j]
+        d = prev - y
+        tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
+        v[j] = 0 if -tol <= d <= tol else d
+        acc._snap = None
+        return
     for i, x in iv:
         prev = v[i]
         y = prev - x

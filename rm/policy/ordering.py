@@ -145,9 +145,12 @@ class OrderingPolicy(Policy[P]):
         fits = free_test(node)
         lists = index.lists
         while True:
-            entry = index.first([s for s in lists if fits(s)])
+            shapes = [s for s in lists if fits(s)]
+            entry = index.first(shapes)
             if entry is None:
                 return
+            # One shape fitting (the common case): an ask of that very shape fits.
+            fitting = shapes[0] if len(shapes) == 1 else None
             app_id = entry[-1]
             app = apps[app_id]
             if check and (resort or app_id not in approved):
@@ -158,7 +161,7 @@ class OrderingPolicy(Policy[P]):
                     continue
                 approved.add(app_id)
             for ask in app.sorted_asks():  # first_fit_ask, by ``fits``
-                if fits(ask.resources):
+                if ask.resources is fitting or fits(ask.resources):
                     break
             else:  # cannot happen while the index is current
                 index.remove(app_id)

@@ -64,6 +64,14 @@ made is frozen, so the exit does not scan it). Peak RSS 716 -> 596 MB (the colum
 read). Six runs in one process (300 nodes, fifo/drf/fair/sjf/fifo/drf): RSS flat at ~300 MB
 both ways, tracked objects flat (~65.6k), no cyclic garbage left (the run's cycles,
 387k objects at 1,000 nodes, are young when it ends: the next collection takes them).
+
+2026-11-26 (i13/core2, the per-container work): a heartbeat acknowledged in the NM's own
+call, a heartbeat's completions ended in one RM call, AMs woken only on news, and the
+RM's books kept lazily while exact (``rm.books``). Opcodes run by ``Simulation.run``
+(w1000.yaml, first 100 jobs; deterministic): fifo 35.3M -> 28.8M (-19%), drf 48.5M ->
+47.5M, fair 47.3M -> 46.2M (-2%); cProfile calls (800 jobs, fifo) 12.4M -> 11.0M. The
+simulate phase's CPU, alternating, best of 3, load average ~6.7 (noisy): full file fifo
+14.31 -> 11.95 s; 600 jobs drf 4.05 -> 3.71 s, fair 3.44 -> 3.26 s.
 """
 
 from __future__ import annotations

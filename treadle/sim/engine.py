@@ -46,7 +46,9 @@ from am.asks import AskStrategy
 from am.core import ApplicationMaster
 from nm.core import NodeManager
 from rm.core import ResourceManager
+from rm.hints import SchedulingHints
 from rm.policy import Policy
+from rm.state import Node
 from treadle import events as ev
 from treadle.errors import ConflictError
 from treadle.messages import AppSubmission
@@ -93,10 +95,11 @@ def node_phases(workload: Workload, phase_seed: int = 0) -> list[float]:
 
 
 class _SimNode:
-    __slots__ = ("due", "index", "nm", "phase", "token")
+    __slots__ = ("due", "index", "nm", "phase", "rm_node", "token")
 
-    def __init__(self, nm: NodeManager, phase: float, index: int) -> None:
+    def __init__(self, nm: NodeManager, phase: float, index: int, rm_node: Node) -> None:
         self.nm = nm
+        self.rm_node = rm_node  # the RM's book of it (the simulator never re-registers it)
         self.phase = phase
         self.index = index
         self.due: float | None = None  # time of this node's live heartbeat event
@@ -176,6 +179,7 @@ class Simulation:
         self._sleeping: dict[str, tuple[ApplicationMaster, AmKey]] = {}
         self._busy: set[str] = set()  # nodes running containers
         self._on_node_heartbeat = self.rm.on_node_heartbeat
+        self._pending = self.rm.state.pending  # the applications with asks
         #: The account changes this run makes (None: the workload makes none).
         self._accounts: AccountTimeline | None = None
         if workload.has_account_timeline:
@@ -224,9 +228,8 @@ class Simulation:
         """One heartbeat of ``node`` at ``t``, and when its next one is due."""
         nm = node.nm
         self._heartbeats += 1
-        hb = nm.heartbeat(t)
-        hb_resp = self._on_node_heartbeat(hb, t)
-        nm.acknowledge(hb.seq)
+        # Delivered in the same call, so acknowledged at once (``NodeManager.beat``).
+        hb_resp = self._on_node_heartbeat(nm.beat(t), t)
         stopped = False
         if hb_resp.stop:
             for cid in hb_resp.stop:
@@ -239,7 +242,18 @@ class Simulation:
             self._busy.discard(nid)
         else:
             self._busy.add(nid)
-        if stopped or self.hints.could_place_on(nid):
+        hints = self.hints
+        if type(hints) is SchedulingHints:  # could_place_on, inlined (not when wrapped)
+            rm_node = node.rm_node
+            pending = self._pending
+            if rm_node.alive and pending.apps:
+                m = pending.min_ask
+                could = rm_node._free.covers(m if m is not None else pending.lower_bound())
+            else:
+                could = False
+        else:
+            could = hints.could_place_on(nid)
+        if stopped or could:
             if stopped and self.events is not None:
                 nf = t  # the NM reports the stop at once (an out-of-band heartbeat)
             self._schedule_hb(node, min(self._phase_after(node, t), nf))
@@ -368,10 +382,17 @@ class Simulation:
         for i, nspec in enumerate(wl.cluster.nodes):
             nm = NodeManager(nspec.node_id, nspec.resources, nspec.rack)
             rm.register_node(nm.registration(), 0.0)
-            node = _SimNode(nm, phases[i], i)
+            node = _SimNode(nm, phases[i], i, rm.state.nodes[nspec.node_id])
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
         self.hints.take_news()  # from now on the RM notes which AMs have news
+        # Sleeping AMs wake on news (``_wake_news``): the RM's list of it, read directly
+        # to skip the call on the many events that bring none (``take_news`` says "every
+        # AM" only when the cluster's size changed, which nothing in the loop does).
+        st = rm.state
+        news = st.news
+        assert news is not None
+        capacity = st.capacity
         self._by_phase = sorted(self._nodes.values(), key=lambda nd: (nd.phase, nd.index))
         self._phases = [nd.phase for nd in self._by_phase]
         # Closed-loop users: a follower is submitted when its predecessor ends, + wait.
@@ -526,7 +547,7 @@ class Simulation:
                 self._push(t + payload, _TICK, payload)
             if events is not None:
                 events.on_news(t, kind, key)
-            elif sleeping:
+            elif sleeping and (news or not busy or st.capacity is not capacity):
                 self._wake_news(t, kind, key)
         stats["heartbeats"] += self._heartbeats
         self._heartbeats = 0
