@@ -15,12 +15,15 @@ seconds, best of ``--repeat``:
 
 Run: ``python -m tests.benchmarks yaml [--jobs 2594] [--file PATH] [--repeat 3]``.
 
-2026-11-26, issue 13's w1000.yaml (2.3 MB, 243k floats), CPU s, best of 3, shared
-2-core machine: pure-Python 7.0, C loader 1.53 (the loader in use before), yaml_rs
-alone 0.08, fast path 0.15 (10x the C loader; same data), ``parse_yaml`` 1.62 -> 0.15,
-``parse_workload`` 1.9 -> 0.45. Of the fast path's 0.15 s, yaml_rs takes ~0.08, the
-token check ~0.05 (cutting the text into ~300k tokens, 15k distinct, each read by both
-sides), the gates ~0.01 and the walk of the result ~0.015.
+2026-11-26, issue 13's w1000.yaml (``--file``; 2.3 MB, 243k floats), CPU s, best of 3,
+on the shared 2-core machine: pure-Python 8.13, C loader 1.66, yaml_rs alone 0.08, the
+fast path 0.18 (9.2x the C loader, same data), ``parse_yaml`` 0.16 (``yamlload.load`` on
+main, the C loader plus its checks: 1.87), ``parse_workload`` 0.25. The generated
+default (2,594 jobs, 2.3 MB): C loader 1.85, fast path 0.18 (10.1x). Of the fast path's
+~0.16 s at best, yaml_rs takes ~0.075, the token check ~0.05 (~300k tokens cut from the
+text, 15k distinct, each read by both sides), the walk of the result ~0.018 and the
+gates ~0.016. ``treadle sim w1000.yaml --policy fifo --no-slowdown --timings``: load
+1.84 -> 0.27 CPU s, outputs byte-identical (fifo in full; drf and fair on 600 jobs).
 """
 
 from __future__ import annotations

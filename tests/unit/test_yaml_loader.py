@@ -261,10 +261,15 @@ def rs_alone(text: str) -> tuple[str, object]:
 
 
 def repo_yaml() -> dict[str, str]:
-    """Every YAML file of the repo: the workloads, test data, deploy files, tool configs."""
+    """Every YAML text of the repo: the workloads, test data, deploy files, tool configs,
+    and the README's and the docs' YAML examples."""
     out = dict(WORKLOADS)
     for p in [*ROOT.glob("*.y*ml"), *(ROOT / "deploy").glob("*.y*ml")]:
         out[p.name] = p.read_text("utf-8")
+    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = p.read_text("utf-8").split("```yaml\n")[1:]
+        for i, block in enumerate(blocks):
+            out[f"{p.name}[{i}]"] = block.split("```", 1)[0]
     return out
 
 
@@ -333,6 +338,7 @@ DIVERGENT = [
     ("NUL", "a: x\x00y\n"),
     ("control character", "a: \x07\n"),
     ("byte-order mark", "\ufeffa: 1\n"),
+    ("next line (NEL)", "a: [x\x85y]\n"),
     ("unicode line separator", "a: \u2028b\n"),
     ("non-specific tag", "a: ! 1\n"),
     ("unknown tag", "a: !foo 1\n"),
@@ -376,6 +382,40 @@ def test_each_check_of_the_fast_path_is_needed(
         if got != repr(pure(text)):
             wrong.append(why)
     assert wrong
+
+
+EQUAL_KEYS = ["{0: a, false: b}", "{1: a, 1.0: b}", "{0.0: a, -0.0: b}", "{.inf: a, .Inf: b}"]
+EQUAL_KEYS += ["{true: a, True: b}", "{0x10: a, 16: b}", "a: 1\nb: 2\na: 3\n", "{a: 1, a : 2}"]
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize("text", EQUAL_KEYS)
+def test_keys_equal_in_python_are_duplicates_on_every_path(text: str) -> None:
+    assert rs_alone(text)[0] == "error"
+    assert yamlload.load_1_2(text) is yamlload.MISS
+    assert loaded(text)[0] == "error"
+    assert repr(loaded(text)) == repr(pure(text))
+
+
+SAME_ON_THE_FAST_PATH = [
+    "a: {1: a, '1': b, ~x: c}\nb: [0, -0, +1, 0x1F, 0b101, 1_000, 0.0, -0.0, 1.5, 1., .5]\n",
+    "a: [1e3, 1E3, 1.0e+3, 2.5E-3, 1e400, -1e400, .inf, -.Inf, 12345678901234567890123]\n",
+    "a: [true, True, FALSE, null, Null, ~, y, n, tRue, inf, nan, 1e, e3, 0x, x#y]\n",
+    "a: 'it''s'\nb: \"q\"\nc: 'x\n\n  y'\nd: x\n  y\ne:\n- 1\n- [2, 3]\n",
+    "- {a: [], b: {}, c: ''}\n- - - 1\n",
+    "",
+    "# only a comment\n",
+    "5\n",
+    "a: 1\r\nb: [2,\r\n  3]\r\n",
+]
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize("text", SAME_ON_THE_FAST_PATH)
+def test_the_fast_path_reads_numbers_words_and_strings_as_pyyaml(text: str) -> None:
+    fast = yamlload.load_1_2(text)
+    assert fast is not yamlload.MISS
+    assert repr(("ok", fast)) == repr(pure(text))
 
 
 @needs_yaml_rs
@@ -437,6 +477,8 @@ SCALARS += ["1.0_5", "1_0.5", "0e0", "0777", "1,5", "abc", "a b", "-x", "--", "-
 SCALARS += ["x#y", "x # y", "12.e3", "1.e3", "0.", "30.125", "1e", "e3", "0x", "0o", "0b"]
 SCALARS += ["9" * 40 + ".5", "1" * 400, "0.1e400", "1e400", "-1e400", "4.9e-324", "2e-400"]
 SCALARS += ["|x", ">x", ":x", "x:", "-", "@x", "%x", "'", "it's", "#", "a #b"]
+SCALARS += ["café", "\xa0", "1\xa0", "\xa01", "1\u3000", "\u2003", "\U0001f600", "\x85", "\u2028"]
+SCALARS += ["\ufeff", "\x9b", "\ue000"]
 
 
 def generated_text(rng: random.Random) -> str:

@@ -11,7 +11,8 @@ user writing ``duration_s: 1e3`` would be told it is not a number.
 
 Before either, ``load_1_2`` tries the Rust parser yaml_rs (when installed) and keeps its
 result only when that is provably the value the PyYAML path would return (see the
-comment above ``MISS``): large workloads load about ten times faster than with libyaml.
+comment above ``MISS``): large workloads load several times faster than with libyaml
+(``python -m tests.benchmarks yaml``).
 
 What is valid, what values mean and the errors stay the pure-Python loader's:
 
@@ -162,15 +163,16 @@ def load(text: str) -> object:
 
 
 # The yaml_rs fast path. yaml_rs (Rust, YAML 1.2 with extras of its own: ``0x``, ``0b``,
-# ``_`` in numbers, ``+.5``...) reads a large workload ~10x faster than libyaml; its
+# ``_`` in numbers, ``+.5``...) reads a large workload much faster than libyaml; its
 # result is returned only when it is provably what the loaders above would return:
 #
-# 1. the text is gated on what a result cannot show: anything but printable ASCII (NUL,
-#    BOM, Unicode line breaks), tabs, backslashes (escapes), lone CRs, directives and
+# 1. the text is gated on what a result cannot show: control characters (NUL...), the
+#    characters YAML 1.1 and 1.2 read otherwise (BOM, NEL and the Unicode line breaks,
+#    C1 controls, surrogates), tabs, backslashes (escapes), lone CRs, directives and
 #    document markers (yaml_rs reads several documents as a list), deep block nesting
 #    (yaml_rs overflows the C stack near 20,000 levels; a line opening with
 #    ``_MAX_DEPTH`` spaces or dashes is refused), then, comments cut (see
-#    ``_without_comments``): ``? ! &`` (complex keys, tags, anchors: aliases without
+#    ``without_comments``): ``? ! &`` (complex keys, tags, anchors: aliases without
 #    anchors are errors, so alias bombs go the PyYAML way), the 1.1 scalars that hold
 #    spaces or colons (timestamps, sexagesimal numbers), a ``|``, ``>`` or ``:x``
 #    starting a line or a flow entry (block scalars; plain scalars yaml_rs takes and
@@ -203,6 +205,8 @@ _GATED = ("\t", "\\", "\n%", "\n---", "\n...")
 _GATED_START = ("%", "---", "...")
 _GATED_OUTSIDE_COMMENTS = ("?", "!", "&")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_UNICODE_APART = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+"""Non-ASCII characters YAML 1.1 (PyYAML) and 1.2 read otherwise, or PyYAML refuses."""
 _LONE_CR = re.compile(r"\r(?!\n)")
 _DEEP = re.compile(rf"\n[ -]{{{_MAX_DEPTH}}}")
 _SEXAGESIMAL_OR_TIME = re.compile(r":[0-9]")
@@ -237,7 +241,9 @@ def gate(text: str) -> bool:
     """Whether ``text`` may go to yaml_rs at all (step 1, before comments are cut)."""
     # Separate searches, each led by a literal or one character class: an alternation
     # would make the regex engine try every position of a 2 MB text.
-    if not text.isascii() or text.startswith(_GATED_START):
+    if text.startswith(_GATED_START):
+        return False
+    if not text.isascii() and _UNICODE_APART.search(text) is not None:
         return False
     for needle in _GATED:
         if needle in text:
@@ -306,8 +312,9 @@ def _rs_loads(rs: Any, text: str) -> Any:
 def tokens_agree(rs: Any, bare: str) -> bool:
     """Whether every token of ``bare`` (a gated text) means the same to yaml_rs and to
     PyYAML."""
-    words = bare.encode().translate(_SEPARATORS).decode().split()
-    probe = [t for t in set(words) if t != "-" and not t.startswith(_NOT_PLAIN)]
+    # Bytes split on ASCII whitespace alone: YAML's (str.split would cut at U+00A0 too).
+    words = {w.decode() for w in set(bare.encode().translate(_SEPARATORS).split())}
+    probe = [t for t in words if t != "-" and not t.startswith(_NOT_PLAIN)]
     try:
         values = _rs_loads(rs, "[" + ",".join(probe) + "]")
     except Exception:
