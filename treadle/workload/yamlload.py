@@ -173,8 +173,9 @@ def load(text: str) -> object:
 #    (yaml_rs overflows the C stack near 20,000 levels; a line opening with
 #    ``_MAX_DEPTH`` spaces or dashes is refused), then, comments cut (see
 #    ``without_comments``): ``? ! &`` (complex keys, tags, anchors: aliases without
-#    anchors are errors, so alias bombs go the PyYAML way), the 1.1 scalars that hold
-#    spaces or colons (timestamps, sexagesimal numbers), a ``|``, ``>`` or ``:x``
+#    anchors are errors, so alias bombs go the PyYAML way), ``:`` before a digit (the
+#    1.1 scalars that hold spaces or colons: sexagesimal numbers, timestamps with a time;
+#    a date alone is a token, step 3), a ``|``, ``>`` or ``:x``
 #    starting a line or a flow entry (block scalars; plain scalars yaml_rs takes and
 #    PyYAML refuses in a flow), and a line opening with ``:`` (a key's ``:`` on the line
 #    after it in a flow: yaml_rs takes it, PyYAML refuses it);
@@ -210,7 +211,6 @@ _UNICODE_APART = re.compile("[\x80-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uff
 _LONE_CR = re.compile(r"\r(?!\n)")
 _DEEP = re.compile(rf"\n[ -]{{{_MAX_DEPTH}}}")
 _SEXAGESIMAL_OR_TIME = re.compile(r":[0-9]")
-_DATE = re.compile(r"-[0-9][0-9]?-")
 _PIPE_OR_ANGLE = re.compile(r"[|>]")
 _COLON_BEFORE_TEXT = re.compile(r":\S")
 _COLON_OPENS_LINE = re.compile(r"\n *:")
@@ -259,7 +259,7 @@ def gate_bare(bare: str) -> bool:
     for needle in _GATED_OUTSIDE_COMMENTS:
         if needle in bare:
             return False
-    for pattern in (_SEXAGESIMAL_OR_TIME, _DATE, _COLON_OPENS_LINE):
+    for pattern in (_SEXAGESIMAL_OR_TIME, _COLON_OPENS_LINE):
         if pattern.search(bare) is not None:
             return False  # ``{a\n: 1}``: a key to yaml_rs, an error to PyYAML
     if ("|" in bare or ">" in bare) and _starts_token(_PIPE_OR_ANGLE, bare):
