@@ -300,7 +300,9 @@ def test_the_fast_path_takes_plain_workloads_large_and_small(
     assert fast is not yamlload.MISS
     assert repr(fast) == repr(yaml.load(text, Loader=yamlload.PureLoader))
     workload = repr(parse_workload(text, "big.yaml"))
-    monkeypatch.setattr(yamlload, "_yaml_rs", False)  # as without yaml_rs installed
+    monkeypatch.setitem(sys.modules, "yaml_rs", None)  # its import fails: not installed
+    monkeypatch.setattr(yamlload, "_yaml_rs", None)  # not imported yet
+    assert yamlload._rs() is None
     assert yamlload.load_1_2(text) is yamlload.MISS
     assert repr(parse_workload(text, "big.yaml")) == workload
 
