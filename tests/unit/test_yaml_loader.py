@@ -486,7 +486,7 @@ SCALARS += ["x#y", "x # y", "12.e3", "1.e3", "0.", "30.125", "1e", "e3", "0x", "
 SCALARS += ["9" * 40 + ".5", "1" * 400, "0.1e400", "1e400", "-1e400", "4.9e-324", "2e-400"]
 SCALARS += ["|x", ">x", ":x", "x:", "-", "@x", "%x", "'", "it's", "#", "a #b"]
 SCALARS += ["café", "\xa0", "1\xa0", "\xa01", "1\u3000", "\u2003", "\U0001f600", "\x85", "\u2028"]
-SCALARS += ["\ufeff", "\x9b", "\ue000"]
+SCALARS += ["\ufeff", "\x9b", "\ue000", "1#", "true#", "1]", "1,000", "1'"]
 
 
 def generated_text(rng: random.Random) -> str:
