@@ -31,6 +31,7 @@ What is valid, what values mean and the errors stay the pure-Python loader's:
 
 from __future__ import annotations
 
+import importlib
 import re
 from typing import Any
 
@@ -228,12 +229,10 @@ def _rs() -> Any:
     """The yaml_rs module, imported on first use; None when it is not installed."""
     global _yaml_rs
     if _yaml_rs is None:
-        try:
-            import yaml_rs
+        try:  # by name: the workload package has no deferred import statements
+            _yaml_rs = importlib.import_module("yaml_rs")
         except ImportError:
             _yaml_rs = False
-        else:
-            _yaml_rs = yaml_rs
     return _yaml_rs or None
 
 
