@@ -1,9 +1,12 @@
-"""The one YAML loader (``treadle.workload.yamlload``): libyaml's C parser where present,
-with the pure-Python loader's validity, values and one-line errors."""
+"""The one YAML loader (``treadle.workload.yamlload``): yaml_rs where its result is
+provably PyYAML's, else libyaml's C parser where present, with the pure-Python loader's
+validity, values and one-line errors."""
 
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 from importlib import resources as package_files
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from treadle.workload import parse_workload, parse_yaml, yamlload
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_libyaml = pytest.mark.skipif(not yamlload.LIBYAML, reason="PyYAML without libyaml")
+needs_yaml_rs = pytest.mark.skipif(yamlload._rs() is None, reason="yaml_rs not installed")
 
 
 def repo_workloads() -> dict[str, str]:
@@ -87,8 +91,9 @@ def test_both_loaders_read_the_repo_workloads_alike(
     pure = yaml.load(text, Loader=yamlload.PureLoader)
     fast = yaml.load(text, Loader=yamlload.FastLoader)
     assert repr(fast) == repr(pure)  # repr: types too (1 vs 1.0 vs '1')
-    fast_workload = repr(parse_workload(text, name))
+    fast_workload = repr(parse_workload(text, name))  # through yaml_rs where it may
     monkeypatch.setattr(yamlload, "LOADER", yamlload.PureLoader)
+    monkeypatch.setattr(yamlload, "_yaml_rs", False)  # as without yaml_rs
     assert yamlload.loader_for(text) is yamlload.PureLoader
     assert fast_workload == repr(parse_workload(text, name))
 
@@ -221,3 +226,347 @@ def test_the_rm_config_uses_the_same_loader() -> None:
     # merge keys are not duplicates (as in workload files)
     config = parse_rm_config("users:\n  alice: &b {weight: 2}\n  bob: {<<: *b}\n", "c.yaml")
     assert config.users["bob"].weight == 2
+
+
+# The yaml_rs fast path (``yamlload.load_1_2``): taken only where its result is provably
+# the PyYAML path's; everything below compares with the pure-Python loader, types too.
+
+
+def loaded(text: str) -> tuple[str, object]:
+    """("ok", data) or ("error", message) of ``yamlload.load``, the loader in use (or
+    the exception PyYAML's constructor lets out on a few texts: ``2001-12-14 1:2:3 -72``)."""
+    try:
+        return "ok", yamlload.load(text)
+    except yaml.YAMLError as e:
+        return "error", str(e)
+    except ValueError as e:
+        return type(e).__name__, str(e)
+
+
+def pure(text: str) -> tuple[str, object]:
+    """``loaded``'s outcome with the pure-Python loader."""
+    try:
+        return outcome(yamlload.PureLoader, text)
+    except ValueError as e:
+        return type(e).__name__, str(e)
+
+
+def rs_alone(text: str) -> tuple[str, object]:
+    """What yaml_rs alone makes of ``text``, as ``load_1_2`` calls it."""
+    rs = yamlload._rs()
+    try:
+        return "ok", yamlload._rs_loads(rs, text)
+    except Exception as e:
+        return "error", str(e)
+
+
+def repo_yaml() -> dict[str, str]:
+    """Every YAML text of the repo: the workloads, test data, deploy files, tool configs,
+    and the README's and the docs' YAML examples."""
+    out = dict(WORKLOADS)
+    for p in [*ROOT.glob("*.y*ml"), *(ROOT / "deploy").glob("*.y*ml")]:
+        out[p.name] = p.read_text("utf-8")
+    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        blocks = p.read_text("utf-8").split("```yaml\n")[1:]
+        for i, block in enumerate(blocks):
+            out[f"{p.name}[{i}]"] = block.split("```", 1)[0]
+    return out
+
+
+REPO_YAML = repo_yaml()
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize("name", sorted(REPO_YAML))
+def test_the_fast_path_reads_every_repo_yaml_as_the_pure_loader(name: str) -> None:
+    text = REPO_YAML[name]
+    want = pure(text)
+    fast = yamlload.load_1_2(text)
+    if fast is not yamlload.MISS:
+        assert repr(("ok", fast)) == repr(want)  # repr: types too (1 vs 1.0 vs True)
+    assert repr(loaded(text)) == repr(want)
+
+
+@needs_yaml_rs
+def test_the_fast_path_takes_plain_workloads_large_and_small(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.benchmarks.bench_yaml import make_text
+
+    for name in ("tiny.yaml", "demo.yaml", "dags.yaml"):  # comments with on, =, ' are cut
+        assert yamlload.load_1_2(WORKLOADS[name]) is not yamlload.MISS, name
+    text = make_text(120)
+    fast = yamlload.load_1_2(text)
+    assert fast is not yamlload.MISS
+    assert repr(fast) == repr(yaml.load(text, Loader=yamlload.PureLoader))
+    workload = repr(parse_workload(text, "big.yaml"))
+    monkeypatch.setitem(sys.modules, "yaml_rs", None)  # its import fails: not installed
+    monkeypatch.setattr(yamlload, "_yaml_rs", None)  # not imported yet
+    assert yamlload._rs() is None
+    assert yamlload.load_1_2(text) is yamlload.MISS
+    assert repr(parse_workload(text, "big.yaml")) == workload
+
+
+DIVERGENT = [
+    # (why, text): yaml_rs alone reads these otherwise than PyYAML (or accepts them where
+    # PyYAML refuses them): the fast path must leave each to the PyYAML path.
+    ("leading-zero octal", "a: 012\n"),
+    ("0o octal", "a: [0o17]\n"),
+    ("0X hex", "a: 0X1F\n"),
+    ("0B binary", "a: 0B1\n"),
+    ("leading-zero decimal", "a: 08\n"),
+    ("leading underscore", "a: _1\n"),
+    ("signed dot floats", "a: [-.5, +.5]\n"),
+    ("1.1 booleans", "a: [yes, No, on, OFF]\n"),
+    ("1.1 boolean key", "Yes: 1\n"),
+    ("sexagesimal int", "a: 1:30\n"),
+    ("sexagesimal float", "a: -1:30.5\n"),
+    ("date", "a: 2001-12-14\n"),
+    ("timestamp", "a: 2001-12-14 21:59:43.10 -5\n"),
+    ("value", "a: =\n"),
+    ("merge key", "a: {<<: {b: 1}, c: 2}\n"),
+    ("several documents", "a: 1\n---\nb: 2\n"),
+    ("two empty documents", "---\n---\n"),
+    ("a document after its end", "a: 1\n...\nb: 2\n"),
+    ("a document end alone", "...\n"),
+    ("YAML 2.0", "%YAML 2.0\n---\na: 1\n"),
+    ("tab in a flow", "a: [1,\t2]\n"),
+    ("tab after a value", "a: 1\t\n"),
+    ("empty key", ": 1\n"),
+    ("empty flow key", "a: {: 1}\n"),
+    ("sequence key", "{[a]: 1}\n"),
+    ("mapping key", "{{a: 1}: 2}\n"),
+    ("multi-line flow key", "{a: 1, b\n c: 2}\n"),
+    ("multi-line quoted key", "{'a\n b': 1}\n"),
+    ("colon on the line after its key", "a: {b\n : 1}\n"),
+    ("pipe starting a flow scalar", "a: [|6, 7]\n"),
+    ("angle starting a flow scalar", "a: {b: 1,> c: 2}\n"),
+    ("colon starting a flow scalar", "a: [1, :x]\n"),
+    ("glued block scalar comment", "a: |#x\n"),
+    ("NUL", "a: x\x00y\n"),
+    ("control character", "a: \x07\n"),
+    ("byte-order mark", "\ufeffa: 1\n"),
+    ("next line (NEL)", "a: [x\x85y]\n"),
+    ("unicode line separator", "a: \u2028b\n"),
+    ("non-specific tag", "a: ! 1\n"),
+    ("unknown tag", "a: !foo 1\n"),
+    ("hash in a quoted scalar", "a: ['x #y', 012]\n"),
+    ("hash in a multi-line quoted scalar", "a: ['x\n  #y', 012]\n"),
+]
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize("text", [d[1] for d in DIVERGENT], ids=[d[0] for d in DIVERGENT])
+def test_where_yaml_rs_parts_ways_the_pyyaml_path_decides(text: str) -> None:
+    want = pure(text)
+    assert repr(rs_alone(text)) != repr(want)  # the case is real: yaml_rs alone differs
+    assert yamlload.load_1_2(text) is yamlload.MISS
+    assert repr(loaded(text)) == repr(want)
+
+
+FAST_CHECKS = [
+    ("gate", lambda text: True),
+    ("gate_bare", lambda bare: True),
+    ("tokens_agree", lambda rs, bare: True),
+    ("shape", lambda data: False),
+    ("without_comments", lambda text, quoted_hash: yamlload.without_comments(text, False)),
+]
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize(("name", "permissive"), FAST_CHECKS, ids=[c[0] for c in FAST_CHECKS])
+def test_each_check_of_the_fast_path_is_needed(
+    name: str, permissive: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With any one check made permissive, some divergent text loads wrong: the tests
+    above would fail."""
+    monkeypatch.setattr(yamlload, name, permissive)
+    wrong = []
+    for why, text in DIVERGENT:
+        try:
+            got = repr(loaded(text))
+        except Exception as e:  # the check kept the fast path from crashing
+            got = repr(e)
+        if got != repr(pure(text)):
+            wrong.append(why)
+    assert wrong
+
+
+EQUAL_KEYS = ["{0: a, false: b}", "{1: a, 1.0: b}", "{0.0: a, -0.0: b}", "{.inf: a, .Inf: b}"]
+EQUAL_KEYS += ["{true: a, True: b}", "{0x10: a, 16: b}", "a: 1\nb: 2\na: 3\n", "{a: 1, a : 2}"]
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize("text", EQUAL_KEYS)
+def test_keys_equal_in_python_are_duplicates_on_every_path(text: str) -> None:
+    assert rs_alone(text)[0] == "error"
+    assert yamlload.load_1_2(text) is yamlload.MISS
+    assert loaded(text)[0] == "error"
+    assert repr(loaded(text)) == repr(pure(text))
+
+
+SAME_ON_THE_FAST_PATH = [
+    "a: {1: a, '1': b, ~x: c}\nb: [0, -0, +1, 0x1F, 0b101, 1_000, 0.0, -0.0, 1.5, 1., .5]\n",
+    "a: [1e3, 1E3, 1.0e+3, 2.5E-3, 1e400, -1e400, .inf, -.Inf, 12345678901234567890123]\n",
+    "a: [true, True, FALSE, null, Null, ~, y, n, tRue, inf, nan, 1e, e3, 0x, x#y]\n",
+    "a: 'it''s'\nb: \"q\"\nc: 'x\n\n  y'\nd: x\n  y\ne:\n- 1\n- [2, 3]\n",
+    "- {a: [], b: {}, c: ''}\n- - - 1\n",
+    "",
+    "# only a comment\n",
+    "5\n",
+    "a: 1\r\nb: [2,\r\n  3]\r\n",
+]
+
+
+@needs_yaml_rs
+@pytest.mark.parametrize("text", SAME_ON_THE_FAST_PATH)
+def test_the_fast_path_reads_numbers_words_and_strings_as_pyyaml(text: str) -> None:
+    fast = yamlload.load_1_2(text)
+    assert fast is not yamlload.MISS
+    assert repr(("ok", fast)) == repr(pure(text))
+
+
+@needs_yaml_rs
+def test_aliases_stay_shared_and_alias_bombs_bounded_as_before() -> None:
+    """Anchors leave the text to the PyYAML path: an alias is the anchored object itself
+    (yaml_rs would copy it), so a billion laughs stays as small as it was."""
+    data = yamlload.load("a: &x [1]\nb: *x\n")
+    assert isinstance(data, dict)
+    assert data["a"] is data["b"]
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8)
+    )
+    assert yamlload.load_1_2(bomb) is yamlload.MISS
+    data = yamlload.load(bomb)  # 9**9 strings were it expanded
+    assert isinstance(data, dict)
+    assert data["i"][0] is data["i"][8] is data["h"]
+
+
+@needs_yaml_rs
+def test_deep_nesting_is_refused_before_yaml_rs_overflows_its_stack() -> None:
+    """yaml_rs overflows the C stack (the process dies) near 20,000 block levels: such a
+    text never reaches it, and parsing it is the clear error it was."""
+    code = (
+        "from treadle.workload import parse_yaml\n"
+        "from treadle.errors import WorkloadError\n"
+        "try:\n    parse_yaml('- ' * 30000 + '1\\n', 'w.yaml')\n"
+        "except WorkloadError as e:\n    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "w.yaml: nested too deeply to be a workload"
+    for text in ("- " * 64 + "1\n", "a:\n" + "".join(" " * i + "-\n" for i in range(70))):
+        assert yamlload.load_1_2(text) is yamlload.MISS
+        assert repr(loaded(text)) == repr(pure(text))
+
+
+@needs_yaml_rs
+def test_comments_do_not_leave_the_fast_path() -> None:
+    text = "# 1.1 reads yes, on, 012, =, 1:30, 2001-12-14 & ! ? otherwise\na: 1 # it's on\n"
+    text += "b: [1, 2] #012\nc: x#y\n"
+    assert yamlload.load_1_2(text) == {"a": 1, "b": [1, 2], "c": "x#y"}
+    assert repr(loaded(text)) == repr(pure(text))
+    # A quoted '#': only comments without quotes are cut, here not "# it's on".
+    text += "d: 'x # y'\n"
+    assert yamlload.load_1_2(text) is yamlload.MISS
+    assert repr(loaded(text)) == repr(pure(text))
+
+
+SCALARS = ["1", "-1", "+1", "0", "-0", "012", "0o17", "0x1F", "0X1F", "0b101", "0B1", "1_000"]
+SCALARS += ["_1", "1:30", "1:30.5", "08", "09.5", "1.5", "1.", ".5", "-.5", "+.5", "1e3", "1E3"]
+SCALARS += ["1.0e+3", "1e-3", "+1e3", ".inf", "-.inf", "+.inf", ".Inf", ".NaN", "inf", "nan"]
+SCALARS += ["NaN", "true", "True", "TRUE", "tRue", "yes", "Yes", "YES", "y", "Y", "n", "no"]
+SCALARS += ["No", "NO", "on", "On", "ON", "oN", "off", "Off", "OFF", "null", "Null", "NULL"]
+SCALARS += ["~", "", "false", "False", "FALSE", "fAlse"]
+SCALARS += ["=", "<<", "2001-12-14", "2001-12-14 21:59:43.10 -5", "2001-12-14t21:59:43Z"]
+SCALARS += ["12345678901234567890123", "-0.0", "0.0", "00", "0_0", "1__0", "1_", "0x_1"]
+SCALARS += ["1.0_5", "1_0.5", "0e0", "0777", "1,5", "abc", "a b", "-x", "--", "---", "..."]
+SCALARS += ["x#y", "x # y", "12.e3", "1.e3", "0.", "30.125", "1e", "e3", "0x", "0o", "0b"]
+SCALARS += ["9" * 40 + ".5", "1" * 400, "0.1e400", "1e400", "-1e400", "4.9e-324", "2e-400"]
+SCALARS += ["|x", ">x", ":x", "x:", "-", "@x", "%x", "'", "it's", "#", "a #b"]
+SCALARS += ["café", "\xa0", "1\xa0", "\xa01", "1\u3000", "\u2003", "\U0001f600", "\x85", "\u2028"]
+SCALARS += ["\ufeff", "\x9b", "\ue000", "1#", "true#", "1]", "1,000", "1'"]
+
+
+def generated_text(rng: random.Random) -> str:
+    """A small document of block and flow collections over ``SCALARS``, plain or quoted,
+    as keys and as values, with comments and line breaks inside flows now and then."""
+
+    def scalar() -> str:
+        s = rng.choice(SCALARS)
+        r = rng.random()
+        if r < 0.15:
+            return "'" + s.replace("'", "''") + "'"
+        if r < 0.25:
+            return '"' + s + '"'
+        return s
+
+    def flow(depth: int) -> str:
+        r = rng.random()
+        if depth > 1 or r < 0.4:
+            return scalar()
+        sep = rng.choice([", ", ",", ",\n  ", " , ", ", # c\n  "])
+        if r < 0.7:
+            return "[" + sep.join(flow(depth + 1) for _ in range(rng.randint(0, 4))) + "]"
+        pairs = (f"{scalar()}: {flow(depth + 1)}" for _ in range(rng.randint(0, 3)))
+        return "{" + sep.join(pairs) + "}"
+
+    def block(indent: int, depth: int) -> str:
+        out = []
+        seq = rng.random() < 0.5
+        for _ in range(rng.randint(1, 4)):
+            head = " " * indent + ("- " if seq else f"{scalar()}: ")
+            if depth < 3 and rng.random() < 0.3:
+                out.append(head.rstrip() + "\n" + block(indent + rng.choice([2, 4]), depth + 1))
+            else:
+                comment = rng.choice(["", "", "", " # yes 012 on", "  # it's = 1:30"])
+                out.append(head + flow(0) + comment + "\n")
+        return "".join(out)
+
+    return block(0, 0)
+
+
+@needs_yaml_rs
+def test_generated_texts_load_exactly_as_with_the_pure_loader() -> None:
+    """YAML 1.1 and 1.2 part ways on many of ``SCALARS``: every generated text loads as
+    the pure-Python loader loads it, and the fast path takes a fair share of them."""
+    rng = random.Random(1213)
+    fast = 0
+    texts = [generated_text(rng) for _ in range(1500)]
+    for text in texts:
+        assert repr(loaded(text)) == repr(pure(text)), text
+        fast += yamlload.load_1_2(text) is not yamlload.MISS
+    assert len(texts) // 10 < fast < len(texts) * 9 // 10
+
+
+@needs_yaml_rs
+def test_mutated_workloads_with_1_1_scalars_load_exactly_as_with_the_pure_loader() -> None:
+    rng = random.Random(1214)
+    texts = list(REPO_YAML.values())
+    fast = 0
+    for _ in range(1500):
+        lines = rng.choice(texts).splitlines(keepends=True)
+        a = rng.randrange(len(lines))
+        text = "".join(lines[a : a + rng.randint(1, 15)])
+        for _ in range(rng.randint(1, 3)):
+            p = rng.randrange(len(text) + 1)
+            if rng.random() < 0.6:
+                text = text[:p] + rng.choice(MUTATIONS + SCALARS) + text[p:]
+            else:
+                text = text[:p] + text[p + rng.randint(1, 3) :]
+        assert repr(loaded(text)) == repr(pure(text)), text
+        fast += yamlload.load_1_2(text) is not yamlload.MISS
+    assert fast > 100
+
+
+@needs_yaml_rs
+def test_the_rm_config_takes_the_fast_path_with_the_same_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "# the RM's config\nusers:\n  alice: {weight: 2}\n  bob: {weight: 1}\n"
+    assert yamlload.load_1_2(text) is not yamlload.MISS
+    fast = repr(parse_rm_config(text, "c.yaml"))
+    monkeypatch.setattr(yamlload, "_yaml_rs", False)
+    assert repr(parse_rm_config(text, "c.yaml")) == fast
