@@ -228,13 +228,29 @@ def test_the_rm_config_uses_the_same_loader() -> None:
     assert config.users["bob"].weight == 2
 
 
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("2001-13-45", "month must be in 1..12"),
+        ("2001-02-30", "day is out of range for month"),
+        ("2001-12-14 1:02:03 -72", "offset must be a timedelta"),
+    ],
+)
+def test_a_timestamp_no_date_can_hold_is_an_error_at_its_line(value: str, problem: str) -> None:
+    text = f"seed: 1\njobs:\n- name: a\n  user: {value}\n"
+    with pytest.raises(WorkloadError, match=rf"^w\.yaml: line 4: .*invalid timestamp .*{problem}"):
+        parse_workload(text, "w.yaml")
+    with pytest.raises(InputError, match=r"^c\.yaml: line 1: .*invalid timestamp"):
+        parse_rm_config(f"users: {{alice: {{weight: {value}}}}}\n", "c.yaml")
+
+
 # The yaml_rs fast path (``yamlload.load_1_2``): taken only where its result is provably
 # the PyYAML path's; everything below compares with the pure-Python loader, types too.
 
 
 def loaded(text: str) -> tuple[str, object]:
     """("ok", data) or ("error", message) of ``yamlload.load``, the loader in use (or
-    the exception PyYAML's constructor lets out on a few texts: ``2001-12-14 1:2:3 -72``)."""
+    a ValueError, should a constructor let one out)."""
     try:
         return "ok", yamlload.load(text)
     except yaml.YAMLError as e:

@@ -98,6 +98,23 @@ class _UniqueKeys(yaml.constructor.SafeConstructor):
             seen.add(key)
         return super().construct_mapping(node, deep)
 
+    def construct_checked_timestamp(self, node: yaml.ScalarNode) -> Any:
+        """A timestamp as PyYAML reads it; one its resolver matches but no date or time
+        can hold (``2001-13-45``, an offset of -72 hours) is an error at its line, where
+        PyYAML lets a bare ``ValueError`` escape."""
+        try:
+            return self.construct_yaml_timestamp(node)
+        except (ValueError, OverflowError) as e:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"invalid timestamp {node.value!r}: {e}", node.start_mark
+            ) from None
+
+
+_UniqueKeys.add_constructor(
+    "tag:yaml.org,2002:timestamp",
+    _UniqueKeys.construct_checked_timestamp,  # type: ignore[arg-type]
+)
+
 
 class PureLoader(_UniqueKeys, yaml.SafeLoader):
     """PyYAML's pure-Python safe loader, refusing duplicate keys."""
