@@ -110,9 +110,8 @@ class _UniqueKeys(yaml.constructor.SafeConstructor):
             ) from None
 
 
-_UniqueKeys.add_constructor(
-    "tag:yaml.org,2002:timestamp",
-    _UniqueKeys.construct_checked_timestamp,  # type: ignore[arg-type]
+_UniqueKeys.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:timestamp", _UniqueKeys.construct_checked_timestamp
 )
 
 
