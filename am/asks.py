@@ -103,6 +103,11 @@ class AskStrategy(ABC):
     #: The asks depend on the job's progress and share alone, never on ``now`` by
     #: itself: a simulator may then skip the calls of an AM that has nothing new.
     time_invariant: ClassVar[bool] = False
+    #: The asks may depend on ``progress.share``. False (declared by the strategy; an
+    #: instance may set it from its parameters) lets a simulator skip the calls of an AM
+    #: that has nothing new even when the policy sends shares: the share is then all
+    #: that the answer would bring, and the AM would do nothing with it.
+    reads_share: bool = True
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params: Any = params if params is not None else self.Params()

@@ -2,7 +2,17 @@
 nothing: heartbeats of nodes on which no pending ask could fit, and AM calls that would
 repeat themselves and get nothing back. Only the simulator uses these; they answer from
 the RM's books and never change what a run produces (the property tests compare runs
-with every hint overridden to 'do the work')."""
+with every hint overridden to 'do the work').
+
+A policy that sends shares computes them when an Allocate call asks (``Scheduler.share_of``,
+once per change of state) and may keep time-bound caches of them (``SharesCache``) or act
+on them (carbyne's limits): when and how often they are computed can change what later
+calls and heartbeats get. A skipped call of such a policy therefore still does the RM's
+share bookkeeping of that call (its clock, the change of demand a request with asks
+stands for, the share computed) and drops only what the AM would do with the share; so it
+is skipped only for an AM whose ask strategy does not read shares
+(``AskStrategy.reads_share``), and is always seen: the host may not let such an AM sleep
+through its calls unseen (``unseen_skips``)."""
 
 from __future__ import annotations
 
@@ -58,21 +68,42 @@ class SchedulingHints:
         news.clear()
         return out
 
-    def skip_allocate(self, app_id: str, now: float) -> bool:
+    @property
+    def unseen_skips(self) -> bool:
+        """Whether a host may skip AM calls without passing them to ``skip_allocate`` (an
+        AM asleep): only when the policy sends no shares (a skipped call of one that does
+        still has the RM compute them at its instant)."""
+        return self._scheduler.shares_hook is None
+
+    def skip_allocate(
+        self, app_id: str, now: float, *, reads_share: bool = True, asks: bool = True
+    ) -> bool:
         """For an AM whose call would repeat its last request: True (the AM counts as seen
-        at ``now``) when answering it would change nothing either: nothing to deliver, no
-        policy shares to send, the cluster as the AM last heard of it. False when the
-        call must be made."""
+        at ``now``) when answering it would change nothing either: nothing to deliver, the
+        cluster as the AM last heard of it, and no policy shares to send or an AM that does
+        not read them (``reads_share``; ``asks``: the request carries asks). With shares,
+        the RM does at ``now`` what the call would have made it do with them: it notes the
+        change of demand that a request with asks stands for and computes the AM's share,
+        which goes nowhere. False when the call must be made."""
         app = self._state.apps.get(app_id)
         if (
             app is None
             or app.undelivered
             or app.completed_reports
-            or self._scheduler.shares_hook is not None
             or not app.am_registered
             or app.last_response is None
             or app.last_response.cluster is not self._state.capacity
         ):
             return False
+        scheduler = self._scheduler
+        if scheduler.shares_hook is not None:
+            if reads_share:
+                return False
+            # As ``Applications.allocate`` does for such a call, without the answer.
+            st = self._state
+            st.now = now
+            if asks:
+                st.version += 1
+            scheduler.share_of(app_id)
         app.am_last_seen_s = now
         return True

@@ -94,6 +94,8 @@ class AltruisticAsks(AskStrategy):
 
     def __init__(self, params: BaseModel | None = None) -> None:
         super().__init__(params)
+        # Without altruism the asks are greedy's, whatever the share.
+        self.reads_share = self.params.altruism > 0
         self._plan: _Plan | None = None
         self._rng: random.Random | None = None
         self._rng_job: JobSpec | None = None

@@ -11,6 +11,7 @@ from treadle.messages import Ask, AskKind, new_ask
 class GreedyAsks(AskStrategy):
     description = "breadth-first: every runnable task is a DEFAULT ask"
     time_invariant = True
+    reads_share = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         super().__init__(params)

@@ -322,7 +322,7 @@ class _AlwaysHeartbeatHints:
     def could_place_on(self, node_id: str) -> bool:
         return True
 
-    def skip_allocate(self, app_id: str, now: float) -> bool:
+    def skip_allocate(self, app_id: str, now: float, **_: Any) -> bool:
         return False  # every AM call is made
 
 
@@ -368,7 +368,7 @@ class _EveryCallHints:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._hints, name)
 
-    def skip_allocate(self, app_id: str, now: float) -> bool:
+    def skip_allocate(self, app_id: str, now: float, **_: Any) -> bool:
         return False
 
 
@@ -421,10 +421,11 @@ def test_skipping_quiet_allocate_calls_is_exact(policy: str, workload: Workload)
     assert fast.stats["allocates"] + fast.stats["allocates_skipped"] == ref.stats["allocates"]
 
 
-def test_quiet_allocate_calls_are_skipped_only_without_shares() -> None:
+def test_quiet_allocate_calls_are_skipped_unless_the_am_reads_shares() -> None:
     """One job of long tasks: between its launches and their ends its AM has nothing to
-    say and nothing to hear. fifo computes no shares, so those calls are skipped; drf
-    sends shares in every answer, so its calls are all made."""
+    say and nothing to hear. fifo computes no shares, so those calls are skipped; so does
+    drf for a greedy AM, which does not read the share its answers carry; an altruistic
+    AM reads it, so under drf its calls are all made."""
     stage = StageSpec("s0", _ONE_VCORE, (20.0, 20.0))
     wl = Workload("quiet", _two_small_nodes(), (JobSpec("job0", "u0", 0.0, (stage,)),))
     fifo = run(wl, "fifo")
@@ -432,8 +433,15 @@ def test_quiet_allocate_calls_are_skipped_only_without_shares() -> None:
     assert fifo.stats["allocates"] <= 5
     assert dump(fifo) == dump(run(wl, "fifo", EveryCallSimulation))
     drf = run(wl, "drf")
-    assert drf.stats["allocates_skipped"] == 0
-    assert drf.stats["allocates"] == fifo.stats["allocates"] + fifo.stats["allocates_skipped"]
+    assert drf.stats["allocates_skipped"] >= 15
+    assert drf.stats["allocates"] <= 5
+    assert dump(drf) == dump(run(wl, "drf", EveryCallSimulation))
+    altruistic = Simulation(
+        wl, make("policies", "drf"), lambda: make("asks", "altruistic"), policy_name="drf"
+    ).run()
+    assert altruistic.stats["allocates_skipped"] == 0
+    calls = fifo.stats["allocates"] + fifo.stats["allocates_skipped"]
+    assert altruistic.stats["allocates"] == calls
 
 
 def by_instant(lines: list[str]) -> list[tuple[float, str]]:

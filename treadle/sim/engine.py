@@ -325,9 +325,10 @@ class Simulation:
 
     def _may_sleep(self, am: ApplicationMaster) -> bool:
         """Whether an AM whose call was just skipped may skip its next ones unseen: while
-        a container runs (the stall check needs every call of an idle cluster) and when
-        its asks do not move with time alone."""
-        return bool(self._busy) and am.strategy.time_invariant
+        a container runs (the stall check needs every call of an idle cluster), when its
+        asks do not move with time alone and when the RM has nothing to do for a skipped
+        call (no shares to compute)."""
+        return bool(self._busy) and am.strategy.time_invariant and self.hints.unseen_skips
 
     def _wake_news(self, t: float, kind: int, key: Any, news: list[str] | None = None) -> None:
         """After the event (t, kind, key): AMs asleep that have news (``news``, else the
@@ -455,9 +456,12 @@ class Simulation:
                 else:
                     stats["am_events"] += 1
                 req = am.allocate_request(t)
-                if am.repeats_last_request and self.hints.skip_allocate(am.app_id, t):
-                    # The call would repeat the last one and get nothing back; so would
-                    # the next ones until the RM has news for it (or no container runs).
+                if am.repeats_last_request and self.hints.skip_allocate(
+                    am.app_id, t, reads_share=am.strategy.reads_share, asks=bool(req.asks)
+                ):
+                    # The call would repeat the last one and get nothing back (or a share
+                    # the AM does not read); so would the next ones until the RM has news
+                    # for it (or no container runs).
                     stats["allocates_skipped"] += 1
                     if kind == _NEWS:
                         pass  # nothing to say: its periodic calls go on as they were
