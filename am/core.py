@@ -468,20 +468,7 @@ class ApplicationMaster:
         self._ends[stage].pop(cid, None)
         self._task_events += 1
         if status.state is _COMPLETE and status.exit_status == 0:
-            # ``_task_finished``, inlined (once per task).
-            done_by_stage = self._done
-            done = done_by_stage[stage] = done_by_stage[stage] + 1
-            self._done_total += 1
-            self._tasks_left -= 1
-            d = self._job.stages[stage].durations[task]
-            self._remaining_work -= d
-            self._stage_work[stage] -= d
-            self._stage_usage[stage] = None
-            self._usage = None
-            if done == self._stage_tasks[stage]:
-                for child in self._job.children[stage]:
-                    self._parents_left[child] -= 1
-                    self._runnable = None
+            self._task_finished(stage, task)
             self._newly_done.append(key)
             return
         # Failed, lost or preempted: run the task again (YARN reschedules the attempt).

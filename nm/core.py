@@ -215,6 +215,11 @@ class NodeManager:
             if inflight[2]:
                 completed = inflight[2] + completed
         self._inflight = (seq, started, completed)
+        return self._message(seq, started, completed)
+
+    def _message(
+        self, seq: int, started: list[ContainerStatus], completed: list[ContainerStatus]
+    ) -> NodeHeartbeat:
         hb: NodeHeartbeat = _new(NodeHeartbeat)  # NodeHeartbeat(...), faster
         _h_node(hb, self.node_id)
         _h_seq(hb, seq)
@@ -237,23 +242,12 @@ class NodeManager:
         self.seq = seq = self.seq + 1
         started = self._started
         completed = self._completed
-        hb: NodeHeartbeat = _new(NodeHeartbeat)  # NodeHeartbeat(...), faster
-        _h_node(hb, self.node_id)
-        _h_seq(hb, seq)
-        # The queued reports go out as they are, fresh lists take their place (an empty
-        # report is a fresh list too: the message must not share a queue).
+        # The queued reports go out as they are, fresh lists take their place.
         if started:
             self._started = []
-            _h_started(hb, started)
-        else:
-            _h_started(hb, [])
         if completed:
             self._completed = []
-            _h_completed(hb, completed)
-        else:
-            _h_completed(hb, [])
-        _h_running(hb, ())
-        return hb
+        return self._message(seq, started, completed)
 
     def reset(self) -> list[str]:
         """The RM no longer knows this node (it was LOST, or the RM restarted): drop every

@@ -372,22 +372,6 @@ def add_to_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
 def sub_from_all(accs: tuple[Accumulator, ...], r: Resources) -> None:
     """``acc.sub(r)`` for each of ``accs``."""
     iv = r._iv if r._iv is not None else _indexed(r)
-    if len(iv) == 2:  # the common shape (vcores, memory): ``_sub`` unrolled
-        (i, x), (j, y) = iv
-        for acc in accs:
-            v = acc._v
-            if j >= len(v):
-                v = acc._grow()
-            prev = v[i]
-            d = prev - x
-            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
-            v[i] = 0 if -tol <= d <= tol else d
-            prev = v[j]
-            d = prev - y
-            tol = 1e-9 + 1e-12 * (prev if prev >= 0 else -prev)
-            v[j] = 0 if -tol <= d <= tol else d
-            acc._snap = None
-        return
     for acc in accs:
         _sub(acc, iv)
 
