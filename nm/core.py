@@ -232,22 +232,9 @@ class NodeManager:
     def beat(self, now: float) -> NodeHeartbeat:
         """``heartbeat(now)`` already acknowledged: for a host that hands it to the RM in
         the same call (the simulator), so it cannot be lost on the way."""
-        if self._inflight is not None:
-            again = self.heartbeat(now)  # with the unacknowledged reports, first
-            self._inflight = None
-            return again
-        heap = self._finish_heap
-        if heap and heap[0][0] <= now:
-            self._collect_finished(now)
-        self.seq = seq = self.seq + 1
-        started = self._started
-        completed = self._completed
-        # The queued reports go out as they are, fresh lists take their place.
-        if started:
-            self._started = []
-        if completed:
-            self._completed = []
-        return self._message(seq, started, completed)
+        hb = self.heartbeat(now)
+        self._inflight = None
+        return hb
 
     def reset(self) -> list[str]:
         """The RM no longer knows this node (it was LOST, or the RM restarted): drop every
