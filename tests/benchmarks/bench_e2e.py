@@ -82,6 +82,17 @@ are now skipped under drf and fair too (``rm/hints.py``): Allocate calls made 90
 its request and the share computation it would have triggered (kept so that outputs
 stay exact), and the entitlements are computed 2,851 times either way, 2,434 of them
 right after a submission invalidated the cache (``SharesCache``), not per call.
+
+2026-11-26, main after those four branches and i13/load-rs (workloads through yaml_rs
+where provably equal) against main at d9f73bf, same session, quiet machine, run in
+alternation, ``--nodes 1000 --compare-nodes 0``: end to end (--no-slowdown) 14.5 and 13.9
+s CPU (0.046x, 0.048x) -> 9.1 and 10.2 s (0.072x, 0.063x); core loop 0.066x, 0.069x ->
+0.092x, 0.078x; load 1.6 -> 0.21 s; metrics 1.2 -> 0.75 s; peak RSS 709 -> 600-630 MB.
+Split now: setup 7%, load 2%, simulate 81%, metrics 9%. Compare of 4 policies at 1,000
+nodes: --workers 1 57.2 s, 2 29.8 s = 1.92x, outputs identical. What is left is the core
+loop itself: the target needs the whole command within 2.6 s CPU (4x the bare DES's 0.65
+s), the phases around the loop already take 1.6 s, and a task's three event-log rows
+alone cost 2.7 us (``bench_eventlog``), 0.66 s for 243k tasks: the bare DES's whole run.
 """
 
 from __future__ import annotations
