@@ -137,13 +137,20 @@ def test_metrics_endpoint_while_a_workload_runs(cluster: Cluster) -> None:
     assert ok > 0
     assert ("treadle_rm_node_restarts_total", ()) in s
     assert ("treadle_rm_am_restarts_total", ()) in s
-    # A refused call is counted under its status code.
+    # A refused call is counted under its status code. The client may hear the refusal
+    # before the server's interceptor has counted it (the status goes out first): the
+    # count shows up within moments, so scrape until it does.
     with pytest.raises(Exception, match="UNAUTHENTICATED"):
         _unsigned_grpc_call(cluster.rm)
-    after = _scrape(cluster.url)
-    refused = [v for (n, lb), v in after.items() if n == "treadle_rm_rpcs_total"
-               and ("code", "UNAUTHENTICATED") in lb]  # fmt: skip
-    assert refused
+    deadline = time.monotonic() + 10.0
+    while True:
+        after = _scrape(cluster.url)
+        refused = [v for (n, lb), v in after.items() if n == "treadle_rm_rpcs_total"
+                   and ("code", "UNAUTHENTICATED") in lb]  # fmt: skip
+        if refused or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert refused, "the refused call was never counted"
     assert refused[0] >= 1
 
 
