@@ -193,6 +193,21 @@ MUTATIONS += ["? ", "|", ">", ",", "<<: ", "\\", "\ufeff", "1e3", "\r\n", "\x85"
 MUTATIONS += ["\n---\n", "!!str ", "yes", "~", '"\\N"', "0o17", "k" * 1100 + ": 1\n"]
 
 
+def mutated(rng: random.Random, texts: list[str], most_lines: int, inserts: list[str]) -> str:
+    """Up to ``most_lines`` lines of one of ``texts``, with one to three random edits:
+    one of ``inserts`` put in, or one to three characters cut."""
+    lines = rng.choice(texts).splitlines(keepends=True)
+    a = rng.randrange(len(lines))
+    text = "".join(lines[a : a + rng.randint(1, most_lines)])
+    for _ in range(rng.randint(1, 3)):
+        p = rng.randrange(len(text) + 1)
+        if rng.random() < 0.6:
+            text = text[:p] + rng.choice(inserts) + text[p:]
+        else:
+            text = text[:p] + text[p + rng.randint(1, 3) :]
+    return text
+
+
 @needs_libyaml
 def test_fuzzed_workloads_load_exactly_as_with_the_pure_loader() -> None:
     """Mutated pieces of the repo's workloads: ``load`` accepts exactly what the
@@ -201,15 +216,7 @@ def test_fuzzed_workloads_load_exactly_as_with_the_pure_loader() -> None:
     texts = list(WORKLOADS.values())
     differ = 0
     for _ in range(1500):
-        lines = rng.choice(texts).splitlines(keepends=True)
-        a = rng.randrange(len(lines))
-        text = "".join(lines[a : a + rng.randint(1, 12)])
-        for _ in range(rng.randint(1, 3)):
-            p = rng.randrange(len(text) + 1)
-            if rng.random() < 0.6:
-                text = text[:p] + rng.choice(MUTATIONS) + text[p:]
-            else:
-                text = text[:p] + text[p + rng.randint(1, 3) :]
+        text = mutated(rng, texts, 12, MUTATIONS)
         pure = outcome(yamlload.PureLoader, text)
         try:
             got: tuple[str, object] = "ok", yamlload.load(text)
@@ -563,15 +570,7 @@ def test_mutated_workloads_with_1_1_scalars_load_exactly_as_with_the_pure_loader
     texts = list(REPO_YAML.values())
     fast = 0
     for _ in range(1500):
-        lines = rng.choice(texts).splitlines(keepends=True)
-        a = rng.randrange(len(lines))
-        text = "".join(lines[a : a + rng.randint(1, 15)])
-        for _ in range(rng.randint(1, 3)):
-            p = rng.randrange(len(text) + 1)
-            if rng.random() < 0.6:
-                text = text[:p] + rng.choice(MUTATIONS + SCALARS) + text[p:]
-            else:
-                text = text[:p] + text[p + rng.randint(1, 3) :]
+        text = mutated(rng, texts, 15, MUTATIONS + SCALARS)
         assert repr(loaded(text)) == repr(pure(text)), text
         fast += yamlload.load_1_2(text) is not yamlload.MISS
     assert fast > 100

@@ -182,9 +182,9 @@ def load(
         )
 
 
-def progress_bars() -> Progress:
-    """One run's bar with its ETA, on a terminal only (the command's result line says the
-    rest)."""
+def _job_bars(detail: str) -> Progress:
+    """Bars of jobs done with their ETA, on stderr when it is a terminal; ``detail`` is
+    the column after the count (rich imported here: a command that shows no bar skips it)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -199,13 +199,19 @@ def progress_bars() -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("jobs"),
-        TextColumn("t={task.fields[sim_t]:.0f}s"),
+        TextColumn(detail),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=err,
         transient=False,
         disable=not err.is_terminal,
     )
+
+
+def progress_bars() -> Progress:
+    """One run's bar with its ETA, on a terminal only (the command's result line says the
+    rest)."""
+    return _job_bars("t={task.fields[sim_t]:.0f}s")
 
 
 def tracker(progress: Progress, label: str, total: int) -> ProgressFn:
@@ -224,27 +230,7 @@ class RunsProgress:
     ``finished(NAME, summary)`` says that it ended."""
 
     def __init__(self, names: Sequence[str], jobs: int) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.bars = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("jobs"),
-            TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err,
-            transient=False,
-            disable=not err.is_terminal,
-        )
+        self.bars = _job_bars("{task.fields[detail]}")
         self.jobs = jobs
         self.done = {name: 0 for name in names}
         self.started = time.monotonic()
