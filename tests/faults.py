@@ -102,8 +102,8 @@ def busy(events: Path, nodes: set[str]) -> bool:
 async def serve_on_store(rm: Any, store_dir: Path) -> tuple[Any, Any, int]:
     """Serve ``rm`` on port 0 with its state in ``store_dir``, restored from it first if it
     holds one, as ``python -m rm --state-dir`` does: (server, RmServer, port)."""
-    from rm.service import RmSettings, serve
-    from rm.store import StateStore, restore
+    from rm.server.service import RmSettings, serve
+    from rm.server.store import StateStore, restore
     from treadle.live.gate import Gate
 
     store = StateStore(store_dir)

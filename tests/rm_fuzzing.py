@@ -11,8 +11,8 @@ from typing import Any
 
 import grpc
 
-from rm.core import ResourceManager
-from rm.service import RmServer, RmSettings, serve
+from rm.core.facade import ResourceManager
+from rm.server.service import RmServer, RmSettings, serve
 from treadle.registry import build
 
 Code = grpc.StatusCode

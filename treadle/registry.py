@@ -6,7 +6,7 @@ the plugin's parameters. Built-in plugins are registered in pyproject.toml exact
 third-party package would register its own.
 
 Each plugin API declares its entry-point group (``ENTRY_POINT_GROUP`` in ``rm.policy``,
-``rm.estimator`` and ``am.asks``); ``KINDS`` names each API's base class by a string,
+``rm.policy.estimator`` and ``am.asks``); ``KINDS`` names each API's base class by a string,
 imported only when a plugin is loaded, so the registry imports neither ``rm`` nor ``am``.
 
 Entry points do not change while a process runs, so each group is read once per process
@@ -42,7 +42,7 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "policies": Kind("treadle.policies", "rm.policy:Policy", "policy"),
-    "estimators": Kind("treadle.estimators", "rm.estimator:Estimator", "estimator"),
+    "estimators": Kind("treadle.estimators", "rm.policy.estimator:Estimator", "estimator"),
     "asks": Kind("treadle.asks", "am.asks:AskStrategy", "ask strategy"),
 }
 GROUPS: dict[str, str] = {kind: k.group for kind, k in KINDS.items()}

@@ -3,8 +3,8 @@ AM's remaining-work hint). Declares ``oracle``: the RM shows it true durations."
 
 from __future__ import annotations
 
-from rm.estimator import Estimator
 from rm.policy import AppView, ClusterView
+from rm.policy.estimator import Estimator
 
 
 class OracleEstimator(Estimator):

@@ -1,5 +1,5 @@
 """point: Point-Est (spec A1.4 item 6): 3Sigma's features and feature choice
-(``rm.estimator.HistoryEstimator``), the point value the median of the similar jobs' mean
+(``rm.policy.estimator.HistoryEstimator``), the point value the median of the similar jobs' mean
 task runtimes (the lower median for an even count)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from sortedcontainers import SortedList
 
-from rm.estimator import HistoryEstimator, HistorySeries
+from rm.policy.estimator import HistoryEstimator, HistorySeries
 
 
 def lower_median(values: Sequence[float]) -> float:

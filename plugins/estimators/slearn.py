@@ -38,8 +38,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from rm.estimator import Estimator, HistoryEstimator, Plan
 from rm.policy import AppView, ClusterView
+from rm.policy.estimator import Estimator, HistoryEstimator, Plan
 from treadle import registry
 from treadle.messages import Container, ContainerState, ContainerStatus
 

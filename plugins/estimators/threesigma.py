@@ -1,5 +1,5 @@
 """3sigma: 3Sigma as SLearn's authors re-implemented it (spec A1.4 item 4): features and
-feature choice in ``rm.estimator.HistoryEstimator``; the point value of the similar jobs'
+feature choice in ``rm.policy.estimator.HistoryEstimator``; the point value of the similar jobs'
 mean task runtimes is the certainty equivalent under the utility ``U(t) = 1/t^2``:
 ``t = (sum_i p_i t_i^-2)^(-1/2)`` over the empirical distribution (each past job weight
 1/n; runtimes below ``MIN_DURATION_S`` count as that). Biased short: at most the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rm.estimator import HistoryEstimator, HistorySeries
+from rm.policy.estimator import HistoryEstimator, HistorySeries
 from treadle.model import MIN_DURATION_S
 
 #: Whether the builtin ``sum`` of floats is Neumaier-compensated (Python 3.12 on) or a

@@ -13,7 +13,7 @@ On a node's heartbeat, while anything fits the node:
    plus that container stays within ``guarantee`` x its entitlement (in dominant share;
    ``guarantee`` is 1 by default, the paper's rule), or within the whole entitlement while
    the job holds less than ``guarantee`` x it; among the candidates, the best Tetris score
-   (``rm.policy.packing``: alignment - eps x remaining work).
+   (``rm.policy.toolkit.packing``: alignment - eps x remaining work).
    A job whose candidate would exceed its entitlement gets nothing more in this step.
 2. Once no such ask fits, the leftover goes to every other ask: ALTRUISTIC asks, and
    DEFAULT asks beyond the share (so that no node idles while a task fits; the paper's
@@ -33,7 +33,7 @@ it compete in the leftover, where the job with the least remaining work wins.
 whose remaining work is at least the median among the jobs with indexed asks (the others
 keep ``guarantee``). Why, and what each trades: ``tests/benchmarks/bench_carbyne.py``.
 
-Cost per placement: O(shapes) with the shape index of ``rm.policy.packing``. Step 1 walks,
+Cost per placement: O(shapes) with the shape index of ``rm.policy.toolkit.packing``. Step 1 walks,
 per shape, only the DEFAULT asks of jobs within their share for that shape (kept between
 heartbeats, updated for the jobs that changed and rebuilt when the shares are); a job
 whose more important ask was at its share earlier in the heartbeat stays out of step 1

@@ -1,10 +1,10 @@
 """dp: Dynamic Priority (Sandholm & Lai, "Dynamic Proportional Share Scheduling in Hadoop";
 treadle's spec B1). One budget account per leaf queue (one queue per user, as in the
-paper); the books of each allocation interval are ``rm.policy.dynprio.allocate``.
+paper); the books of each allocation interval are ``rm.policy.toolkit.dynprio.allocate``.
 
 Every ``interval_s`` (the tick): each queue is charged for the interval that ended, and
 the price, its share and its quota for the next interval are computed from the spending
-rates in force (``semantics``: ``paper`` or ``hadoop``, see ``rm.policy.dynprio``). Before
+rates in force (``semantics``: ``paper`` or ``hadoop``, see ``rm.policy.toolkit.dynprio``). Before
 the first tick no queue has a quota. Charged usage: the mean number of containers the
 queue held over the interval (``paper``) or those it holds at the tick (``hadoop``),
 capped at its quota, so work-conserving extra containers are free.
@@ -25,7 +25,7 @@ hold ``budget=0`` credits) runs as FIFO.
 
 Initial accounts: a queue's ``budget`` and ``spending_rate`` from the workload's queue
 (when its ``QueueSpec`` has them), else the budget of the user named like the queue, else
-these parameters. The RM's admin calls (``rm.accounts``) change them; a change takes
+these parameters. The RM's admin calls (``rm.core.accounts``) change them; a change takes
 effect at the next tick.
 
 Preemption (``kill_interval_s`` > 0): a kill check runs after a tick at least
@@ -35,7 +35,7 @@ start. This is Hadoop's free-running kill clock (``PriorityScheduler.assignMapRe
 moves ``lastKill`` whenever the check runs; its first check, at the first heartbeat, finds
 no quotas yet), not a delay after the last kill. At a check the under-quota queues are
 owed ``sum min(pending, quota - held)`` containers; they are taken from the over-quota
-queues by ``rm.policy.dynprio.choose_victims``: first the queue whose latest job in the
+queues by ``rm.policy.toolkit.dynprio.choose_victims``: first the queue whose latest job in the
 system was submitted last (Hadoop keys on ``JobInProgress.getStartTime()``, the
 submission time, of every running job), its containers least elapsed first. The RM ends
 each PREEMPTED; its task runs again in full and does not count as a failed attempt. AM
@@ -53,9 +53,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from rm.policy import AppView, ByShape, Changes, ClusterView, NodeView, Placement, Policy
 from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo
 from rm.policy.base import _placement
-from rm.policy.dynprio import Account, Held, allocate, choose_victims
-from rm.policy.ordering import first_fit_ask
-from rm.policy.tracking import shapes_of
+from rm.policy.toolkit.dynprio import Account, Held, allocate, choose_victims
+from rm.policy.toolkit.ordering import first_fit_ask
+from rm.policy.toolkit.tracking import shapes_of
 from treadle.messages import Container, ContainerStatus
 from treadle.resources import VCORES
 

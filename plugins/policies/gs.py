@@ -1,6 +1,6 @@
 """gs: SLearn's generic multi-queue scheduler (Jajoo et al., NSDI'22, section 5.1; spec
-A1.1-A1.2), sizing jobs with a pluggable estimator (``rm.estimator``). Queues, weights,
-FIFO, sharing and work conservation: ``rm.policy.multiqueue``; every estimator gets the
+A1.1-A1.2), sizing jobs with a pluggable estimator (``rm.policy.estimator``). Queues, weights,
+FIFO, sharing and work conservation: ``rm.policy.toolkit.multiqueue``; every estimator gets the
 same layout (the sampling position stays empty for those that do not sample).
 
 Jobs. The estimator's plan decides where a new job goes: a thin job to position 0 (never
@@ -11,7 +11,7 @@ there. When a job ends the estimator hears its completion time and observed size
 
 Log: a ``job_estimated`` record when a job gets its estimate (its size, the position it
 goes to, its sampling ratio and pilot count; never for a thin job), and the moves of
-``rm.policy.multiqueue``.
+``rm.policy.toolkit.multiqueue``.
 
 Estimator: ``estimator=NAME`` and its parameters as ``NAME.PARAM=VALUE``
 (``--set gs.estimator=slearn --set gs.slearn.ratio=0.03`` with ``compare``).
@@ -23,9 +23,9 @@ from typing import Any
 
 from pydantic import Field, PrivateAttr, model_validator
 
-from rm.estimator import Estimator
 from rm.policy import AppView, ClusterView
-from rm.policy.multiqueue import PLACED, SAMPLING, THIN, MultiQueue, QueueJob, QueueParams
+from rm.policy.estimator import Estimator
+from rm.policy.toolkit.multiqueue import PLACED, SAMPLING, THIN, MultiQueue, QueueJob, QueueParams
 from treadle import registry
 from treadle.errors import PluginError
 from treadle.messages import Container, ContainerStatus

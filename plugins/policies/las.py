@@ -5,7 +5,7 @@ No estimate: a new job enters the top queue; its attained service is the run tim
 tasks so far (finished containers' run times plus, for live ones, the time since they
 were allocated); at each scheduling decision a job whose attained service reached a
 lower queue's range moves there (demotion only, never back). Queues, weights, FIFO inside
-a queue and the sharing rule are ``gs``'s (``rm.policy.multiqueue``), with the same
+a queue and the sharing rule are ``gs``'s (``rm.policy.toolkit.multiqueue``), with the same
 layout (the sampling position stays empty). Running tasks are never preempted.
 
 Demotions are found without a walk over every job: a job is looked at again when its
@@ -19,7 +19,7 @@ import heapq
 import math
 
 from rm.policy import AppView, ClusterView
-from rm.policy.multiqueue import PLACED, MultiQueue, QueueJob, QueueParams
+from rm.policy.toolkit.multiqueue import PLACED, MultiQueue, QueueJob, QueueParams
 from treadle.messages import Container, ContainerStatus
 
 

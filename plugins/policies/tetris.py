@@ -17,7 +17,7 @@ f = 0 considers every job (pure performance); f = 1 only the job furthest below 
 So that no node idles while a task fits, when none of the considered jobs has an ask that
 fits the node, every job is considered for that placement.
 
-Cost per placement: O(shapes + log jobs) with the shape index of ``rm.policy.packing`` and,
+Cost per placement: O(shapes + log jobs) with the shape index of ``rm.policy.toolkit.packing`` and,
 when f > 0, a second one holding only the window's asks; the indexes and the window
 persist across heartbeats and move only the applications that changed (asks or
 allocation) and the at most two jobs each change moves in or out of the window.

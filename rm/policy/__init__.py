@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo, AccountsPolicy
 from rm.policy.base import NoParams, P, Placement, Policy, PolicyLog
-from rm.policy.dynprio import Account, Allocation, Book, Held, allocate, choose_victims
-from rm.policy.fairshare import drf_entitlements, progressive_fill, water_fill
-from rm.policy.ordering import OrderingPolicy, fill_node, first_fit_ask
-from rm.policy.packing import (
+from rm.policy.toolkit.dynprio import Account, Allocation, Book, Held, allocate, choose_victims
+from rm.policy.toolkit.fairshare import drf_entitlements, progressive_fill, water_fill
+from rm.policy.toolkit.ordering import OrderingPolicy, fill_node, first_fit_ask
+from rm.policy.toolkit.packing import (
     AskIndex,
     Entry,
     FairWindow,
@@ -32,10 +32,10 @@ from rm.policy.packing import (
     best_scored,
     remaining_work,
 )
-from rm.policy.queuetree import QueueTreePolicy
-from rm.policy.shares import CachedShares, SharesCache
-from rm.policy.stageorder import StageOrderingPolicy
-from rm.policy.tasksets import (
+from rm.policy.toolkit.queuetree import QueueTreePolicy
+from rm.policy.toolkit.shares import CachedShares, SharesCache
+from rm.policy.toolkit.stageorder import StageOrderingPolicy
+from rm.policy.toolkit.tasksets import (
     SparkOrderParams,
     SparkStageIds,
     StageOrderParams,
@@ -46,7 +46,7 @@ from rm.policy.tasksets import (
     task_sets,
     waiting_sets,
 )
-from rm.policy.tracking import ByShape, Changes, shapes_of
+from rm.policy.toolkit.tracking import ByShape, Changes, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView, QueueView, UserView
 
 #: The entry-point group of policy plugins (the registry's ``policies`` kind).

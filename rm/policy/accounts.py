@@ -1,7 +1,7 @@
 """Budget accounts: what a policy with per-queue budgets (Dynamic Priority) offers the RM.
 
 A policy that keeps accounts implements ``AccountsPolicy``; the RM's admin calls
-(``rm.accounts.Accounts``) check every argument first (known leaf queue, finite numbers
+(``rm.core.accounts.Accounts``) check every argument first (known leaf queue, finite numbers
 >= 0) and only then call these methods, so an implementation may assume valid input and
 raises ``ValueError`` only for a rule of its own. Every method changes all it changes or
 nothing. Amounts are credits; a spending rate is credits per slot per allocation interval.

@@ -3,7 +3,7 @@ Carbyne paper's numbers.
 
 Setup, per case (pending tasks P, nodes N), deterministic (seeded):
 
-- the RM core (``rm.core.ResourceManager``, in process, no gRPC) with N nodes of
+- the RM core (``rm.core.facade.ResourceManager``, in process, no gRPC) with N nodes of
   20 vcores / 128 GiB (the paper's servers);
 - P / 100 jobs of 100 pending tasks each, asked as in treadle: one ask per (stage, kind)
   with a count (2 stages, each split between a DEFAULT and an ALTRUISTIC ask: 4 asks per
@@ -66,7 +66,7 @@ the shape tests of capacity and the packing terms of tetris and carbyne cut): fi
 1.18x, 0.29 ms; capacity 1.20x, 0.43; fair 2.31x, 0.45; drf 1.47x, 0.33; sjf 1.47x,
 0.21; tetris 1.73x, 0.36; carbyne 2.44x, 0.50 (the same run's main: 0.28, 0.52, 0.44,
 0.31, 0.23, 0.45, 0.41: at this load their P99 is about the target, and moves by 0.1 ms
-from run to run). gs and las (``rm.policy.multiqueue``), before and after their queues
+from run to run). gs and las (``rm.policy.toolkit.multiqueue``), before and after their queues
 were kept between heartbeats, back to back at load 5.0-5.6 (``--policies gs,las``): gs
 36x -> 1.44x, P99 1.75 -> 0.16 ms; las 24x -> 1.28x, P99 3.3 -> 0.27 ms (their cost per
 placement at 1k pending rose about 30%: keeping the index costs more than scanning 10 jobs).
@@ -83,7 +83,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy import drf_entitlements
 from treadle.errors import TreadleError
 from treadle.messages import (

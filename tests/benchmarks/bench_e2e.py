@@ -44,8 +44,8 @@ in alternation, best of 3-6, two sessions): 1,000 nodes fifo 2.53 -> 2.45 s and 
 -> 0.48 s, drf 0.80 -> 0.76 s: a few per cent, at the edge of the noise. Firmer: the
 workload YAML 2.1 -> 1.6 s CPU (1,000 nodes, 600 s), the Parquet row groups 0.20 -> 0.15 s
 (171k rows). Where the core loop's time goes now (fifo, cProfile): the RM's heartbeat and
-placements (``rm.nodes``, ``rm.scheduling``: about half), a container's end in the RM
-(``rm.containers.done``, its books), the NM's and AM's per-container work, the event log
+placements (``rm.core.nodes``, ``rm.core.scheduling``: about half), a container's end in the RM
+(``rm.core.containers.done``, its books), the NM's and AM's per-container work, the event log
 (about 10%: the row tuples, then ``table_from_rows``); drf and fair add the entitlements
 sent on every Allocate call (about 15% and 9% of their core loop), and their AM calls are
 never skipped (20.7k calls against fifo's 7.3k: ``SchedulingHints.skip_allocate`` refuses
@@ -67,7 +67,7 @@ both ways, tracked objects flat (~65.6k), no cyclic garbage left (the run's cycl
 
 2026-11-26 (i13/core2, the per-container work): a heartbeat acknowledged in the NM's own
 call, a heartbeat's completions ended in one RM call, AMs woken only on news, and the
-RM's books kept lazily while exact (``rm.books``). Opcodes run by ``Simulation.run``
+RM's books kept lazily while exact (``rm.core.books``). Opcodes run by ``Simulation.run``
 (w1000.yaml, first 100 jobs; deterministic): fifo 35.3M -> 28.8M (-19%), drf 48.5M ->
 47.5M, fair 47.3M -> 46.2M (-2%); cProfile calls (800 jobs, fifo) 12.4M -> 11.0M. The
 simulate phase's CPU, alternating, best of 3, load average ~6.7 (noisy): full file fifo
@@ -75,7 +75,7 @@ simulate phase's CPU, alternating, best of 3, load average ~6.7 (noisy): full fi
 
 2026-11-26, branch i13/alloc-skip against main (d9f73bf), /tmp/e2ek/w1000.yaml (1,000
 nodes, 2,434 jobs), greedy asks, load average 5-6 on 2 cores: a greedy AM's quiet calls
-are now skipped under drf and fair too (``rm/hints.py``): Allocate calls made 90,089 ->
+are now skipped under drf and fair too (``rm/core/hints.py``): Allocate calls made 90,089 ->
 31,697 (drf) and 90,106 -> 31,739 (fair), the rest skipped. The core loop barely moves
 (simulate phase CPU, best of 3 alternating: drf 19.7 -> 18.7 s, fair 19.2 -> 18.7 s;
 600 jobs, best of 3 x 3: within the noise): a skipped call still costs its heap event,

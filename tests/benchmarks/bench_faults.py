@@ -29,7 +29,7 @@ expiry are 5 wall s here (10 intervals of 2 emulated s at dilation 4), which is 
 nm and am recoveries wait for; the am fault re-runs every task its AMs had running. The
 first run of this benchmark showed an RM trial with 4 "tasks re-run" that were 4
 container ends logged twice (an NM resyncing with containers whose end the old RM had
-logged); fixed in rm.nodes, and tasks are now counted by container.
+logged); fixed in rm.core.nodes, and tasks are now counted by container.
 """
 
 from __future__ import annotations

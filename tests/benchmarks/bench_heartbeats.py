@@ -81,7 +81,7 @@ MAX_SAMPLES = 200_000  # latency samples kept per client process
 #: ``--gc-freeze``: start ``python -m rm`` after moving everything its imports created into
 #: the permanent GC generation, so full collections stop re-scanning it (rm/* unchanged).
 GC_FREEZE_LAUNCHER = (
-    "import gc, runpy, sys; import rm.__main__; gc.collect(); gc.freeze(); "
+    "import gc, runpy, sys; import rm.server.main; gc.collect(); gc.freeze(); "
     "sys.argv = ['rm', *sys.argv[1:]]; runpy.run_module('rm', run_name='__main__')"
 )
 

@@ -64,7 +64,7 @@ from typing import Any
 
 from plugins.estimators.point import PointEstimator
 from plugins.estimators.threesigma import ThreeSigmaEstimator
-from rm.estimator import (
+from rm.policy.estimator import (
     HistoryEstimator,
     HistoryJob,
     HistorySeries,

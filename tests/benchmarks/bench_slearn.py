@@ -133,8 +133,8 @@ import numpy as np
 
 from plugins.estimators.slearn import SlearnEstimator, SlearnParams, _Sampled
 from plugins.policies.gs import GsParams, GsPolicy
-from rm.estimator import Plan
 from rm.policy import AppView, ClusterView
+from rm.policy.estimator import Plan
 from treadle import registry
 from treadle.importers.swim import SwimOptions, load_swim
 from treadle.importers.tabular import (

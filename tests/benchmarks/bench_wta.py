@@ -31,7 +31,7 @@ whole CSV runs under fifo in 83 s (458,338 AM calls off the heap for 179 M inter
 The whole CSV under uwfq (``treadle sim --no-slowdown``) then took 1,057 s of wall and
 392 s of CPU (load average about 6).
 The stage-ordering policies then spend most of their time building and ordering every
-pending task set on each node heartbeat (``rm.policy.stageorder``): thousands of stages.
+pending task set on each node heartbeat (``rm.policy.toolkit.stageorder``): thousands of stages.
 
 Profiled (cProfile, 2026-11-25, 64-job prefix, 29,856 tasks; jobs of 192 and 377 stages)
 before the stage-by-stage refiling: uwfq 20.9 s, of which 7.7 s in ``_sync`` refiling

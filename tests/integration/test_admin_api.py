@@ -23,9 +23,9 @@ import grpc
 import pytest
 
 from plugins.policies.fifo import FifoPolicy
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy.accounts import AccountBalance, AccountInfo
-from rm.service import RmSettings, serve
+from rm.server.service import RmSettings, serve
 from treadle.live import auth
 from treadle.live.gate import Gate
 from treadle.live.rpcutil import Peer, channel

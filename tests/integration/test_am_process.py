@@ -17,10 +17,10 @@ from typing import Any
 
 import grpc
 
-from am.service import run_application_master
-from nm.service import ContainerManagerServicer, NodeHost
-from rm.core import AM_PRIORITY, ResourceManager
-from rm.service import RmServer, RmSettings, serve
+from am.server.service import run_application_master
+from nm.server.service import ContainerManagerServicer, NodeHost
+from rm.core.facade import AM_PRIORITY, ResourceManager
+from rm.server.service import RmServer, RmSettings, serve
 from treadle import events as ev
 from treadle.live import wire
 from treadle.live.rpcutil import channel

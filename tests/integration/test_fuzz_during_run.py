@@ -54,7 +54,7 @@ from typing import Any
 import grpc
 import pytest
 
-from rm.service import SERVICES
+from rm.server.service import SERVICES
 from tests.faults import TREADLE, cli
 from tests.rm_fuzzing import GUARDED_ANSWERS, RAW_METHODS, Code
 from treadle import events as ev

@@ -3,7 +3,7 @@ status code and no effect; an admin does what users cannot.
 
 An in-process RM on port 0 behind a real gate (an ACL file, a node secret), real gRPC
 channels signing as alice, bob, the admin or nobody, and a real NM host
-(``nm.service.NodeHost`` with its ContainerManager server) for the node and container
+(``nm.server.service.NodeHost`` with its ContainerManager server) for the node and container
 attacks.
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 import grpc
 import pytest
 
-from nm.service import ContainerManagerServicer, NodeHost
-from rm.core import ResourceManager
-from rm.service import RmSettings, serve
+from nm.server.service import ContainerManagerServicer, NodeHost
+from rm.core.facade import ResourceManager
+from rm.server.service import RmSettings, serve
 from treadle.live import auth
 from treadle.live.gate import Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, Peer, bind, channel

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from nm.service import ContainerManagerServicer, NodeHost
+from nm.server.service import ContainerManagerServicer, NodeHost
 from treadle.live import wire
 from treadle.live.rpcutil import channel
 from treadle.messages import (

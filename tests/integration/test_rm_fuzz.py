@@ -2,7 +2,7 @@
 
 Design
 ------
-One RM serves the whole module (fixture ``server``): ``rm.service.serve`` runs in a
+One RM serves the whole module (fixture ``server``): ``rm.server.service.serve`` runs in a
 background thread on that thread's own event loop, together with the RM's housekeeping
 task (node and AM expiry, policy ticks), exactly as ``python -m rm`` runs it (policy
 ``drf``, policy faults logged). The test thread talks to it with *blocking* gRPC stubs,
@@ -56,7 +56,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from rm.service import SERVICES
+from rm.server.service import SERVICES
 from tests.rm_fuzzing import (
     ANSWERS,
     HEARTBEAT_S,

@@ -2,8 +2,8 @@
 from PyPI), Prometheus metrics scraped while a workload runs, and the access rules.
 
 The cluster tests start a real ``treadle cluster up`` (secured: the client signs with
-``rm.http_auth.SignedAuth``) and replay the demo workload on it with ``treadle run``; the
-in-process tests start RMs with ``rm.service.serve`` and ``rm.http.start_http``.
+``rm.server.http_auth.SignedAuth``) and replay the demo workload on it with ``treadle run``; the
+in-process tests start RMs with ``rm.server.service.serve`` and ``rm.server.http.start_http``.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from yarn_api_client import ResourceManager as YarnRM
 from yarn_api_client.errors import APIError
 
-from rm.core import ResourceManager
-from rm.http import start_http
-from rm.http_auth import SignedAuth
-from rm.http_metrics import RmMetrics
-from rm.service import RmSettings, serve
+from rm.core.facade import ResourceManager
+from rm.server.http import start_http
+from rm.server.http_auth import SignedAuth
+from rm.server.http_metrics import RmMetrics
+from rm.server.service import RmSettings, serve
 from treadle.live.auth import Credentials, new_secret
 from treadle.registry import build
 

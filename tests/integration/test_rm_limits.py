@@ -2,7 +2,7 @@
 in all) refuse a submission RESOURCE_EXHAUSTED naming the limit, before anything changes:
 the application does not exist afterwards and the RM's other applications go on.
 
-Real gRPC against an in-process RM on port 0 (``rm.service.serve``, as in
+Real gRPC against an in-process RM on port 0 (``rm.server.service.serve``, as in
 test_rm_service.py), and a real ``python -m rm`` for the config file and the flags.
 """
 
@@ -21,8 +21,8 @@ import grpc
 import pytest
 
 from plugins.policies.fifo import FifoPolicy
-from rm.core import ResourceManager
-from rm.service import RmSettings, serve
+from rm.core.facade import ResourceManager
+from rm.server.service import RmSettings, serve
 from tests.integration.test_rm_service import TIMEOUT, Rm, aio, job, stage
 from treadle.cluster.config import RmLimits, dump_rm_config, parse_rm_config, rm_config_for
 from treadle.errors import InputError, LimitExceededError

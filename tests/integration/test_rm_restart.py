@@ -28,10 +28,10 @@ from typing import Any
 import grpc
 import pytest
 
-from nm.service import NodeHost
+from nm.server.service import NodeHost
 from plugins.policies.fifo import FifoPolicy
-from rm.core import ResourceManager
-from rm.service import RmSettings, serve
+from rm.core.facade import ResourceManager
+from rm.server.service import RmSettings, serve
 from tests.budget_policy import BudgetPolicy
 from tests.faults import (
     DILATION,

@@ -22,8 +22,8 @@ from typing import Any
 import grpc
 
 from plugins.policies.fifo import FifoPolicy
-from rm.core import ResourceManager
-from rm.service import RmServer
+from rm.core.facade import ResourceManager
+from rm.server.service import RmServer
 from tests.faults import serve_on_store
 from treadle.live import auth
 from treadle.live.rpcutil import channel

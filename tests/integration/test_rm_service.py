@@ -1,6 +1,6 @@
 """The RM's gRPC services over real gRPC: an in-process RM on port 0, real channels.
 
-Each test starts its own RM (``rm.service.serve``) in a fresh event loop (``asyncio.run``:
+Each test starts its own RM (``rm.server.service.serve``) in a fresh event loop (``asyncio.run``:
 pytest-asyncio is not used), talks to it through ``treadle.live.rpcutil.channel`` and checks
 answers, status codes, cluster state and the event log. Every RPC of ResourceTracker,
 ApplicationMaster and Client is covered with its error paths, plus gRPC health checking
@@ -25,9 +25,9 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy import Policy
-from rm.service import SERVICES, RmServer, RmSettings, serve
+from rm.server.service import SERVICES, RmServer, RmSettings, serve
 from tests.budget_policy import BudgetPolicy
 from treadle.live import wire
 from treadle.live.rpcutil import channel
@@ -398,7 +398,7 @@ async def test_out_of_order_and_repeated_heartbeats_are_ignored() -> None:
 
 @aio
 async def test_fixed_restarted_nm_is_ignored_after_registering_again() -> None:
-    """Once a bug (rm/core.py, register_node, the idempotent branch at
+    """Once a bug (rm/core/facade.py, register_node, the idempotent branch at
     ``existing.last_heartbeat_s = now; return``): a node that registers again with the same
     id and resources (an NM process restarted before its node expired) keeps ``last_seq``
     of its previous incarnation, so the new NM's heartbeats (seq 1, 2, ...) are all dropped
@@ -511,7 +511,7 @@ async def test_one_bad_entry_does_not_fail_the_batch() -> None:
 
 @aio
 async def test_fixed_batch_heartbeat_over_4_mib_is_refused() -> None:
-    """Once a bug (rm/service.py, ``serve``): the server is built with
+    """Once a bug (rm/server/service.py, ``serve``): the server is built with
     ``grpc.aio.server(options=[("grpc.so_reuseport", 0)])`` and so keeps gRPC's default 4 MiB
     receive limit, while rpcutil.CHANNEL_OPTIONS (64 MiB, "a batched heartbeat of thousands
     of NMs still fits") is applied to channels only. A host of 5,000 NMs each reporting 20
@@ -873,7 +873,8 @@ async def test_cycle_is_named_in_the_details() -> None:
 
 @aio
 async def test_fixed_deeply_nested_ask_params_are_internal() -> None:
-    """Once a bug (rm/service.py, ClientServicer.SubmitApplication): ``json.loads(params)`` is
+    """Once a bug (rm/server/service.py, ClientServicer.SubmitApplication):
+    ``json.loads(params)`` is
     guarded by ``except ValueError`` only; a deeply nested document ("[" * 100000, 100 kB)
     raises RecursionError, which map_errors turns into INTERNAL with a logged traceback.
     Fix: ``except (ValueError, RecursionError) as e:`` (or bound the nesting/size of
@@ -912,7 +913,7 @@ async def test_fixed_duplicate_stage_names_silently_drop_a_stage() -> None:
 async def test_non_finite_alone_jct_is_invalid_argument_and_the_log_stays_readable(
     alone: float,
 ) -> None:
-    """Regression (found by this suite, fixed in rm/core.py submit_application): a NaN
+    """Regression (found by this suite, fixed in rm/core/facade.py submit_application): a NaN
     alone_jct_s used to land in the job_submitted record, and every later GetEvents failed
     with INTERNAL (events.dumps uses allow_nan=False)."""
     async with running_rm() as h:
@@ -999,7 +1000,7 @@ async def test_cluster_metrics() -> None:
 
 @aio
 async def test_fixed_cluster_metrics_fail_when_pending_containers_exceed_int32() -> None:
-    """Once a bug (rm/service.py, GetClusterMetrics): ``pending_containers=sum(a.pending
+    """Once a bug (rm/server/service.py, GetClusterMetrics): ``pending_containers=sum(a.pending
     ...)`` goes into an int32 field; each ask may count up to wire.MAX_COUNT (10^7) but an
     AM may send one ask per priority, so 215 asks (or 215 applications) make the sum exceed
     2^31 - 1 and protobuf raises ValueError("Value out of range") -> INTERNAL, for every
@@ -1110,7 +1111,7 @@ async def test_health_checking_answers_serving() -> None:
 
 @aio
 async def test_used_returns_to_zero_after_fractional_containers() -> None:
-    """Regression (found by this suite, fixed by rm/core.py's Accumulator books): freeing
+    """Regression (found by this suite, fixed by rm/core/facade.py's Accumulator books): freeing
     containers of 0.7 then 0.1 vcores used to leave -2.8e-17 vcores "used" on an idle
     cluster (0.1 + 0.7 = 0.7999999999999999), because freeing added the negated vector."""
     async with running_rm() as h:
@@ -1127,7 +1128,8 @@ async def test_used_returns_to_zero_after_fractional_containers() -> None:
 
 @aio
 async def test_capacity_does_not_drift_with_huge_amounts() -> None:
-    """Once a bug (rm/core.py, lose_node: ``st.capacity = st.capacity - node.capacity``; likewise
+    """Once a bug (rm/core/facade.py, lose_node:
+    ``st.capacity = st.capacity - node.capacity``; likewise
     register_node and the running ``used`` sums): wire.MAX_AMOUNT allows 1e15 per amount,
     where a double has a resolution of 0.125, so totals kept incrementally lose fractions
     for good: nodes of 1e15 and 0.3 vcores sum to 1000000000000000.25; once both are lost

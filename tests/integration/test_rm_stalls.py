@@ -18,8 +18,8 @@ from typing import Any
 import grpc
 import pytest
 
-from rm.core import ResourceManager
-from rm.service import RmServer, RmSettings
+from rm.core.facade import ResourceManager
+from rm.server.service import RmServer, RmSettings
 from tests.rm_fuzzing import ServerThread
 from treadle import events as ev
 from treadle.live import lag

@@ -11,7 +11,7 @@ from am.asks import AskStrategy
 from am.core import ApplicationMaster
 from plugins.asks.greedy import GreedyAsks
 from plugins.policies.fifo import FifoPolicy
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy import ClusterView, NodeView, Placement, Policy
 from treadle.messages import (
     EXIT_SUCCESS,

@@ -1,4 +1,4 @@
-"""The RM's books kept lazily (``rm.books``) read exactly as books updated at once: the
+"""The RM's books kept lazily (``rm.core.books``) read exactly as books updated at once: the
 same numbers of the same types, whatever the amounts."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from rm.state import Application, ClusterState
+from rm.core.state import Application, ClusterState
 from treadle.messages import AppSubmission
 from treadle.model import QueueSpec
 from treadle.resources import Resources

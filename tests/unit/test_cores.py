@@ -16,7 +16,7 @@ from am.core import ApplicationMaster
 from nm.core import NodeManager
 from plugins.asks.greedy import GreedyAsks
 from plugins.policies.fifo import FifoPolicy
-from rm.core import MAX_REJECTIONS_PER_HEARTBEAT, ResourceManager
+from rm.core.facade import MAX_REJECTIONS_PER_HEARTBEAT, ResourceManager
 from rm.policy import ClusterView, NodeView, Placement, Policy
 from treadle import events as ev
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError, PluginError

@@ -1,4 +1,4 @@
-"""Dynamic Priority: the books of one allocation interval (``rm.policy.dynprio``), fed
+"""Dynamic Priority: the books of one allocation interval (``rm.policy.toolkit.dynprio``), fed
 usage directly the way Hadoop's tests do, and the ``dp`` policy in small simulated runs.
 The D-numbers are the hand-checkable cases of the spec (``specs/dp.md`` B6)."""
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from plugins.policies.dp import DpPolicy
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy.accounts import AccountBalance, AccountsPolicy
-from rm.policy.dynprio import Account, Held, allocate, choose_victims, round_half_up
+from rm.policy.toolkit.dynprio import Account, Held, allocate, choose_victims, round_half_up
 from treadle import events as ev, registry
 from treadle.errors import PluginError
 from treadle.messages import (

@@ -15,17 +15,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-import rm.estimator
+import rm.policy.estimator
 from plugins.estimators.point import MedianSeries, PointEstimator, lower_median
 from plugins.estimators.threesigma import ThreeSigmaEstimator, UtilitySeries, utility_point
-from rm.estimator import HistoryEstimator, HistoryJob, HistorySeries, HistoryStage, features
+from rm.policy.estimator import HistoryEstimator, HistoryJob, HistorySeries, HistoryStage, features
 from treadle import registry
 from treadle.importers.tabular import write_history
 from treadle.workload import load_workload
 
 
 class OldSeries:
-    """The reference: rm.estimator's ``_Series`` before the fast series, and the
+    """The reference: rm.policy.estimator's ``_Series`` before the fast series, and the
     ``point(values) if values else None`` its callers applied."""
 
     def __init__(self, point: Callable[[Sequence[float]], float]) -> None:
@@ -187,13 +187,13 @@ def history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list
     path = tmp_path / "history.csv"
     write_history(load_workload("dags").jobs, path)
     reads: list[str] = []
-    read = rm.estimator.read_history
+    read = rm.policy.estimator.read_history
 
     def counted(p: str) -> list[HistoryJob]:
         reads.append(p)
         return read(p)
 
-    monkeypatch.setattr(rm.estimator, "read_history", counted)
+    monkeypatch.setattr(rm.policy.estimator, "read_history", counted)
     return path, reads
 
 

@@ -1,12 +1,12 @@
-"""rm.http_yarn: the RM's reports in YARN's REST shapes, on a real RM core driven by hand."""
+"""rm.server.http_yarn: the RM's reports in YARN's REST shapes, on a real RM core driven by hand."""
 
 from __future__ import annotations
 
 import pytest
 
-from rm import http_yarn as yj
-from rm.core import ResourceManager
-from rm.reports import app_details, node_reports, queue_reports
+from rm.core.facade import ResourceManager
+from rm.core.reports import app_details, node_reports, queue_reports
+from rm.server import http_yarn as yj
 from treadle.errors import InvalidRequestError
 from treadle.messages import AppSubmission, FinalStatus, NodeRegistration
 from treadle.model import QueueSpec

@@ -39,8 +39,8 @@ from plugins.policies.spark_fair import SparkFairPolicy
 from plugins.policies.tetris import TetrisPolicy
 from plugins.policies.ujf import UjfPolicy
 from plugins.policies.uwfq import UwfqPolicy
-from rm.core import ResourceManager
-from rm.pending import PendingIndex
+from rm.core.facade import ResourceManager
+from rm.core.pending import PendingIndex
 from rm.policy import (
     AppView,
     ClusterView,
@@ -58,7 +58,7 @@ from rm.policy import (
     new_arrivals,
 )
 from rm.policy.base import _placement
-from rm.policy.multiqueue import SAMPLING, MultiQueue, QueueJob
+from rm.policy.toolkit.multiqueue import SAMPLING, MultiQueue, QueueJob
 from treadle.messages import (
     AllocateRequest,
     AppSubmission,

@@ -1,11 +1,11 @@
-"""The layers of DESIGN.md, as allow-lists: each layer names what it may import from the
-project and which outside modules it must not touch. A module the lists do not place is
-a failure too, so a new module has to be given its layer.
+"""The layers of DESIGN.md, read from the folders: each layer names what it may import from
+the project and which outside modules it must not touch. A module the rules do not place
+is a failure too, and rm/ holds no module outside its floors.
 
     tools (treadle's sub-packages: cli, study, sim, cluster, workload, metrics, ...)
-    services (rm/nm/am ``service`` and ``__main__``: gRPC adapters and processes)
-    cores (rm, am, nm state machines)        plugins (plugins/, third-party)
-    plugin APIs (rm.policy, rm.estimator, am.asks)
+    services (rm/server/, am/server/, nm/server/ and ``__main__``: adapters and processes)
+    cores (rm/core/, am/core.py, nm/core.py)       plugins (plugins/, third-party)
+    plugin APIs (rm/policy/ with its toolkit, am/asks.py)
     kernel (treadle's top-level modules: resources, model, messages, dag, events, ...)
 """
 
@@ -68,33 +68,16 @@ IO = (
 #: Layers that must stay sans-IO (the kernel may read and write files: event logs).
 SANS_IO = {KERNEL: IO, PLUGIN_API: (*IO, "pathlib"), PLUGINS: (*IO, "pathlib"), CORES: IO}
 
-KERNEL_MODULES = {
-    "resources",
-    "model",
-    "messages",
-    "dag",
-    "events",
-    "event_schema",
-    "event_columns",
-    "event_table",
-    "errors",
-    "frozen",
-    "registry",
-}
-PLUGIN_APIS = ("rm.policy", "rm.estimator", "am.asks")
-SERVICE_MODULES = {
-    "service",
-    "admin_service",
-    "__main__",
-    "http",
-    "http_metrics",
-    "http_auth",
-    "store",
-    "submissions",
-}
+PLUGIN_APIS = ("rm.policy", "am.asks")
+#: The floor of the services in rm/, am/ and nm/: each process's adapters and ``__main__``.
+SERVER_FLOOR = "server"
 
 
 def layer_of(module: str) -> str | None:
+    """A module's layer, read from where it stands: ``treadle/*.py`` is the kernel,
+    ``treadle/<package>/`` the tools; ``rm/policy/`` and ``am/asks.py`` the plugin APIs;
+    ``<rm|am|nm>/server/`` and ``__main__`` the services; the rest of rm/, am/ and nm/ the
+    cores; ``plugins/`` and third-party packages the plugins."""
     parts = module.split(".")
     top = parts[0]
     if top == "plugins" or module.startswith("treadle_"):
@@ -102,14 +85,15 @@ def layer_of(module: str) -> str | None:
     if any(module == api or module.startswith(api + ".") for api in PLUGIN_APIS):
         return PLUGIN_API
     if top in ("rm", "am", "nm"):
-        if len(parts) == 1:
-            return CORES  # the package itself
-        return SERVICES if parts[1] in SERVICE_MODULES else CORES
+        if len(parts) >= 2 and parts[1] in (SERVER_FLOOR, "__main__"):
+            return SERVICES
+        return CORES
     if top == "treadle":
-        if len(parts) == 1 or (len(parts) == 2 and parts[1] in KERNEL_MODULES):
-            return KERNEL
         if len(parts) >= 2 and parts[1] in ("live", "rpc"):
             return None  # placed by prefix in ALLOWED, never importing upwards (checked below)
+        path = ROOT.joinpath(*parts)
+        if len(parts) == 1 or (len(parts) == 2 and not path.is_dir()):
+            return KERNEL
         return TOOLS
     return None
 
@@ -244,21 +228,30 @@ def test_the_cycle_check_sees_a_cycle() -> None:
     [
         ("plugins.policies.x", "rm.policy", True),
         ("plugins.policies.x", "treadle.resources", True),
-        ("plugins.policies.x", "rm.core", False),
+        ("plugins.policies.x", "rm.core.facade", False),
         ("plugins.policies.x", "treadle.live.wire", False),
         ("plugins.policies.x", "treadle.rpc.v1", False),
         ("plugins.policies.x", "plugins.policies.y", False),
-        ("rm.scheduling", "rm.state", True),
-        ("rm.scheduling", "treadle.study.runner", False),
-        ("rm.scheduling", "rm.service", False),
-        ("treadle.events", "rm.core", False),
-        ("rm.service", "treadle.live.rpcutil", True),
-        ("rm.service", "treadle.study.runner", False),
-        ("treadle.cli.app", "rm.service", False),
+        ("rm.core.scheduling", "rm.core.state", True),
+        ("rm.core.scheduling", "treadle.study.runner", False),
+        ("rm.core.scheduling", "rm.server.service", False),
+        ("treadle.events", "rm.core.facade", False),
+        ("rm.server.service", "treadle.live.rpcutil", True),
+        ("rm.server.service", "treadle.study.runner", False),
+        ("treadle.cli.app", "rm.server.service", False),
     ],
 )
 def test_the_allow_lists_say_what_they_mean(importer: str, imported: str, ok: bool) -> None:
     assert allowed(importer, imported) is ok
+
+
+def test_rm_holds_its_modules_in_floors() -> None:
+    """rm/ itself holds only its package file and ``python -m rm``; every other module
+    stands in rm/core/, rm/server/ or rm/policy/."""
+    loose = sorted(p.name for p in (ROOT / "rm").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"]
+    floors = {p.name for p in (ROOT / "rm").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert floors == {"core", "server", "policy"}
 
 
 def test_every_package_is_in_the_distribution() -> None:

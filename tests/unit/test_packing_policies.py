@@ -16,7 +16,7 @@ from typing import Any, cast
 
 import pytest
 
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy import AppView, FairWindow, alignment, remaining_work
 from treadle import registry
 from treadle.dag import critical_path_s, earliest_finish, time_to_end

@@ -16,8 +16,8 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 import am.asks
-import rm.estimator
 import rm.policy
+import rm.policy.estimator
 from rm.policy import (
     AppView,
     CachedShares,
@@ -414,7 +414,7 @@ def test_params_and_type_argument_must_agree() -> None:
 
 # ----------------------------------------------------------------------------- registry
 def test_each_plugin_api_declares_its_group_and_base() -> None:
-    apis = {"policies": rm.policy, "estimators": rm.estimator, "asks": am.asks}
+    apis = {"policies": rm.policy, "estimators": rm.policy.estimator, "asks": am.asks}
     assert set(apis) == set(registry.KINDS)
     for kind, module in apis.items():
         assert registry.GROUPS[kind] == module.ENTRY_POINT_GROUP

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from rm.effects import Effects
+from rm.core.effects import Effects
 from treadle import events as ev
 from treadle.messages import ContainerState, FinalStatus
 from treadle.model import (

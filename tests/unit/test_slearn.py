@@ -23,8 +23,8 @@ from plugins.estimators.slearn import AdaptiveRatio, SlearnEstimator, normalized
 from plugins.estimators.threesigma import ThreeSigmaEstimator, utility_point
 from plugins.policies.gs import GsPolicy
 from plugins.policies.las import LasPolicy
-from rm.estimator import HistoryJob, features, read_history, recurring_name
-from rm.policy.multiqueue import Layout, QueueParams, runtime_range
+from rm.policy.estimator import HistoryJob, features, read_history, recurring_name
+from rm.policy.toolkit.multiqueue import Layout, QueueParams, runtime_range
 from treadle import events as ev, registry
 from treadle.errors import InputError, PluginError
 from treadle.messages import Ask

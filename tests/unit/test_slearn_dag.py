@@ -11,7 +11,7 @@ import structlog
 from typer.testing import CliRunner
 
 from plugins.estimators.slearn import dag_size
-from rm.estimator import HistoryJob, HistoryStage, history_of, read_history
+from rm.policy.estimator import HistoryJob, HistoryStage, history_of, read_history
 from treadle import registry
 from treadle.cli.app import app
 from treadle.errors import InputError, PluginError

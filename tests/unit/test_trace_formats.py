@@ -342,7 +342,7 @@ def test_a_task_longer_than_the_stall_window_is_not_a_stall(tmp_path: Path) -> N
 
 
 def test_history_split_feeds_the_history_estimators(tmp_path: Path) -> None:
-    from rm.estimator import read_history
+    from rm.policy.estimator import read_history
 
     path = tmp_path / "w.tsv"
     path.write_text("".join(f"job{i}\t{10 * i}\t10\t100\t0\t0\n" for i in range(10)))

@@ -73,7 +73,7 @@ class ClusterBase(abc.ABC):
     stop_grace_s: float = 5.0
     log_level: str = "info"
     tls: TlsFiles | None = None  # every role's channels over mutual TLS (one cert for all)
-    http_port: int | None = None  # the RM's HTTP port (rm.http; 0: any free one)
+    http_port: int | None = None  # the RM's HTTP port (rm.server.http; 0: any free one)
     rm_address: str = field(default="", init=False)
     #: The RM's HTTP port's URL from this machine, once started (when it has one).
     http_url: str = field(default="", init=False)

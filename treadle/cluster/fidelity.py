@@ -12,7 +12,7 @@ Every other expiry happened while its role's process ran: its messages came late
 the budget allows, which is lag (CPU starvation, a stalled process, a backlogged event
 loop), and the emulation was unfaithful: the run fails, stating the measured lag.
 (A process stopped with SIGSTOP is such lag: its timers fire late when it resumes.)
-The RM allows for its own stalls (``rm.service``): a node or an AM silent past its expiry
+The RM allows for its own stalls (``rm.server.service``): a node or an AM silent past its expiry
 only because the RM itself could not run is kept, and counted as a *deferred* expiry in
 the RM's lag summary. The jobs survive, but the timing was not the emulated cluster's,
 so a deferred expiry makes the run unfaithful too.

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rm.estimator import HISTORY_COLUMNS
+from rm.policy.estimator import HISTORY_COLUMNS
 from treadle.errors import WorkloadError
 from treadle.importers.common import MAX_INPUT_BYTES, TraceFile
 from treadle.model import MIN_DURATION_S, JobSpec, StageSpec, Workload

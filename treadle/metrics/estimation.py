@@ -86,7 +86,7 @@ def has_estimates(table: pa.Table) -> bool:
 
 def runtime_range(size_s: FloatArray, q0_hi_s: float, growth: float, ranges: int) -> IntArray:
     """Each size's range ``r``: ``q0_hi_s x growth^(r-1) <= size < q0_hi_s x growth^r``
-    (range 0 from 0; the last open-ended). Multiplies as ``rm.policy.multiqueue`` does."""
+    (range 0 from 0; the last open-ended). Multiplies as ``rm.policy.toolkit.multiqueue`` does."""
     out = np.zeros(len(size_s), dtype=np.int64)
     hi = q0_hi_s
     for _ in range(ranges - 1):

@@ -45,10 +45,10 @@ import structlog
 from am.asks import AskStrategy
 from am.core import ApplicationMaster
 from nm.core import NodeManager
-from rm.core import ResourceManager
-from rm.hints import SchedulingHints
+from rm.core.facade import ResourceManager
+from rm.core.hints import SchedulingHints
+from rm.core.state import Node
 from rm.policy import Policy
-from rm.state import Node
 from treadle import events as ev
 from treadle.errors import ConflictError
 from treadle.messages import AppSubmission

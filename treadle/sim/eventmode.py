@@ -37,8 +37,8 @@ import math
 from typing import Any, Protocol
 
 from am.core import ApplicationMaster
-from rm.core import ResourceManager
-from rm.hints import SchedulingHints
+from rm.core.facade import ResourceManager
+from rm.core.hints import SchedulingHints
 
 
 class Host(Protocol):

@@ -8,7 +8,7 @@ from typing import Any
 
 import structlog
 
-from rm.core import ResourceManager
+from rm.core.facade import ResourceManager
 from rm.policy import Policy
 from treadle import events as ev
 

@@ -1,11 +1,11 @@
-"""A run's changes to queue accounts as calls on ``rm.accounts``: the admin timeline and
+"""A run's changes to queue accounts as calls on ``rm.core.accounts``: the admin timeline and
 per-job spending rates composed into one sequence (``AccountTimeline``).
 
 The rule (``treadle.model.AccountAction``): a queue's *base* rate is its declared
 ``spending_rate``, then the timeline's last ``set_spending_rate``; its *effective* rate,
 the one the policy is told, is the highest ``spending_rate`` of its jobs in the system
 (submitted, not yet ended), else the base. A call goes out only when the effective rate
-changes. Both hosts use it: the simulator calls ``rm.accounts`` directly, the live driver
+changes. Both hosts use it: the simulator calls ``rm.core.accounts`` directly, the live driver
 through the Admin service.
 """
 
@@ -23,7 +23,7 @@ from treadle.model import (
 
 @dataclass(frozen=True, slots=True)
 class AccountCall:
-    """One call on the RM's accounts: ``rm.accounts.<action>(queue, amount)``."""
+    """One call on the RM's accounts: ``rm.core.accounts.<action>(queue, amount)``."""
 
     action: str  # one of treadle.model.ACCOUNT_ACTIONS
     queue: str

@@ -1,0 +1,331 @@
+"""Applications through their life, RM side: submission (YARN's ClientRMService), AM
+attempts and their Register/Allocate/Finish calls (ApplicationMasterService), attempt
+expiry and retries (the AMLivelinessMonitor), and the end of an application."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rm.core.blinding import blind_ask, blind_job
+from rm.core.containers import ContainerLifecycle
+from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
+from rm.core.scheduling import AM_PRIORITY, Scheduler
+from rm.core.state import Application, AppRecord, AppState, ClusterState
+from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
+from treadle.events import EventLog
+from treadle.messages import (
+    AllocateRequest,
+    AllocateResponse,
+    AmRegistration,
+    AppSubmission,
+    Ask,
+    ContainerState,
+    FinalStatus,
+)
+from treadle.resources import Resources
+
+_PREEMPTED = ContainerState.PREEMPTED
+
+_END_STATE = {
+    FinalStatus.SUCCEEDED: AppState.FINISHED,
+    FinalStatus.FAILED: AppState.FAILED,
+    FinalStatus.KILLED: AppState.KILLED,
+}
+
+
+class Applications:
+    def __init__(
+        self,
+        state: ClusterState,
+        log: EventLog,
+        containers: ContainerLifecycle,
+        scheduler: Scheduler,
+        *,
+        am_expiry_s: float,
+        max_am_attempts: int,
+        am_resources: Resources,
+    ) -> None:
+        if max_am_attempts < 1:
+            raise ValueError("max_am_attempts must be >= 1")
+        self._state = state
+        self._log = log
+        self._containers = containers
+        self._scheduler = scheduler
+        self.am_expiry_s = am_expiry_s
+        self.max_am_attempts = max_am_attempts
+        self.am_resources = am_resources
+        self._seq = 0
+        #: Attempts failed through no fault of the AM since this RM started (a state store
+        #: writes such a failure at once: it must not count after a restart either).
+        self.uncounted_failures = 0
+        #: Hide true durations from the policy (``rm.core.blinding``).
+        self.blind = not scheduler.policy.uses_oracle()
+
+    def running(self, app_id: str) -> Application:
+        app = self._state.apps.get(app_id)
+        if app is None:
+            if app_id in self._state.finished:
+                raise ConflictError(f"application {app_id!r} has already finished")
+            raise NotFoundError(f"unknown application {app_id!r}")
+        return app
+
+    # ------------------------------------------------------------------ clients
+    def submit(self, sub: AppSubmission, now: float) -> str:
+        st = self._state
+        queue = st.queues.get(sub.queue)
+        if queue is None:
+            raise InvalidRequestError(f"unknown queue {sub.queue!r}")
+        if not queue.is_leaf:
+            raise InvalidRequestError(f"queue {sub.queue!r} is not a leaf queue")
+        if not sub.user:
+            raise InvalidRequestError("user must not be empty")
+        a = sub.alone_jct_s
+        if a is not None and not (math.isfinite(a) and a >= 0):
+            raise InvalidRequestError(f"alone_jct_s must be a finite number >= 0, got {a}")
+        seq = self._seq
+        self._seq += 1
+        app_id = f"application_{seq + 1:05d}"
+        st.now = now  # the policy's on_app_added sees the submission's time
+        app = Application(app_id, seq, sub, now)
+        if self.blind and app.job is not None:
+            app.job = blind_job(app.job)
+        st.add_app(app)
+        self._log.job_submitted(
+            now, app_id, sub.name, sub.user, sub.queue, sub.tasks, sub.alone_jct_s
+        )
+        self._scheduler.policy.on_app_added(app, st)
+        if sub.managed_am:
+            self._ask_am_container(app)
+        return app_id
+
+    def restore(self, rec: AppRecord, now: float, rm_epoch: int) -> None:
+        """An application from the state store, after an RM restart: an ended one as it
+        ended; a running one with its attempt, its done tasks and no containers (its AM
+        asks again for what it still needs). An unmanaged AM attempt continues (its AM
+        registers again and has the attempt's expiry to do so); a managed AM's container
+        went with the NMs' resync, so it gets a new one."""
+        st = self._state
+        app = Application(rec.app_id, rec.seq, rec.submission, rec.submit_s)
+        if self.blind and app.job is not None:
+            app.job = blind_job(app.job)
+        # Container ids of this RM epoch (YARN's container_eN_...): those the previous
+        # run granted are never reused.
+        app._cid_prefix = f"container_e{rm_epoch}_{rec.seq + 1:05d}_"
+        app.attempt = rec.attempt
+        app.uncounted_attempts = rec.uncounted_attempts
+        app.done_tasks = dict.fromkeys(rec.done_tasks)
+        app.progress = rec.progress
+        app.diagnostics = rec.diagnostics
+        self._seq = max(self._seq, rec.seq + 1)
+        if rec.state is not AppState.RUNNING:
+            app.state = rec.state
+            app.finish_s = rec.finish_s
+            st.finished[app.app_id] = app
+            return
+        st.add_app(app)
+        app.am_last_seen_s = now
+        self._scheduler.policy.on_app_added(app, st)
+        if app.managed_am:
+            self._ask_am_container(app)
+        else:
+            app.am_registered = rec.am_registered
+
+    def finish(
+        self, app_id: str, status: FinalStatus, now: float, diagnostics: str = "", attempt: int = 0
+    ) -> None:
+        """End an application. ``attempt`` (when given) must be the current AM attempt."""
+        st = self._state
+        st.now = now
+        app = self.running(app_id)
+        if attempt:
+            self._check_attempt(app, attempt)
+        if diagnostics:
+            app.diagnostics = diagnostics
+        app.finish_s = now
+        for c in list(app.containers.values()):
+            # Containers still held by a finished application are killed (YARN does too).
+            self._containers.release(c, now, killed=True)
+        self._clear_asks(app)
+        app.state = _END_STATE[status]
+        if status is FinalStatus.SUCCEEDED:
+            app.progress = 1.0
+        del st.apps[app_id]
+        st.tell(app_id)
+        st.finished[app_id] = app
+        st.version += 1
+        if status is FinalStatus.SUCCEEDED:
+            self._log.job_finished(now, app_id, app.user, app.queue)
+        else:
+            self._log.job_failed(now, app_id, app.user, app.queue, str(status), app.diagnostics)
+        self._scheduler.policy.on_app_removed(app, st)
+
+    # ------------------------------------------------------------------ AM attempts
+    def _ask_am_container(self, app: Application) -> None:
+        was_pending = app.pending > 0
+        app.set_ask(Ask(AM_PRIORITY, self.am_resources, 1))
+        pending = self._state.pending
+        if not pending.narrow(self.am_resources):
+            pending.epoch += 1
+        pending.update(app, was_pending, (AM_PRIORITY,))
+
+    def register_am(self, app_id: str, now: float) -> AmRegistration:
+        app = self.running(app_id)
+        if not app.am_registered:
+            app.attempt += 1
+            app.am_registered = True
+            app.response_id = 0
+            app.last_response = None
+            self._log.attempt_started(now, app_id, app.attempt)
+        else:
+            # The attempt's AM registers again (its RM restarted, or it lost track of
+            # the response ids): its session starts afresh.
+            app.response_id = 0
+            app.last_response = None
+        app.am_last_seen_s = now
+        return AmRegistration(
+            app.attempt,
+            tuple(app.done_tasks),
+            app.submission.job,  # the real job (``app.job`` may be blinded)
+            app.user,
+            app.queue,
+            app.submission.ask_strategy,
+            app.submission.ask_params_json,
+        )
+
+    def expire_attempts(self, now: float, grace_s: float = 0.0) -> list[str]:
+        """Fail AM attempts that have not called Allocate within the expiry plus
+        ``grace_s``."""
+        limit = self.am_expiry_s + grace_s
+        late = [
+            a.app_id
+            for a in self._state.apps.values()
+            if a.am_registered and now - a.am_last_seen_s > limit
+        ]
+        for app_id in late:
+            self.fail_attempt(app_id, f"AM missed Allocate calls for {self.am_expiry_s:g} s", now)
+        return late
+
+    def overdue_attempts(self, now: float) -> list[tuple[str, float]]:
+        """AM attempts silent for longer than the expiry, with their last call."""
+        limit = self.am_expiry_s
+        return [
+            (a.app_id, a.am_last_seen_s)
+            for a in self._state.apps.values()
+            if a.am_registered and now - a.am_last_seen_s > limit
+        ]
+
+    def fail_attempt(self, app_id: str, reason: str, now: float, *, counts: bool = True) -> None:
+        """The current AM attempt died: kill its containers; retry or fail the application.
+        Only attempts that ``counts`` (not those whose AM container's node was lost or
+        that were preempted: YARN-614) use up the ``max_am_attempts``."""
+        app = self.running(app_id)
+        if not counts:
+            app.uncounted_attempts += 1
+            self.uncounted_failures += 1
+        self._log.attempt_failed(now, app_id, app.attempt, reason)
+        for c in list(app.containers.values()):
+            self._containers.release(c, now, killed=True)
+        self._clear_asks(app)
+        app.undelivered = []
+        app.completed_reports = []
+        app.am_registered = False
+        self._state.tell(app_id)
+        app.am_container = None
+        if app.attempt - app.uncounted_attempts >= self.max_am_attempts:
+            app.diagnostics = f"attempt {app.attempt} failed: {reason}"
+            self.finish(app_id, FinalStatus.FAILED, now)
+        elif app.managed_am:
+            self._ask_am_container(app)
+
+    def _clear_asks(self, app: Application) -> None:
+        was_pending = app.pending > 0
+        app.clear_asks()
+        self._state.pending.update(app, was_pending)
+
+    def _check_attempt(self, app: Application, attempt: int) -> None:
+        if not app.am_registered:
+            raise ConflictError(f"application {app.app_id!r} has no registered AM attempt")
+        if attempt and attempt != app.attempt:
+            raise ConflictError(
+                f"application {app.app_id!r}: attempt {attempt} was replaced by {app.attempt}"
+            )
+
+    # ------------------------------------------------------------------ Allocate
+    def allocate(self, req: AllocateRequest, now: float) -> AllocateResponse:
+        st = self._state
+        st.now = now
+        app = self.running(req.app_id)
+        self._check_attempt(app, req.attempt)
+        app.am_last_seen_s = now
+        rid = req.response_id
+        if rid is not None and app.last_response is not None and rid + 1 == app.response_id:
+            # The AM did not get our last answer: send it again. Releases and finished
+            # tasks are idempotent and applied; asks were counted without that answer's
+            # grants, so they wait for the AM's next call.
+            self._apply_releases(app, req.releases, now)
+            for task in req.completed_tasks:
+                app.done_tasks[task] = None
+            return app.last_response
+        if rid is not None and rid != app.response_id:
+            raise ConflictError(
+                f"application {req.app_id!r}: allocate out of sync (response id "
+                f"{rid}, expected {app.response_id}); register again"
+            )
+        validate_asks(req.asks, st.largest_node())
+        for task in req.completed_tasks:
+            app.done_tasks[task] = None
+        self._apply_releases(app, req.releases, now)
+        if req.asks:
+            moved = app.stage_book.asked(req.asks, now)
+            pending = st.pending
+            was_pending = app.pending > 0
+            blind = self.blind
+            changed: list[int] = []  # where more than the hints changed
+            kept = app.asks
+            narrowed: Resources | None = None  # the bound covers it already
+            for ask in net_of_undelivered(req.asks, app.undelivered):
+                was = kept.get(ask.priority)
+                if was is None:
+                    if ask.count:
+                        changed.append(ask.priority)
+                elif was is not ask and not same_but_hints(was, ask):
+                    changed.append(ask.priority)
+                elif blind:
+                    continue  # it holds that ask already (its hints hidden)
+                if blind:
+                    ask = blind_ask(ask)
+                app.set_ask(ask)
+                if ask.count:
+                    res = ask.resources
+                    if res is not narrowed and (narrowed is None or res != narrowed):
+                        pending.narrow(res)
+                        narrowed = res
+            # A priority that moved to another stage moves its containers: say "any".
+            pending.update(app, was_pending, None if moved else changed)
+            st.version += 1  # demand changed: shares may too
+        app.progress = req.progress
+        completed = app.completed_reports
+        resp = AllocateResponse(
+            allocated=app.undelivered,
+            completed=completed,
+            # YARN's PreemptionMessage: the containers the RM took back (already ended).
+            preempted=[s.container_id for s in completed if s.state is _PREEMPTED]
+            if completed
+            else [],
+            share=self._scheduler.share_of(app.app_id),
+            cluster=st.capacity,
+            num_nodes=st.live_nodes,
+        )
+        app.undelivered = []
+        app.completed_reports = []
+        app.response_id += 1
+        resp.response_id = app.response_id
+        app.last_response = resp
+        return resp
+
+    def _apply_releases(self, app: Application, releases: Sequence[str], now: float) -> None:
+        for cid in releases:
+            c = app.containers.get(cid)
+            if c is not None and cid != app.am_container:
+                self._containers.release(c, now)

@@ -1,0 +1,279 @@
+"""``python -m rm``: the ResourceManager process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import gc
+import sys
+from typing import TYPE_CHECKING
+
+import structlog
+
+from rm.core.facade import ResourceManager
+from rm.server.service import RmSettings, serve
+from rm.server.store import StateStore, ended_containers, open_containers, read_events, restore
+from treadle import events as ev
+from treadle.cluster.config import LIMITS, RmLimits
+from treadle.errors import TreadleError
+from treadle.live import lag
+from treadle.live.auth import AclFile, read_secret
+from treadle.live.gate import Gate
+from treadle.live.proc import (
+    ArgumentParser,
+    add_common,
+    add_security,
+    fail,
+    host_port,
+    security_from,
+    setup_logging,
+    write_port_file,
+)
+from treadle.live.rpcutil import configure
+from treadle.registry import build, parse_settings
+
+if TYPE_CHECKING:
+    from rm.server.http import HttpServer
+    from rm.server.http_metrics import RmMetrics
+
+PROG = "python -m rm"
+LIMIT_HELP = {
+    "max_tasks_per_job": "most tasks one submission may have",
+    "max_stages_per_job": "most stages one submission may have",
+    "max_request_bytes": "largest request (bytes), as received and as decoded",
+    "max_pending_tasks": "most tasks of running applications not yet done",
+    "max_parents_per_job": "most stage dependencies (parents named) one submission may have",
+    "max_name_chars": "longest name (job, user, queue, stage) a submission may have",
+}
+log = structlog.get_logger("rm")
+
+
+def parser() -> ArgumentParser:
+    p = ArgumentParser(prog=PROG, description="Run a treadle ResourceManager.")
+    p.add_argument("--policy", required=True, help="scheduling policy (treadle policies)")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="policy parameter"
+    )
+    p.add_argument("--listen", default="127.0.0.1:0", help="host:port to serve on (port 0: any)")
+    p.add_argument("--advertise", help="host:port AM processes use to reach this RM")
+    p.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        help="serve YARN's REST API, /metrics and the live page on this port of the --listen "
+        "host (0: any free port; default: no HTTP port)",
+    )
+    p.add_argument("--http-port-file", metavar="FILE", help="write the HTTP port's URL here")
+    p.add_argument("--dilation", type=float, default=1.0, help="emulated seconds per wall second")
+    p.add_argument(
+        "--config", metavar="FILE", help="queues, users and heartbeat_s (YAML; see README)"
+    )
+    p.add_argument("--heartbeat-s", type=float, help="NM heartbeat interval (emulated s)")
+    p.add_argument("--am-interval-s", type=float, default=1.0, help="AM allocate interval")
+    p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
+    p.add_argument("--max-am-attempts", type=int, default=2)
+    p.add_argument("--events", help="stream the event log to this JSON-lines file")
+    p.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="keep what a restart needs in DIR/rm-state.sqlite and reload it on start "
+        "(README: RM restart); give --events too, so the event log continues",
+    )
+    g = p.add_argument_group("limits (default: the config file's, else RmLimits')")
+    for name in LIMITS:
+        g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=LIMIT_HELP[name])
+    g = p.add_argument_group("identity (see README, Security)")
+    g.add_argument("--acl", metavar="FILE", help="users: 'user role key' lines, reloaded on change")
+    g.add_argument("--node-secret-file", metavar="FILE", help="the secret NMs register with")
+    g.add_argument(
+        "--replay-window-s",
+        type=float,
+        default=30.0,
+        help="how far out of order a user's concurrent calls may arrive (wall s)",
+    )
+    g.add_argument(
+        "--insecure", action="store_true", help="accept every call unauthenticated (tests only)"
+    )
+    add_security(p, identity=False)
+    add_common(p)
+    return p
+
+
+def _limits_from(args: argparse.Namespace, limits: RmLimits) -> RmLimits:
+    """The config file's limits, with the --max-* flags given."""
+    given = {n: getattr(args, n) for n in LIMITS if getattr(args, n) is not None}
+    for name, value in given.items():
+        low = {"max_request_bytes": 1024, "max_parents_per_job": 0}.get(name, 1)
+        if not low <= value <= 2**31 - 1:
+            fail(PROG, f"--{name.replace('_', '-')} must be between {low} and 2**31-1, got {value}")
+    return dataclasses.replace(limits, **given)
+
+
+def _gate(args: argparse.Namespace) -> Gate:
+    if args.insecure:
+        if args.acl or args.node_secret_file:
+            fail(PROG, "--insecure excludes --acl and --node-secret-file")
+        log.warning("rm_insecure", note="every call is accepted without authentication")
+        return Gate.open()
+    if not args.acl or not args.node_secret_file:
+        fail(
+            PROG,
+            "the RM needs --acl FILE and --node-secret-file FILE (treadle cluster up makes "
+            "them), or --insecure to accept unauthenticated calls",
+        )
+    if not args.replay_window_s >= 0:
+        fail(PROG, f"--replay-window-s must be >= 0, got {args.replay_window_s}")
+    try:
+        acl = AclFile(args.acl)
+        secret = read_secret(args.node_secret_file, "node secret")
+    except TreadleError as e:
+        fail(PROG, str(e))
+    return Gate(acl, secret, replay_window_s=args.replay_window_s)
+
+
+async def main_async(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    setup_logging(args.log_level, PROG)
+    if not args.dilation > 0:
+        fail(PROG, f"--dilation must be > 0, got {args.dilation}")
+    if args.expiry_intervals < 1 or args.max_am_attempts < 1:
+        fail(PROG, "--expiry-intervals and --max-am-attempts must be >= 1")
+    peer = security_from(PROG, args)
+    configure(peer)
+    try:
+        policy = build("policies", args.policy, parse_settings(args.set))
+        queues = users = None
+        heartbeat_s = args.heartbeat_s or 1.0
+        limits = RmLimits()
+        if args.config:
+            from treadle.cluster.config import load_rm_config
+
+            config = load_rm_config(args.config)
+            queues, users, limits = config.queues, config.users, config.limits
+            heartbeat_s = args.heartbeat_s or config.heartbeat_s or 1.0
+    except TreadleError as e:
+        fail(PROG, str(e))
+    limits = _limits_from(args, limits)
+    if not heartbeat_s > 0:
+        fail(PROG, f"--heartbeat-s must be > 0, got {heartbeat_s}")
+    gate = _gate(args)
+    if args.http_port is not None and not 0 <= args.http_port <= 65535:
+        fail(PROG, f"--http-port must be between 0 and 65535, got {args.http_port}")
+    try:
+        store = StateStore(args.state_dir) if args.state_dir else None
+        stored = store.load() if store is not None else None
+        previous = read_events(args.events) if args.events and stored and not stored.empty else []
+    except TreadleError as e:
+        fail(PROG, str(e))
+    sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115
+    log_ = ev.EventLog(sink)
+    log_.records.extend(previous)  # already in the file
+    rm = ResourceManager(
+        policy,
+        queues=queues,
+        users=users,
+        event_log=log_,
+        heartbeat_s=heartbeat_s,
+        node_expiry_s=args.expiry_intervals * heartbeat_s,
+        am_expiry_s=args.expiry_intervals * args.am_interval_s,
+        max_am_attempts=args.max_am_attempts,
+        policy_errors="log",
+    )
+    settings = RmSettings(
+        dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
+    )
+    restarted = False
+    if store is not None and stored is not None and not stored.empty:
+        restarted = True
+        settings.epoch = restore(stored, rm, gate, args.dilation)
+        store.save_restarts(stored.restarts + 1)
+        log.info(
+            "rm_restored",
+            state_dir=args.state_dir,
+            restarts=stored.restarts + 1,
+            running=len(rm.state.apps),
+            ended=len(rm.state.finished),
+            nodes_known=len(stored.node_tokens),
+        )
+    metrics: RmMetrics | None = None
+    if args.http_port is not None:  # aiohttp and prometheus_client: only when asked for
+        from rm.server.http_metrics import RmMetrics
+
+        metrics = RmMetrics()
+    hooks = [metrics.interceptor()] if metrics is not None else []
+    try:
+        server, state, port = await serve(rm, settings, args.listen, gate, hooks, store=store)
+    except (OSError, RuntimeError) as e:
+        fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
+    if restarted:
+        state.await_containers(open_containers(log_.records))
+        rm.redeliver_ended(ended_containers(log_.records))
+    http: HttpServer | None = None
+    if metrics is not None:
+        from rm.server.http import start_http
+
+        metrics.attach(state)
+        host = args.listen.rsplit(":", 1)[0].strip("[]")
+        try:
+            http = await start_http(state, metrics, host, args.http_port, peer.tls)
+        except OSError as e:
+            fail(PROG, f"--http-port: cannot serve on {host}:{args.http_port}: {e}", 1)
+        write_port_file(args.http_port_file, http.url)
+    address = host_port(args.listen, port)
+    settings.advertise = args.advertise or address
+    # The RM's own stream starts when it does; nodes join later (a replay driver writes the
+    # run's record with the cluster it found). A restarted RM's stream goes on.
+    if not restarted:
+        log_.run_started(
+            state.now(),
+            policy=args.policy,
+            workload=None,
+            mode="local",
+            seed=None,
+            dilation=args.dilation,
+            heartbeat_s=heartbeat_s,
+            nodes=0,
+            capacity={},
+        )
+    stop = asyncio.Event()
+    from treadle.live.rpcutil import install_stop_signals
+
+    install_stop_signals(stop)
+    housekeeping = asyncio.create_task(state.housekeeping(stop))
+    lag_log = asyncio.create_task(lag.log_periodically(log, stop))
+    write_port_file(args.port_file, address)
+    # Start-up objects never die: keep them out of every collection, so a full collection
+    # does not stall heartbeats for tens of milliseconds (measured in the heartbeat bench).
+    gc.collect()
+    gc.freeze()
+    log.info(
+        "rm_started",
+        address=address,
+        http=http.url if http else None,
+        policy=args.policy,
+        dilation=args.dilation,
+    )
+    await stop.wait()
+    log.info("rm_stopping")
+    if http is not None:
+        await http.stop()
+    await server.stop(grace=2.0)
+    housekeeping.cancel()
+    lag_log.cancel()
+    state.persist()
+    log_.flush()
+    if sink is not None:
+        sink.close()
+    if store is not None:
+        store.close()
+    log.info("rm_stopped", events=len(log_), lag=lag.PROCESS.summary())
+    return 0
+
+
+def main() -> None:
+    sys.exit(asyncio.run(main_async(sys.argv[1:])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""The RM's state store: what a restarted RM needs, in SQLite (WAL) under ``--state-dir``.
+
+It keeps the cluster's clock (epoch and dilation), every application (its submission, job,
+state, attempts, those not counted against its maximum, and the tasks its AM reported
+done: ``rm.core.state.AppRecord``), the AM and node tokens the gate issued, each user's newest
+signed-request timestamp (the replay window: a request accepted before a restart is
+refused after it), and the budget accounts' balances. Each write commits at
+once (WAL, ``synchronous=NORMAL``: a killed process loses nothing committed; a power cut
+may lose the last commits), so a kill -9 of the RM loses at most what the service had not
+written yet (see ``RmServer.persist``). Service layer: the cores never see it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rm.core.facade import ResourceManager
+from rm.core.state import Application, AppRecord
+from rm.policy.accounts import AccountBalance
+from treadle import events as ev
+from treadle.errors import TreadleError
+from treadle.live import wire
+from treadle.live.gate import Gate
+from treadle.messages import AppSubmission, ContainerState, ContainerStatus
+from treadle.rpc.v1 import common_pb2 as pb
+
+DB_NAME = "rm-state.sqlite"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS apps (
+    app_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, job BLOB, record TEXT NOT NULL,
+    am_token TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS done_tasks (
+    app_id TEXT NOT NULL, stage INTEGER NOT NULL, task INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS done_tasks_app ON done_tasks (app_id);
+CREATE TABLE IF NOT EXISTS node_tokens (node_id TEXT PRIMARY KEY, token TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS balances (
+    queue TEXT PRIMARY KEY, budget REAL NOT NULL, spending_rate REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS replay (user TEXT PRIMARY KEY, newest_ns INTEGER NOT NULL);
+"""
+# Schema changes stay backward compatible within a version: a new table is created when
+# an older store is opened (``replay``), a new field of an application's record is read
+# with its default when absent (``uncounted_attempts``). Anything else: a new version.
+
+
+@dataclass
+class StoredState:
+    """Everything a store holds, as read at start-up."""
+
+    epoch: float | None = None
+    dilation: float | None = None
+    restarts: int = 0
+    apps: list[AppRecord] = field(default_factory=list)  # in submission order
+    am_tokens: dict[str, str] = field(default_factory=dict)
+    node_tokens: dict[str, str] = field(default_factory=dict)
+    balances: dict[str, AccountBalance] = field(default_factory=dict)
+    replay: dict[str, int] = field(default_factory=dict)  # user -> newest timestamp (ns)
+
+    @property
+    def empty(self) -> bool:
+        return self.epoch is None
+
+
+class StateStore:
+    """One RM's store: ``DIR/rm-state.sqlite``, created on first use."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.path = self.directory / DB_NAME
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+            version = self._meta("schema")
+        except (OSError, sqlite3.Error) as e:
+            raise TreadleError(
+                f"--state-dir {directory}: cannot open the state store: {e}"
+            ) from None
+        if version is None:
+            self._put_meta("schema", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            raise TreadleError(
+                f"--state-dir {directory}: state store schema {version}, this RM reads "
+                f"{SCHEMA_VERSION}"
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One transaction (the connection is in autocommit mode: without it, each row
+        would be a commit of its own)."""
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    # ------------------------------------------------------------------ meta
+    def _meta(self, key: str) -> Any:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def _put_meta(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value))
+        )
+
+    def save_restarts(self, restarts: int) -> None:
+        with self._tx():
+            self._put_meta("restarts", restarts)
+
+    def save_clock(self, epoch: float, dilation: float) -> None:
+        with self._tx():
+            self._put_meta("epoch", epoch)
+            self._put_meta("dilation", dilation)
+
+    # ------------------------------------------------------------------ applications
+    def save_apps(
+        self, records: Iterable[AppRecord], am_tokens: Mapping[str, str], *, new: bool
+    ) -> None:
+        """Write these applications in one transaction: ``new`` ones whole (with their
+        job and AM token), else only what changes (the record); and their done tasks
+        (each record carries those not written yet)."""
+        if new:
+            rows: list[tuple[Any, ...]] = [
+                (
+                    r.app_id,
+                    r.seq,
+                    _job_bytes(r.submission),
+                    json.dumps(r.to_json()),
+                    am_tokens.get(r.app_id, ""),
+                )
+                for r in records
+            ]
+            sql = (
+                "INSERT OR REPLACE INTO apps (app_id, seq, job, record, am_token) "
+                "VALUES (?, ?, ?, ?, ?)"
+            )
+        else:
+            rows = [(json.dumps(r.to_json()), r.app_id) for r in records]
+            sql = "UPDATE apps SET record = ? WHERE app_id = ?"
+        done = [(r.app_id, s, t) for r in records for s, t in r.done_tasks]
+        if rows:
+            with self._tx():
+                self._db.executemany(sql, rows)
+                self._db.executemany(
+                    "INSERT INTO done_tasks (app_id, stage, task) VALUES (?, ?, ?)", done
+                )
+
+    def save_node_token(self, node_id: str, token: str) -> None:
+        with self._tx():
+            self._db.execute(
+                "INSERT OR REPLACE INTO node_tokens (node_id, token) VALUES (?, ?)",
+                (node_id, token),
+            )
+
+    def save_replay(self, user: str, newest_ns: int) -> None:
+        """A user's newest accepted timestamp (``auth.ReplayWindow.on_accept``)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO replay (user, newest_ns) VALUES (?, ?)", (user, newest_ns)
+        )
+
+    def save_balances(self, balances: Mapping[str, AccountBalance]) -> None:
+        with self._tx():
+            self._db.execute("DELETE FROM balances")
+            self._db.executemany(
+                "INSERT INTO balances (queue, budget, spending_rate) VALUES (?, ?, ?)",
+                [(q, b.budget, b.spending_rate) for q, b in balances.items()],
+            )
+
+    # ------------------------------------------------------------------ reading
+    def load(self) -> StoredState:
+        """The whole store (a TreadleError naming the file when a row cannot be read)."""
+        out = StoredState(
+            epoch=self._meta("epoch"),
+            dilation=self._meta("dilation"),
+            restarts=int(self._meta("restarts") or 0),
+        )
+        db = self._db
+        try:
+            done: dict[str, list[tuple[int, int]]] = {}
+            for app_id, stage, task in db.execute(
+                "SELECT app_id, stage, task FROM done_tasks ORDER BY rowid"
+            ):
+                done.setdefault(app_id, []).append((int(stage), int(task)))
+            for app_id, _seq, job, record, token in db.execute(
+                "SELECT app_id, seq, job, record, am_token FROM apps ORDER BY seq"
+            ):
+                data = json.loads(record)
+                msg = _job_of(job)
+                spec = None
+                if msg is not None:
+                    spec = wire.job_from_pb(msg, data["user"], data["queue"], data["submit_s"])
+                out.apps.append(AppRecord.from_json(data, spec, done.get(app_id, ())))
+                if token:
+                    out.am_tokens[app_id] = token
+            out.node_tokens = dict(db.execute("SELECT node_id, token FROM node_tokens"))
+            out.replay = {
+                str(u): int(n) for u, n in db.execute("SELECT user, newest_ns FROM replay")
+            }
+            out.balances = {
+                q: AccountBalance(b, r)
+                for q, b, r in db.execute("SELECT queue, budget, spending_rate FROM balances")
+            }
+        except (sqlite3.Error, ValueError, KeyError, TypeError, TreadleError) as e:
+            raise TreadleError(f"{self.path}: unreadable state store: {e}") from None
+        return out
+
+
+Sig = tuple[str, int, bool, int, int]
+
+
+def _sig(app: Application) -> Sig:
+    """What changes whenever something the store keeps of ``app`` changes (state,
+    attempt, AM registered, tasks done: how many are written, attempts not counted)."""
+    return (app.state, app.attempt, app.am_registered, len(app.done_tasks),
+            app.uncounted_attempts)  # fmt: skip
+
+
+class Persister:
+    """What an RM service writes to its store, and when: the applications whose stored
+    part changed since the last write, and the budget balances when they changed."""
+
+    def __init__(self, store: StateStore, rm: ResourceManager, gate: Gate):
+        self.store = store
+        self.rm = rm
+        self.am_tokens = gate.am_tokens  # an application's is written with it
+        # Every signed request's new newest timestamp is written before it is let through.
+        gate.replay.on_accept = store.save_replay
+        st = rm.state
+        self._stored = {a.app_id: _sig(a) for a in (*st.finished.values(), *st.apps.values())}
+        self._balances = dict(rm.accounts.balances()) if rm.accounts.enabled else None
+        self._at = 0.0  # time.monotonic() of the last periodic write
+        self._uncounted = rm.apps.uncounted_failures
+
+    def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
+        """Write to the store what changed since the last write: these applications, or
+        (none named) every application whose stored part changed (state, attempt, tasks
+        done), and the budget accounts' balances. Submissions, ends and budget calls write
+        at once; the housekeeping loop calls this every ``every_s`` wall seconds (a
+        restart loses at most that much of the done-task reports, which the AMs send
+        again when they register again)."""
+        wall = time.monotonic()
+        if not app_ids and wall - self._at < every_s:
+            return
+        rm = self.rm
+        stored = self._stored
+        if app_ids:
+            ids = list(app_ids)
+        else:
+            self._at = wall
+            st = rm.state
+            ids = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
+            ids += [a.app_id for a in st.apps.values() if stored.get(a.app_id) != _sig(a)]
+        if ids:
+            since = {a: stored[a][3] for a in ids if a in stored}
+            records = rm.app_records(ids, since)
+            fresh = [r for r in records if r.app_id not in stored]
+            self.store.save_apps(fresh, self.am_tokens, new=True)
+            self.store.save_apps([r for r in records if r.app_id in stored], {}, new=False)
+            for r in records:
+                app = rm.state.app(r.app_id)
+                if app is not None:
+                    stored[r.app_id] = _sig(app)
+        self.persist_balances()
+
+    def persist_balances(self) -> None:
+        """Write the budget accounts' balances if they changed (whichever call did it)."""
+        if not self.rm.accounts.enabled:
+            return
+        balances = dict(self.rm.accounts.balances())
+        if balances != self._balances:
+            self.store.save_balances(balances)
+            self._balances = balances
+
+
+def _job_bytes(sub: AppSubmission) -> bytes | None:
+    if sub.job is None:
+        return None
+    return bytes(wire.job_to_pb(sub.job).SerializeToString())
+
+
+def _job_of(data: bytes | None) -> pb.JobSpec | None:
+    if data is None:
+        return None
+    msg = pb.JobSpec()
+    msg.ParseFromString(data)
+    return msg
+
+
+def restore(
+    stored: StoredState,
+    rm: ResourceManager,
+    gate: Gate,
+    dilation: float,
+) -> float:
+    """Reload a stored RM into a fresh core and gate; return the clock's epoch to use (the
+    stored one, or at another dilation the one at which emulated time goes on from where
+    it is). Containers come back when their nodes resync (``open_containers`` lists
+    those to wait for)."""
+    assert stored.epoch is not None
+    assert stored.dilation is not None
+    epoch = stored.epoch
+    if dilation != stored.dilation:
+        wall = time.time()
+        epoch = wall - (wall - stored.epoch) * stored.dilation / dilation
+    now = (time.time() - epoch) * dilation
+    rm.restore(stored.apps, now, stored.restarts + 1)
+    gate.am_tokens.update(stored.am_tokens)
+    gate.node_tokens.update(stored.node_tokens)
+    gate.replay.restore(stored.replay)
+    if rm.accounts.enabled and stored.balances:
+        rm.accounts.restore(stored.balances)
+    return epoch
+
+
+def open_containers(records: Iterable[ev.Record]) -> dict[str, tuple[str, str, bool]]:
+    """The containers an event log leaves open (allocated or started, never ended):
+    container id -> (application, node, started)."""
+    out: dict[str, tuple[str, str, bool]] = {}
+    for r in records:
+        e, cid = r.get("event"), r.get("container")
+        if cid is None:
+            continue
+        if e == ev.CONTAINER_ALLOCATED:
+            out[cid] = (str(r.get("job", "")), str(r.get("node", "")), False)
+        elif e == ev.CONTAINER_STARTED:
+            out[cid] = (str(r.get("job", "")), str(r.get("node", "")), True)
+        elif e in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
+            out.pop(cid, None)
+    return out
+
+
+def ended_containers(records: Iterable[ev.Record]) -> list[tuple[str, ContainerStatus]]:
+    """(application, status) of every container an event log saw end on its node: a
+    restarted RM hands them to the running applications' AMs again, since the previous RM
+    may have died before an AM heard of them (an AM ignores containers it does not hold)."""
+    out = []
+    for r in records:
+        if r.get("event") != ev.CONTAINER_FINISHED:
+            continue
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            t = float(r["t"])
+            state = ContainerState(str(r["state"]))
+            status = ContainerStatus(str(r["container"]), state, int(r["exit_status"]), t, t)
+            out.append((str(r["job"]), status))
+    return out
+
+
+def read_events(path: str | Path) -> list[ev.Record]:
+    """The records of an RM's event file (a line cut short by a kill is skipped)."""
+    out: list[ev.Record] = []
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict):
+                    out.append(rec)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise TreadleError(f"--events {path}: cannot read the previous run's events: {e}") from None
+    return out

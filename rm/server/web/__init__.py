@@ -1,0 +1,1 @@
+"""The RM's live page: static assets served by rm.server.http (no code)."""

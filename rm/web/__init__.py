@@ -1,1 +1,0 @@
-"""The RM's live page: static assets served by rm.http (no code)."""
