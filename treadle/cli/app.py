@@ -478,11 +478,19 @@ def run_live(
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
     cluster_dir: ClusterDirOpt = DEFAULT_CLUSTER_DIR,
+    accept_failures: Annotated[
+        bool,
+        typer.Option(
+            "--accept-failures",
+            help="Exit 0 even when some jobs did not succeed (failed, killed or unfinished).",
+        ),
+    ] = False,
 ) -> None:
     """Replay WORKLOAD on a live cluster (RM at --rm, else the one `treadle cluster up`
     recorded); write the files `treadle sim` does. It signs its calls as --user (or
     $TREADLE_USER), else as the driver of the cluster recorded in --cluster-dir, if that
-    is the RM at --rm."""
+    is the RM at --rm. It exits 1 when any job did not succeed (every job's result is
+    written all the same), unless --accept-failures."""
     with errors():
         logs.configure(log_level)
         check_events(events)
@@ -563,6 +571,14 @@ def run_live(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
         f"mean JCT {num(s['mean_jct_s'])} s -> {out_dir}"
     )
+    if s["finished"] < s["jobs"] and not accept_failures:
+        lost = s["jobs"] - s["finished"]
+        ended = f"{s['failed']} failed, {s['killed']} killed"
+        fail(
+            f"{lost} of {s['jobs']} jobs did not succeed ({ended}, "
+            f"{lost - s['failed'] - s['killed']} unfinished); "
+            f"every job's result is in {out_dir} (--accept-failures: exit 0)"
+        )
 
 
 app.add_typer(cluster_app, name="cluster")
