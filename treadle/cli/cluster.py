@@ -90,28 +90,52 @@ def identify(
     remember_peer(rm, peer)
 
 
+ClusterNodesOpt = Annotated[
+    int | None, typer.Option("--nodes", help="Number of nodes (default: the workload's).")
+]
+ResourcesOpt = Annotated[
+    str, typer.Option("--resources", help="Each node's capacity as name=amount,...")
+]
+RackOpt = Annotated[str, typer.Option("--rack", help="Rack of the --nodes nodes.")]
+HeartbeatOpt = Annotated[
+    float | None,
+    typer.Option("--heartbeat-s", help="NM heartbeat (emulated s; default: workload's or 1)."),
+]
+LikeWorkloadOpt = Annotated[
+    str | None,
+    typer.Option("--workload", help="Workload whose queues and users (and nodes) to use."),
+]
+HttpPortOpt = Annotated[
+    int,
+    typer.Option(
+        "--http-port",
+        help="The RM's HTTP port: YARN REST API, /metrics, live page (0: any free port).",
+    ),
+]
+NoHttpOpt = Annotated[bool, typer.Option("--no-http", help="No HTTP port on the RM.")]
+MaxRestartsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-restarts",
+        help="Restarts allowed per role within --restart-window-s; one more death and "
+        "the cluster is declared failed (0: no supervision).",
+    ),
+]
+RestartWindowOpt = Annotated[
+    float, typer.Option("--restart-window-s", help="The restart budget's window (wall s).")
+]
+
+
 @cluster_app.command("up")
 def cluster_up(
     policy: Annotated[str, typer.Option("--policy", help="Policy name (see `treadle policies`).")],
-    nodes: Annotated[
-        int | None, typer.Option("--nodes", help="Number of nodes (default: the workload's).")
-    ] = None,
+    nodes: ClusterNodesOpt = None,
     settings: SetOpt = None,
     dilation: DilationOpt = 10.0,
-    resources: Annotated[
-        str, typer.Option("--resources", help="Each node's capacity as name=amount,...")
-    ] = "vcores=8,memory_mb=16384",
-    rack: Annotated[
-        str, typer.Option("--rack", help="Rack of the --nodes nodes.")
-    ] = "default-rack",
-    heartbeat_s: Annotated[
-        float | None,
-        typer.Option("--heartbeat-s", help="NM heartbeat (emulated s; default: workload's or 1)."),
-    ] = None,
-    workload: Annotated[
-        str | None,
-        typer.Option("--workload", help="Workload whose queues and users (and nodes) to use."),
-    ] = None,
+    resources: ResourcesOpt = "vcores=8,memory_mb=16384",
+    rack: RackOpt = "default-rack",
+    heartbeat_s: HeartbeatOpt = None,
+    workload: LikeWorkloadOpt = None,
     fmt: FormatOpt = None,
     nodes_file: NodesFileOpt = None,
     nm_processes: NmProcessesOpt = 1,
@@ -121,25 +145,10 @@ def cluster_up(
     tls_cert: TlsCertOpt = None,
     tls_key: TlsKeyOpt = None,
     tls_ca: TlsCaOpt = None,
-    http_port: Annotated[
-        int,
-        typer.Option(
-            "--http-port",
-            help="The RM's HTTP port: YARN REST API, /metrics, live page (0: any free port).",
-        ),
-    ] = 0,
-    no_http: Annotated[bool, typer.Option("--no-http", help="No HTTP port on the RM.")] = False,
-    max_restarts: Annotated[
-        int,
-        typer.Option(
-            "--max-restarts",
-            help="Restarts allowed per role within --restart-window-s; one more death and "
-            "the cluster is declared failed (0: no supervision).",
-        ),
-    ] = 3,
-    restart_window_s: Annotated[
-        float, typer.Option("--restart-window-s", help="The restart budget's window (wall s).")
-    ] = 60.0,
+    http_port: HttpPortOpt = 0,
+    no_http: NoHttpOpt = False,
+    max_restarts: MaxRestartsOpt = 3,
+    restart_window_s: RestartWindowOpt = 60.0,
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
@@ -148,23 +157,14 @@ def cluster_up(
     Supervision)."""
     with errors():
         logs.configure(log_level)
-        from treadle.cluster.commands import cluster_workload, parse_node_resources
+        from treadle.cluster.commands import cluster_workload
         from treadle.cluster.driver import run_async
         from treadle.cluster.local import LocalCluster
-        from treadle.model import NodeSpec
         from treadle.registry import parse_settings
 
         params = parse_settings(settings or [])
         like = load(workload, fmt, nodes_file) if workload else None
-        if nodes is not None:
-            if nodes < 1:
-                fail(f"--nodes must be >= 1, got {nodes}", 2)
-            res = parse_node_resources(resources, "--resources")
-            specs = [NodeSpec(f"node{i}", res, rack) for i in range(1, nodes + 1)]
-        elif like is not None:
-            specs = list(like.cluster.nodes)
-        else:
-            fail("give --nodes N (and --resources) or --workload WL for the cluster's nodes", 2)
+        specs = _cluster_nodes(nodes, resources, rack, like)
         hb = heartbeat_s or (like.cluster.heartbeat_s if like is not None else 1.0)
         tls = tls_files((tls_cert, tls_key, tls_ca))
         if not 0 <= http_port <= 65535:
@@ -198,6 +198,21 @@ def cluster_up(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _cluster_nodes(nodes: int | None, resources: str, rack: str, like: Any) -> list[Any]:
+    """The nodes of ``cluster up``: --nodes of --resources on --rack, else the workload's."""
+    from treadle.cluster.commands import parse_node_resources
+    from treadle.model import NodeSpec
+
+    if nodes is not None:
+        if nodes < 1:
+            fail(f"--nodes must be >= 1, got {nodes}", 2)
+        res = parse_node_resources(resources, "--resources")
+        return [NodeSpec(f"node{i}", res, rack) for i in range(1, nodes + 1)]
+    if like is not None:
+        return list(like.cluster.nodes)
+    fail("give --nodes N (and --resources) or --workload WL for the cluster's nodes", 2)
 
 
 @cluster_app.command("secrets")

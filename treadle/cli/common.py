@@ -6,6 +6,7 @@ import math
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -29,6 +30,19 @@ if TYPE_CHECKING:
 
 err = Console(stderr=True)
 out = Console()
+
+
+@dataclass
+class Invocation:
+    """This process's command line: when its code began (``--timings``' setup, where the
+    process's own start is not known), and whether the process ends with the command
+    (the console script), which lets a run skip tidying up its heap."""
+
+    started: float = field(default_factory=time.perf_counter)
+    standalone: bool = False
+
+
+INVOCATION = Invocation()
 
 WorkloadArg = Annotated[
     str, typer.Argument(help="A workload file (YAML, SLS or Rumen JSON) or a built-in name.")
