@@ -71,6 +71,7 @@ from treadle.cli.options import (
     partitioning,
     scheduled,
 )
+from treadle.cli.traces import traces_command
 from treadle.errors import TreadleError
 from treadle.live import logs
 
@@ -567,6 +568,7 @@ def run_live(
 
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")
+app.command("traces")(traces_command)
 
 
 #: Set by ``main``: the process ends when the command does.
