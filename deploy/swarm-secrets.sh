@@ -1,7 +1,7 @@
 #!/bin/sh
 # Create the Docker secrets deploy/stack.yaml reads, unless the swarm has them already:
 # random, or from $TREADLE_NODE_SECRET, $TREADLE_ADMIN_KEY, $TREADLE_AM_HOST_KEY. Run it
-# once on a manager before the first `docker stack deploy` (README, Security).
+# once on a manager before the first `docker stack deploy` (docs/security.md).
 set -eu
 make_secret() {
     name=$1

@@ -1,7 +1,8 @@
 """MkDocs hook: fills the pages' ``<!-- treadle:NAME -->`` placeholders with what the code
 generates, so that no page keeps a copy that could drift: ``event-schema`` (the event
-log's schema, ``treadle.events.schema_markdown``), ``workload-schema`` (``treadle schema``)
-and ``cli`` (every command's ``--help``)."""
+log's schema, ``treadle.events.schema_markdown``), ``workload-schema`` (``treadle schema``),
+``traces`` (the public traces' catalogue, ``treadle.importers.catalogue``) and ``cli``
+(every command's ``--help``)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,18 @@ def _cli() -> str:
     return "\n".join(parts)
 
 
-GENERATORS = {"event-schema": _event_schema, "workload-schema": _workload_schema, "cli": _cli}
+def _traces() -> str:
+    from treadle.importers.catalogue import catalogue_markdown
+
+    return catalogue_markdown()
+
+
+GENERATORS = {
+    "event-schema": _event_schema,
+    "workload-schema": _workload_schema,
+    "traces": _traces,
+    "cli": _cli,
+}
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:

@@ -1,11 +1,17 @@
-"""Every test session gets an alone-JCT cache of its own (never the user's)."""
+"""Every test session gets an alone-JCT cache of its own (never the user's), and reads the
+public traces from ``../shared/traces`` beside the checkout (``$TREADLE_TRACES``, which
+the docs' commands and ``treadle traces`` read), unless the caller set it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+os.environ.setdefault("TREADLE_TRACES", str(TRACES))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -285,7 +285,7 @@ def check_record(rec: Mapping[str, Any]) -> str | None:
 
 
 def schema_markdown() -> str:
-    """The schema as a Markdown table (for the README and the docs)."""
+    """The schema as a Markdown table (for the docs)."""
     lines = ["| event | fields | meaning |", "|---|---|---|"]
     for e in SCHEMA.values():
         fields = ", ".join(

@@ -64,7 +64,7 @@ def parser() -> ArgumentParser:
     p.add_argument(
         "--node-secret-file",
         metavar="FILE",
-        help="the cluster's node secret (see README, Security)",
+        help="the cluster's node secret (see the docs, Security)",
     )
     p.add_argument(
         "--work-dir",

@@ -96,7 +96,7 @@ class RmHttp:
             if "no credentials" in str(e):
                 raise auth.UnauthenticatedError(
                     "this RM is secured: sign the request (headers "
-                    f"{', '.join(HEADERS.values())}; see README, the RM's HTTP port)"
+                    f"{', '.join(HEADERS.values())}; see the docs, HTTP API)"
                 ) from None
             raise
 

@@ -67,7 +67,9 @@ def parser() -> ArgumentParser:
     p.add_argument("--http-port-file", metavar="FILE", help="write the HTTP port's URL here")
     p.add_argument("--dilation", type=float, default=1.0, help="emulated seconds per wall second")
     p.add_argument(
-        "--config", metavar="FILE", help="queues, users and heartbeat_s (YAML; see README)"
+        "--config",
+        metavar="FILE",
+        help="queues, users and heartbeat_s (YAML; see the docs, Emulation)",
     )
     p.add_argument("--heartbeat-s", type=float, help="NM heartbeat interval (emulated s)")
     p.add_argument("--am-interval-s", type=float, default=1.0, help="AM allocate interval")
@@ -78,12 +80,12 @@ def parser() -> ArgumentParser:
         "--state-dir",
         metavar="DIR",
         help="keep what a restart needs in DIR/rm-state.sqlite and reload it on start "
-        "(README: RM restart); give --events too, so the event log continues",
+        "(the docs: Emulation, RM restart); give --events too, so the event log continues",
     )
     g = p.add_argument_group("limits (default: the config file's, else RmLimits')")
     for name in LIMITS:
         g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=LIMIT_HELP[name])
-    g = p.add_argument_group("identity (see README, Security)")
+    g = p.add_argument_group("identity (see the docs, Security)")
     g.add_argument("--acl", metavar="FILE", help="users: 'user role key' lines, reloaded on change")
     g.add_argument("--node-secret-file", metavar="FILE", help="the secret NMs register with")
     g.add_argument(

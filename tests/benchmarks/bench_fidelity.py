@@ -37,7 +37,7 @@ a live cluster's frontier moves with that load), ``--dilations 20,10,5,2``: 100 
 faithful at 20 (the largest tried); 300 nodes unfaithful at 20 (198 lag expiries, fit
 named 11), faithful at 10; 1,000 nodes (512 jobs) unfaithful at 20, 10 and 5 (fit named
 9.5, 5, 2.5; at 5 every job finished but 212 AM attempts expired), faithful at 2 (102 s
-of wall). The whole table is in the README ("How large a cluster this machine
+of wall). The whole table is in docs/emulation.md ("How large a cluster this machine
 emulates").
 """
 

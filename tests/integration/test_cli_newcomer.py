@@ -209,7 +209,7 @@ def test_license_matches_pyproject() -> None:
 
 @pytest.mark.slow
 def test_run_replays_on_the_cluster_cluster_up_recorded(tmp_path: Path) -> None:
-    """The README's emulation lines as written: ``cluster up``, then ``run`` without --rm."""
+    """The docs' emulation lines as written: ``cluster up``, then ``run`` without --rm."""
 
     def cli(*args: str, cwd: Path = tmp_path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

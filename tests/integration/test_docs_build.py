@@ -1,6 +1,7 @@
-"""The documentation site builds with strict warnings (a broken link, a missing README
-section or a docstring mkdocstrings cannot render fails it), and its pages hold what
-they are generated from: the README's sections, the event schema, the commands' help."""
+"""The documentation site builds with strict warnings (a broken link or anchor, a page
+left out of the navigation or a docstring mkdocstrings cannot render fails it), and its
+pages hold what they are generated from: the event schema, the traces' catalogue, the
+commands' help."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from treadle.events import schema_markdown
+from treadle.importers.catalogue import TRACES
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,7 +36,13 @@ def test_the_docs_build_strict(tmp_path: Path) -> None:
         return (site / name / "index.html").read_text()
 
     assert "--8<--" not in "".join(p.read_text() for p in site.rglob("*.html"))
-    assert "SrptPolicy" in page("plugins")  # the README's section, included
+    assert "SrptPolicy" in page("plugins")
+    traces = page("traces")
+    for trace in TRACES:  # every public trace's files with their checksums
+        for path, digest in trace.files:
+            assert f"<code>{path}</code>" in traces, path
+            assert digest in traces, path
+    assert "Ambiguities" in page("policies/stage-schedulers")
     results = page("results")
     for line in schema_markdown().splitlines()[2:]:  # every event type of the schema
         event = line.split("|")[1].strip().strip("`")

@@ -1,7 +1,7 @@
 """``treadle sim`` on the real SWF, Alibaba 2023, Alibaba 2017 and SWIM traces, read in
-place as a fresh clone's README says (``../shared/traces/...`` from the checkout), each
+place from the suite's traces directory (``../shared/traces`` beside the checkout), each
 run to completion; long traces as a bounded prefix (``--limit-jobs``): the full runs are
-in the README. Without ../shared beside the checkout the tests skip."""
+in docs/traces.md. Without ../shared beside the checkout the tests skip."""
 
 from __future__ import annotations
 

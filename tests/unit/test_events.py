@@ -4,7 +4,6 @@ conforms to ``SCHEMA``, and the checker notices what does not."""
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -106,10 +105,3 @@ def test_the_schema_renders_as_one_table() -> None:
     table = ev.schema_markdown()
     for name in ev.SCHEMA:
         assert f"| `{name}` |" in table
-
-
-def test_the_readme_shows_the_schema_as_it_is() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    start = readme.index("<!-- event-schema:")
-    table = readme[readme.index("\n", start) + 1 : readme.index("<!-- /event-schema -->")]
-    assert table.strip() == ev.schema_markdown()

@@ -289,10 +289,10 @@ def repo_yaml() -> dict[str, str]:
     out = dict(WORKLOADS)
     for p in [*ROOT.glob("*.y*ml"), *(ROOT / "deploy").glob("*.y*ml")]:
         out[p.name] = p.read_text("utf-8")
-    for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for p in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         blocks = p.read_text("utf-8").split("```yaml\n")[1:]
         for i, block in enumerate(blocks):
-            out[f"{p.name}[{i}]"] = block.split("```", 1)[0]
+            out[f"{p.relative_to(ROOT)}[{i}]"] = block.split("```", 1)[0]
     return out
 
 

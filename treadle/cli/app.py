@@ -32,6 +32,7 @@ from treadle.cli.common import (
 )
 from treadle.cli.replay import run_live
 from treadle.cli.simulate import compare, sim
+from treadle.cli.traces import traces_command
 
 app = typer.Typer(
     add_completion=False,
@@ -142,6 +143,7 @@ app.command()(compare)
 app.command("run")(run_live)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")
+app.command("traces")(traces_command)
 
 
 def main() -> None:

@@ -152,8 +152,8 @@ def cluster_up(
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
-    directory signs its calls with them (see README, Security). A supervisor process
-    restarts a role that dies (the RM from its store, on its address; see README,
+    directory signs its calls with them (see docs/security.md). A supervisor process
+    restarts a role that dies (the RM from its store, on its address; see docs/emulation.md,
     Supervision)."""
     with errors():
         logs.configure(log_level)

@@ -82,7 +82,7 @@ class LocalCluster(ClusterBase):
     detached: bool = False
     #: The RM keeps its state in WORKDIR/rm-state (fresh for every start), so that the RM
     #: process, killed and started again with its recorded command line on its address,
-    #: goes on with the run (README: RM restart).
+    #: goes on with the run (docs/emulation.md: RM restart).
     rm_state: bool = True
     #: Restart a role that dies once the cluster is ready (treadle.cluster.supervisor),
     #: each at most ``max_restarts`` times within ``restart_window_s`` wall seconds.

@@ -1,4 +1,4 @@
-"""Alibaba's 2017 batch tasks (``../shared/traces/alibaba/batch_task_2017.csv``,
+"""Alibaba's 2017 batch tasks (``alibaba/batch_task_2017.csv``; docs: traces.md;
 Alibaba clusterdata v2017 ``batch_task.csv``).
 
 The CSV's header is ``task_create_time, task_end_time, job_id, task_id,

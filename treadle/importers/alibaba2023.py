@@ -1,4 +1,4 @@
-"""The Alibaba 2023 GPU cluster trace (``../shared/traces/alibaba/openb_*``,
+"""The Alibaba 2023 GPU cluster trace (``alibaba/openb_*`` in the traces directory,
 alibaba/clusterdata ``cluster-trace-gpu-v2023``): pods with GPU shares on GPU nodes.
 
 A pod list is a CSV with the header ``name, cpu_milli, memory_mib, num_gpu, gpu_milli,

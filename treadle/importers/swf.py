@@ -1,4 +1,4 @@
-"""The Parallel Workloads Archive's Standard Workload Format (``../shared/traces/swf/``).
+"""The Parallel Workloads Archive's Standard Workload Format (``swf/``; docs: traces.md).
 
 A file (plain, or gzip read directly) holds ``;`` header comments, then one job per line
 of 18 whitespace-separated fields: job number, submit time, wait time, run time,

@@ -1,4 +1,4 @@
-"""SWIM's Facebook MapReduce workloads (``../shared/traces/swim/FB-20*.tsv``,
+"""SWIM's Facebook MapReduce workloads (``swim/FB-20*.tsv``; docs: traces.md;
 SWIMProjectUCB/SWIM ``workloadSuite/``).
 
 A line is ``job_id, submit_s, gap_s, map_input_bytes, shuffle_bytes,

@@ -1,6 +1,6 @@
 """Synthetic query DAGs shaped like the TPC-DS, TPC-H and BigBench jobs in Carbyne's study.
 
-Carbyne (Grandl et al., OSDI 2016, ``../shared/seeds/carbyne-altruistic-scheduling.txt``)
+Carbyne (Grandl et al., "Altruistic Scheduling in Multi-Resource Clusters", OSDI 2016)
 characterises the DAGs of its benchmark workloads in its Table 1 (50th and 95th
 percentiles of the number of stages, of barriers -- stages with several parents -- and
 of "Input Work", which we read as the share of a job's work in its input stages) and its
@@ -17,7 +17,7 @@ bigbench   7 / 19      2 / 6     24% / 70%    5 / 9
 =========  ==========  ========  ===========  =============
 
 (p50 / p95; the critical-path p95 values are ours: Table 2's are not in the seed text.
-For TPC-H they sit just under the 154 Spark TPC-H DAGs of ``../shared/traces/tpch-dags``,
+For TPC-H they sit just under the 154 Spark TPC-H DAGs of the ``tpch-dags`` trace,
 whose stage counts have the same median, 8, and whose critical paths have p50 6, p95 9.)
 
 How one DAG is drawn (``draw_dag``):

@@ -1,6 +1,6 @@
 """TPC-H query DAG summaries: real Spark query plans for the ``kind: tpch`` generator.
 
-The summary (``../shared/traces/tpch-dags/tpch_dag_summary.json``, derived from
+The summary (``tpch-dags/tpch_dag_summary.json`` in the traces directory, derived from
 hongzimao/decima-sim's ``tpch/`` data) is one JSON object mapping ``"<scale>/q<n>"`` (for
 example ``"100g/q3"``: query 3 on 100 GB of data) to a query DAG::
 

@@ -1,10 +1,10 @@
-"""The UWFQ paper's scenario configs (``../shared/traces/uwfq-scenarios/``), as workloads.
+"""The UWFQ paper's scenario configs (the ``uwfq-scenarios`` trace; docs: traces.md), as workloads.
 
 A config (kazemaksOG/spark-benchmark-tool's format) is a JSON list of users, each
 ``{user, workloads: [...]}``; a workload entry has ``workloadName``, ``className``,
 ``totalIterations``, ``startTimeMs``, ``poissonRateInMinutes``, ``frequency`` (PARA or
-SEQ) and, for the macro configs, ``params: {task_runtime_s, job_runtime_s}``. The spec
-(``../shared/specs/uwfq.md`` sections 4-5) gives the mapping used here:
+SEQ) and, for the macro configs, ``params: {task_runtime_s, job_runtime_s}``. The mapping
+used here (docs: traces.md, "uwfq-scenarios"):
 
 - **Cluster**: 8 nodes of ``{vcores: 4}`` (the authors' 8 executors x 4 cores), plus one
   ``driver`` node holding ``{driver: DRIVER_SLOTS}``: the Spark driver, whose per-job work

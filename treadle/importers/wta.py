@@ -1,4 +1,4 @@
-"""The Google 2014 trace in Workflow Trace Archive form (``../shared/traces/google-wta/``),
+"""The Google 2014 trace in Workflow Trace Archive form (``google-wta/``; docs: traces.md),
 as the UWFQ paper's macro benchmark.
 
 The CSV's header is ``workflow_id, ts_submit, ts_submit_seconds, task_count,

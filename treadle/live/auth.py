@@ -1,6 +1,6 @@
 """Identity, as pure functions: signed requests, the replay window, the ACL file, tokens.
 
-Modelled on the DP paper's signed requests (``../shared/specs/dp.md``, B1.3) and YARN's
+Modelled on the DP paper's signed requests (docs: security.md) and YARN's
 tokens. A caller signs the canonical form of a call, ``method\\nuser\\ntimestamp\\n
 sha256(request bytes)``, with HMAC-SHA256 under its secret key; the user, the timestamp
 (integer nanoseconds since the Unix epoch) and the base64 signature travel in gRPC

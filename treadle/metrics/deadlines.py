@@ -1,4 +1,4 @@
-"""The UWFQ paper's metrics (P5.1.1; ``../shared/specs/uwfq.md`` section 3), as array code.
+"""The UWFQ paper's metrics (its section 5.1.1; docs: metrics.md), as array code.
 
 *Response time* (RT) is a job's JCT: its finish minus its submission, over the jobs that
 succeeded.

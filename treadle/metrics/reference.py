@@ -6,7 +6,7 @@ Jobs are matched by name; a name that repeats is matched by order of submission 
 ``factor_of_improvement`` keys them: ``name``, ``name#2``, ...).
 
 ``paper_compat`` replicates the analysis quirks the authors' code bakes into the
-published tables (``../shared/specs/uwfq.md`` 3.5):
+published tables (docs: metrics.md, "The UWFQ paper's metrics"):
 
 1. Deadline ratios collect every job twice when its name carries a micro job type
    (``loop<N>_``: the per-job-type loop, then the per-user loop), so violation and slack
