@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import grpc
 
@@ -43,15 +43,13 @@ from treadle.cluster.secrets import ClusterSecrets
 from treadle.errors import TreadleError
 from treadle.live.rpcutil import Peer, TlsFiles, channel, remember_peer, wait_ready
 from treadle.model import NodeSpec, Workload
+from treadle.registry import PolicyChoice
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
-
-if TYPE_CHECKING:
-    from treadle.study.runner import PolicyChoice
 
 T = TypeVar("T")
 
 #: A fresh cluster for one policy, its files under the given directory.
-ClusterFactory = Callable[["PolicyChoice", Path], "ClusterBase"]
+ClusterFactory = Callable[[PolicyChoice, Path], "ClusterBase"]
 
 
 @dataclass
