@@ -41,7 +41,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         SERVICES,
         "treadle.live",
         "treadle.rpc",
-        "treadle.cluster.config",  # python -m rm --config
     ),
     TOOLS: (KERNEL, PLUGIN_API, CORES, PLUGINS, TOOLS, "treadle.live", "treadle.rpc"),
 }

@@ -36,7 +36,7 @@ from treadle.cluster.commands import (
     rm_command,
     split_nodes,
 )
-from treadle.cluster.config import dump_rm_config, rm_config_for
+from treadle.cluster.config import rm_config_for
 from treadle.cluster.fidelity import Fidelity, Liveness, expiries
 from treadle.cluster.procs import lag_summary
 from treadle.cluster.secrets import ClusterSecrets
@@ -153,7 +153,7 @@ class ClusterBase(abc.ABC):
     def rm_config_text(self) -> str:
         """The RM's configuration file: the workload's queues, users and heartbeat."""
         note = f"queues and users of workload {self.workload.name!r} for the RM (by treadle)"
-        return dump_rm_config(rm_config_for(self.workload), note)
+        return rm_config_for(self.workload, note)
 
     def rm_argv(
         self,
