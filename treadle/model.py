@@ -6,7 +6,7 @@ these objects, and the simulator, the AM and the metrics only read them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from heapq import heappop, heappush
@@ -25,6 +25,10 @@ DEFAULT_NODE_PREFIX = "node"
 MIN_DURATION_S = 0.001
 """Drawn and imported durations are clamped to this, so a task never takes zero or
 negative time."""
+
+ProgressFn = Callable[[int, int, float], None]
+"""How a run of a workload reports its progress, simulated or live: (jobs done, jobs in
+all, the run's time in s)."""
 
 
 @dataclass(frozen=True, slots=True)

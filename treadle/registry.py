@@ -49,6 +49,15 @@ GROUPS: dict[str, str] = {kind: k.group for kind, k in KINDS.items()}
 KIND_NAMES: dict[str, str] = {kind: k.noun for kind, k in KINDS.items()}
 
 
+@dataclass(frozen=True)
+class PolicyChoice:
+    """A policy by name with its parameters (validated when built): what a run, simulated
+    or live, is asked to schedule with."""
+
+    name: str
+    params: Mapping[str, Any]
+
+
 def base_class(kind: str) -> type:
     """The class every plugin of ``kind`` subclasses (imports its API)."""
     module, _, attr = KINDS[kind].base.partition(":")

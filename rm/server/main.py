@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 import structlog
 
 from rm.core.facade import ResourceManager
+from rm.server.config import LIMITS, RmLimits, load_rm_config
 from rm.server.service import RmSettings, serve
 from rm.server.store import StateStore, ended_containers, open_containers, read_events, restore
 from treadle import events as ev
-from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
 from treadle.live import lag
 from treadle.live.auth import AclFile, read_secret
@@ -149,8 +149,6 @@ async def main_async(argv: list[str]) -> int:
         heartbeat_s = args.heartbeat_s or 1.0
         limits = RmLimits()
         if args.config:
-            from treadle.cluster.config import load_rm_config
-
             config = load_rm_config(args.config)
             queues, users, limits = config.queues, config.users, config.limits
             heartbeat_s = args.heartbeat_s or config.heartbeat_s or 1.0

@@ -21,9 +21,9 @@ import structlog
 from rm.core.facade import ResourceManager
 from rm.core.reports import AppReport
 from rm.server import admin as admin_service, submissions
+from rm.server.config import RmLimits
 from rm.server.store import Persister, StateStore
 from treadle import events as ev
-from treadle.cluster.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
 from treadle.live import auth, lag, wire
 from treadle.live.clock import EmulatedClock

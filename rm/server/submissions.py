@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from treadle.cluster.config import RmLimits
+from rm.server.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
 from treadle.live import wire
 from treadle.model import JobSpec

@@ -7,7 +7,7 @@ every job has its own shape), 2,594 jobs by default, written as a workload file 
 be (block mappings, flow lists); ``--file PATH`` loads that file instead. Timed in CPU
 seconds, best of ``--repeat``:
 
-- with ``treadle.workload.yamlload`` present, the pure-Python loader, the C loader, yaml_rs
+- with ``treadle.yamlload`` present, the pure-Python loader, the C loader, yaml_rs
   alone and the fast path (yaml_rs plus the checks that its result is PyYAML's) side by
   side on the same text, each against the C loader, their results compared (types too);
 - ``parse_yaml``: text to plain data, the loader treadle uses (duplicate keys refused);
@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
 
-    from treadle.workload import parse_workload, parse_yaml, yamlload
+    from treadle import yamlload
+    from treadle.workload import parse_workload, parse_yaml
 
     if args.file is not None:
         text, what = args.file.read_text("utf-8"), str(args.file)

@@ -54,11 +54,11 @@ from typing import Any
 import grpc
 import pytest
 
+from rm.server.config import RmLimits
 from rm.server.service import SERVICES
 from tests.faults import TREADLE, cli
 from tests.rm_fuzzing import GUARDED_ANSWERS, RAW_METHODS, Code
 from treadle import events as ev
-from treadle.cluster.config import RmLimits
 from treadle.cluster.procs import read_state, recorded_processes
 from treadle.live import auth
 from treadle.live.rpcutil import Peer, channel

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
+from rm.server.config import load_rm_config
 from treadle import events as ev
-from treadle.cluster.config import load_rm_config
 from treadle.cluster.driver import fetch_events, replay
 from treadle.cluster.local import LocalCluster
 from treadle.cluster.procs import STATE_FILE, read_state, recorded_processes, terminate

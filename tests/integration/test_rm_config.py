@@ -18,7 +18,8 @@ from typing import Any
 import grpc
 import pytest
 
-from treadle.cluster.config import dump_rm_config, parse_rm_config, rm_config_for
+from rm.server.config import parse_rm_config
+from treadle.cluster.config import rm_config_for
 from treadle.errors import InputError
 from treadle.live import wire
 from treadle.live.rpcutil import channel
@@ -66,7 +67,7 @@ def test_an_empty_mapping_is_one_default_queue_and_no_users() -> None:
 
 def test_what_a_cluster_writes_for_its_rm_reads_back_as_the_workload_s() -> None:
     wl = load_workload("demo")
-    config = parse_rm_config(dump_rm_config(rm_config_for(wl), "demo"), "rm.yaml")
+    config = parse_rm_config(rm_config_for(wl, "demo"), "rm.yaml")
     assert config.queues == wl.queues
     assert dict(config.users) == dict(wl.users)
     assert config.heartbeat_s == wl.cluster.heartbeat_s

@@ -22,9 +22,10 @@ import pytest
 
 from plugins.policies.fifo import FifoPolicy
 from rm.core.facade import ResourceManager
+from rm.server.config import RmLimits, parse_rm_config
 from rm.server.service import RmSettings, serve
 from tests.integration.test_rm_service import TIMEOUT, Rm, aio, job, stage
-from treadle.cluster.config import RmLimits, dump_rm_config, parse_rm_config, rm_config_for
+from treadle.cluster.config import rm_config_for
 from treadle.errors import InputError, LimitExceededError
 from treadle.live.rpcutil import channel
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
@@ -148,11 +149,9 @@ async def test_the_defaults_accept_a_large_legal_job() -> None:
 # The config file and the flags
 
 
-def test_limits_in_the_config_file_read_back_and_bad_ones_name_the_field() -> None:
+def test_limits_in_the_config_file_are_read_and_bad_ones_name_the_field() -> None:
     config = parse_rm_config("limits: {max_tasks_per_job: 10, max_pending_tasks: 99}\n", "rm.yaml")
     assert config.limits == RmLimits(max_tasks_per_job=10, max_pending_tasks=99)
-    again = parse_rm_config(dump_rm_config(config), "again.yaml")
-    assert again.limits == config.limits
     for text, field in [
         ("limits: {max_tasks: 5}\n", "limits.max_tasks"),
         ("limits: {max_request_bytes: 10}\n", "limits.max_request_bytes"),
@@ -173,7 +172,7 @@ def test_the_default_limits_pass_every_shipped_workload(name: str) -> None:
     assert max(sum(len(s.parents) for s in j.stages) for j in wl.jobs) <= limits.max_parents_per_job
     names = [n for j in wl.jobs for n in (j.name, j.user, j.queue, *(s.name for s in j.stages))]
     assert max(map(len, names)) <= limits.max_name_chars
-    assert rm_config_for(wl).limits == limits
+    assert parse_rm_config(rm_config_for(wl), "rm.yaml").limits == limits
 
 
 def test_a_flag_sets_a_limit_of_a_real_rm_process(tmp_path: Path) -> None:

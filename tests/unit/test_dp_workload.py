@@ -227,9 +227,10 @@ def test_a_policy_without_accounts_is_refused_before_the_run() -> None:
 
 
 def test_queue_accounts_travel_to_a_live_rm_in_its_config_file() -> None:
-    from treadle.cluster.config import dump_rm_config, parse_rm_config, rm_config_for
+    from rm.server.config import parse_rm_config
+    from treadle.cluster.config import rm_config_for
 
-    config = parse_rm_config(dump_rm_config(rm_config_for(load())), "rm.yaml")
+    config = parse_rm_config(rm_config_for(load()), "rm.yaml")
     a = next(q for q in config.queues.walk() if q.name == "a")
     c = next(q for q in config.queues.walk() if q.name == "c")
     assert (a.budget, a.spending_rate, c.budget, c.spending_rate) == (1000.0, 2.0, None, None)

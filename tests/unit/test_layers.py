@@ -1,6 +1,8 @@
 """The layers of DESIGN.md, read from the folders: each layer names what it may import from
 the project and which outside modules it must not touch. A module the rules do not place
-is a failure too, and rm/ holds no module outside its floors.
+is a failure too, and rm/ holds no module outside its floors. Nothing imports in a circle:
+no module, and in no folder its files and sub-folders (``room_graph``: a package's
+``__init__`` and its submodules, or two folders through a third).
 
     tools (treadle's sub-packages: cli, study, sim, cluster, workload, metrics, ...)
     services (rm/server/, am/server/, nm/server/ and ``__main__``: adapters and processes)
@@ -14,6 +16,7 @@ from __future__ import annotations
 import ast
 import tomllib
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -41,7 +44,6 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         SERVICES,
         "treadle.live",
         "treadle.rpc",
-        "treadle.cluster.config",  # python -m rm --config
     ),
     TOOLS: (KERNEL, PLUGIN_API, CORES, PLUGINS, TOOLS, "treadle.live", "treadle.rpc"),
 }
@@ -183,20 +185,80 @@ def test_the_sans_io_check_sees_io(tmp_path: Path) -> None:
     assert io_imports(TOOLS, found) == []
 
 
-def test_the_modules_import_no_cycle() -> None:
-    """Module-level and function-level imports alike (a function-level import must not be
-    the way round a cycle)."""
-    graph: dict[str, set[str]] = defaultdict(set)
-    for name, path in MODULES.items():
-        for m in imports_of(path):
-            while m and m not in MODULES:
+def imported_modules(path: Path, modules: Mapping[str, Path]) -> set[str]:
+    """The project modules ``path`` imports, at module level or inside a function (a
+    function-level import must not be the way round a cycle): ``from M import n`` names
+    the module ``M.n`` when there is one, else ``M`` itself (a package: its
+    ``__init__``), so a submodule that takes names from its own package imports it."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [
+                f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                for a in node.names
+            ]
+        else:
+            continue
+        for m in names:
+            while m and m not in modules:
                 m = m.rpartition(".")[0]
-            if m and m != name and not name.startswith(m + "."):
-                graph[name].add(m)
-    assert find_cycle(graph) is None
+            if m:
+                out.add(m)
+    return out
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+def module_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+    """Module -> the modules it imports; a package and its submodules are modules too."""
+    graph = {name: imported_modules(path, modules) for name, path in modules.items()}
+    return {name: found - {name} for name, found in graph.items()}
+
+
+#: The package that holds both the kernel (below the services) and the tools (above them):
+#: its modules and sub-packages are rooms of their own, beside rm/, am/, nm/ and plugins/.
+OPENED = "treadle"
+
+
+def rooms_of(name: str, modules: Mapping[str, Path]) -> list[str]:
+    """A module's path, folder by folder: ``treadle/cluster``, ``driver.py``."""
+    *folders, last = name.split(".")
+    package = modules[name].name == "__init__.py"
+    parts = [*folders, last, "__init__.py"] if package else [*folders, f"{last}.py"]
+    if parts[0] == OPENED and len(parts) > 1:
+        parts[:2] = [f"{OPENED}/{parts[1]}"]
+    return parts
+
+
+def room_graph(modules: Mapping[str, Path]) -> dict[str, set[str]]:
+    """The arrows between the rooms of each folder: a module's import ties the two rooms
+    of the one folder that holds both, a file or a sub-folder each (the top holds the
+    packages, ``treadle`` opened). A cycle here is an import that runs back up from a
+    lower floor although no module need be on a cycle (cluster -> sim -> rm -> cluster),
+    or a package's ``__init__`` and a submodule that takes names from it."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, found in module_graph(modules).items():
+        here = rooms_of(name, modules)
+        for target in found:
+            there = rooms_of(target, modules)
+            i = next(i for i, (a, b) in enumerate(zip(here, there, strict=False)) if a != b)
+            graph["/".join(here[: i + 1])].add("/".join(there[: i + 1]))
+    return graph
+
+
+#: The project's own modules; third-party plugins import the project, never the reverse.
+OWN = {name: path for name, path in MODULES.items() if is_project(name)}
+
+
+def test_the_modules_import_no_cycle() -> None:
+    assert find_cycle(module_graph(OWN)) is None
+
+
+def test_the_rooms_of_each_folder_import_no_cycle() -> None:
+    assert find_cycle(room_graph(OWN)) is None
+
+
+def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1: on the path, 2: done
     path: list[str] = []
 
@@ -221,6 +283,55 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_cycle_check_sees_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": {"c"}}) is None
+
+
+def tree(root: Path, files: Mapping[str, str]) -> dict[str, Path]:
+    """The modules of a made-up project under ``root`` (path -> source)."""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return {module_name(root / rel, root): root / rel for rel in files}
+
+
+def test_the_cycle_check_sees_a_package_and_its_submodule(tmp_path: Path) -> None:
+    # The shape metrics had: the package's __init__ hands on a submodule's names, and
+    # the submodule takes a name from the package.
+    modules = tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "from pkg.writers import write\nfrom pkg.stats import mean\n",
+            "pkg/stats.py": "def mean(): ...\n",
+            "pkg/writers.py": "from pkg import mean\n",
+        },
+    )
+    assert find_cycle(module_graph(modules)) == ["pkg", "pkg.writers", "pkg"]
+    assert find_cycle(room_graph(modules)) == [
+        "pkg/__init__.py",
+        "pkg/writers.py",
+        "pkg/__init__.py",
+    ]
+    # Naming the submodule itself (``from pkg import stats``) goes round no cycle.
+    (tmp_path / "pkg" / "writers.py").write_text("from pkg import stats\n")
+    assert module_graph(modules)["pkg.writers"] == {"pkg.stats"}
+    assert find_cycle(module_graph(modules)) is None
+
+
+def test_the_cycle_check_sees_folders_that_import_each_other(tmp_path: Path) -> None:
+    # The shape cluster and sim had: no module is on a cycle, but the folders are.
+    modules = tree(
+        tmp_path,
+        {
+            "top/__init__.py": "",
+            "top/cluster/__init__.py": "",
+            "top/cluster/driver.py": "from top.sim.engine import ProgressFn\n",
+            "top/cluster/config.py": "QUEUES = 1\n",
+            "top/sim/__init__.py": "",
+            "top/sim/engine.py": "from top.rm import serve\n",
+            "top/rm.py": "def serve():\n    from top.cluster.config import QUEUES\n",
+        },
+    )
+    assert find_cycle(module_graph(modules)) is None
+    assert find_cycle(room_graph(modules)) == ["top/cluster", "top/sim", "top/rm.py", "top/cluster"]
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The one YAML loader (``treadle.workload.yamlload``): yaml_rs where its result is
+"""The one YAML loader (``treadle.yamlload``): yaml_rs where its result is
 provably PyYAML's, else libyaml's C parser where present, with the pure-Python loader's
 validity, values and one-line errors."""
 
@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from treadle.cluster.config import parse_rm_config
+from rm.server.config import parse_rm_config
+from treadle import yamlload
 from treadle.errors import InputError, WorkloadError
-from treadle.workload import parse_workload, parse_yaml, yamlload
+from treadle.workload import parse_workload, parse_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 needs_libyaml = pytest.mark.skipif(not yamlload.LIBYAML, reason="PyYAML without libyaml")

@@ -350,10 +350,10 @@ def cluster_config(
     """Print WORKLOAD's queues, users and heartbeat as an RM configuration file (the
     `python -m rm --config FILE` that a cluster of WORKLOAD's shape is given)."""
     with errors():
-        from treadle.cluster.config import dump_rm_config, rm_config_for
+        from treadle.cluster.config import rm_config_for
 
         wl = load(workload, fmt, nodes_file)
-        text = dump_rm_config(rm_config_for(wl), f"RM configuration of workload {wl.name!r}")
+        text = rm_config_for(wl, f"RM configuration of workload {wl.name!r}")
         if out_file is not None:
             out_file.write_text(text, encoding="utf-8")
     if out_file is None:

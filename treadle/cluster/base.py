@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 import grpc
 
@@ -36,22 +36,20 @@ from treadle.cluster.commands import (
     rm_command,
     split_nodes,
 )
-from treadle.cluster.config import dump_rm_config, rm_config_for
+from treadle.cluster.config import rm_config_for
 from treadle.cluster.fidelity import Fidelity, Liveness, expiries
 from treadle.cluster.procs import lag_summary
 from treadle.cluster.secrets import ClusterSecrets
 from treadle.errors import TreadleError
 from treadle.live.rpcutil import Peer, TlsFiles, channel, remember_peer, wait_ready
 from treadle.model import NodeSpec, Workload
+from treadle.registry import PolicyChoice
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
-
-if TYPE_CHECKING:
-    from treadle.study.runner import PolicyChoice
 
 T = TypeVar("T")
 
 #: A fresh cluster for one policy, its files under the given directory.
-ClusterFactory = Callable[["PolicyChoice", Path], "ClusterBase"]
+ClusterFactory = Callable[[PolicyChoice, Path], "ClusterBase"]
 
 
 @dataclass
@@ -155,7 +153,7 @@ class ClusterBase(abc.ABC):
     def rm_config_text(self) -> str:
         """The RM's configuration file: the workload's queues, users and heartbeat."""
         note = f"queues and users of workload {self.workload.name!r} for the RM (by treadle)"
-        return dump_rm_config(rm_config_for(self.workload), note)
+        return rm_config_for(self.workload, note)
 
     def rm_argv(
         self,

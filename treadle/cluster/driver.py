@@ -36,6 +36,7 @@ from treadle.model import (
     SET_BUDGET,
     SET_SPENDING_RATE,
     JobSpec,
+    ProgressFn,
     Workload,
     closed_loop_followers,
 )
@@ -47,7 +48,6 @@ from treadle.rpc.v1 import (
     client_pb2_grpc as client_grpc,
     common_pb2 as pb,
 )
-from treadle.sim import ProgressFn
 from treadle.workload.timeline import AccountCall, AccountTimeline
 
 log = structlog.get_logger("driver")

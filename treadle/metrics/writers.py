@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from treadle import event_columns as ec, events as ev
-from treadle.metrics import dp, estimation
+from treadle.metrics.dp import COLUMNS as DP_COLUMNS, DP_ACCOUNT
+from treadle.metrics.estimation import COLUMNS as ESTIMATE_COLUMNS, JOB_ESTIMATED
 from treadle.metrics.jobs import JobResult
 from treadle.metrics.scan import COLUMNS, STRING_COLUMNS, RecordLike
 from treadle.metrics.stats import round6
@@ -132,8 +133,8 @@ def read_log(path: Path) -> Any:
 
     table = read(COLUMNS)
     kinds = {k for chunk in table.column("event").chunks for k in _kinds(chunk)}
-    if kinds & {dp.DP_ACCOUNT, estimation.JOB_ESTIMATED}:
-        table = read(COLUMNS + dp.COLUMNS + estimation.COLUMNS)
+    if kinds & {DP_ACCOUNT, JOB_ESTIMATED}:
+        table = read(COLUMNS + DP_COLUMNS + ESTIMATE_COLUMNS)
     return table
 
 

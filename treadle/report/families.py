@@ -13,9 +13,9 @@ from typing import Any
 from treadle.metrics import RunMetrics
 from treadle.metrics.stats import mean, pct
 from treadle.report import charts
+from treadle.report.cells import GROUPS, num, signed
 from treadle.report.html import _e, _note, figure, table
 from treadle.report.logdata import LogExtras
-from treadle.report.markdown import _GROUPS, _num, _signed
 
 
 def vs_reference(
@@ -31,12 +31,12 @@ def vs_reference(
             rows.append(
                 [
                     name,
-                    _num(vs["jobs"]),
-                    _num(vs["dvr"]),
-                    _num(vs["violations"]),
-                    _num(vs["dsr"]),
-                    _num(vs["slack"]),
-                    *[_signed(sp[k]) for k in ("median", "min", "max")],
+                    num(vs["jobs"]),
+                    num(vs["dvr"]),
+                    num(vs["violations"]),
+                    num(vs["dsr"]),
+                    num(vs["slack"]),
+                    *[signed(sp[k]) for k in ("median", "min", "max")],
                 ]
             )
             bars[name] = {"dvr": vs["dvr"], "dsr": vs["dsr"]}
@@ -72,12 +72,12 @@ def paper_compat(extra: Mapping[str, Mapping[str, Any]]) -> list[str]:
         rows.append(
             [
                 name,
-                *[_num(c.get(k)) for k in ("entries", "mean_jct_s", "worst10_jct_s")],
-                *[_num(g.get(k)) for k in _GROUPS],
-                *[_num(vs.get(k)) for k in ("dvr", "violations", "dsr", "slack")],
+                *[num(c.get(k)) for k in ("entries", "mean_jct_s", "worst10_jct_s")],
+                *[num(g.get(k)) for k in GROUPS],
+                *[num(vs.get(k)) for k in ("dvr", "violations", "dsr", "slack")],
             ]
         )
-    header = ["policy", "entries", "mean JCT (s)", "worst 10% (s)", *_GROUPS]
+    header = ["policy", "entries", "mean JCT (s)", "worst 10% (s)", *GROUPS]
     header += ["DVR", "violations", "DSR", "slack"]
     return [
         table(header, rows),
@@ -94,22 +94,22 @@ def estimation(names: Sequence[str], logs: Mapping[str, LogExtras]) -> list[str]
         est = logs[n].estimates if n in logs else []
         if not est:
             continue
-        signed = [
+        relative = [
             (e["estimate_s"] - e["actual_s"]) / e["actual_s"]
             for e in est
             if e.get("actual_s") and isinstance(e.get("estimate_s"), int | float)
         ]
-        absolute = [abs(v) for v in signed]
+        absolute = [abs(v) for v in relative]
         errors[n] = absolute
         rows.append(
             [
                 n,
                 str(len(est)),
-                str(len(signed)),
-                _num(pct(signed, 50), 3),
-                _num(pct(absolute, 50), 3),
-                _num(pct(absolute, 90), 3),
-                _num(mean([float(e.get("pilots") or 0) for e in est]), 1),
+                str(len(relative)),
+                num(pct(relative, 50), 3),
+                num(pct(absolute, 50), 3),
+                num(pct(absolute, 90), 3),
+                num(mean([float(e.get("pilots") or 0) for e in est]), 1),
             ]
         )
     header = ["policy", "estimated jobs", "with observed size", "P50 signed error"]
@@ -171,10 +171,10 @@ def dp_accounts(
                     n,
                     q,
                     *[
-                        _num(rec.get(k), 3)
+                        num(rec.get(k), 3)
                         for k in ("budget", "price", "spending_rate", "share", "used", "pending")
                     ],
-                    _num(charged.get(q), 3),
+                    num(charged.get(q), 3),
                 ]
             )
         jct: dict[str, tuple[list[float], list[float]]] = {}

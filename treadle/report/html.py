@@ -21,8 +21,8 @@ from typing import Any
 from treadle.metrics import JobResult, RunMetrics
 from treadle.metrics.stats import mean, pct
 from treadle.report import charts
+from treadle.report.cells import GROUPS, num, param, percent, signed, user_cell
 from treadle.report.inputs import ReportInputs
-from treadle.report.markdown import _GROUPS, _num, _param, _pct, _signed, _user_cell
 
 Row = Sequence[str]
 
@@ -176,7 +176,7 @@ _OPTIONS = (
 def parameters(runs: Mapping[str, RunMetrics], inputs: ReportInputs) -> list[str]:
     rows = []
     for key, label in _RUN_PARAMS:
-        values = {n: _param(r.summary.get(key)) for n, r in runs.items()}
+        values = {n: param(r.summary.get(key)) for n, r in runs.items()}
         distinct = set(values.values())
         text = (
             next(iter(distinct))
@@ -237,16 +237,16 @@ def results(runs: Mapping[str, RunMetrics]) -> list[str]:
         rows.append(
             [
                 name,
-                *[_num(s.get(k)) for k in ("jobs", "finished", "failed", "unfinished")],
-                *[_num(s.get(k)) for k in ("makespan_s", "mean_jct_s", "p50_jct_s")],
-                *[_num(s.get(k)) for k in ("p95_jct_s", "worst10_jct_s", "mean_slowdown")],
-                _num(s.get("mean_wait_s")),
-                *[_pct(util.get(r)) for r in resources],
-                _num(s.get("jain_users_mean"), 3),
-                _num(s.get("jain_jobs_mean"), 3),
+                *[num(s.get(k)) for k in ("jobs", "finished", "failed", "unfinished")],
+                *[num(s.get(k)) for k in ("makespan_s", "mean_jct_s", "p50_jct_s")],
+                *[num(s.get(k)) for k in ("p95_jct_s", "worst10_jct_s", "mean_slowdown")],
+                num(s.get("mean_wait_s")),
+                *[percent(util.get(r)) for r in resources],
+                num(s.get("jain_users_mean"), 3),
+                num(s.get("jain_jobs_mean"), 3),
             ]
         )
-    window = _param(next(iter(runs.values())).summary.get("jain_window_s"))
+    window = param(next(iter(runs.values())).summary.get("jain_window_s"))
     return [
         table(header, rows, row_ids=list(runs), tid="results-table"),
         _note(
@@ -265,12 +265,12 @@ def groups(runs: Mapping[str, RunMetrics]) -> list[str]:
         rows.append(
             [
                 name,
-                *[_num(g.get(k)) for k in _GROUPS],
-                _user_cell(run.summary.get("best_user")),
-                _user_cell(run.summary.get("worst_user")),
+                *[num(g.get(k)) for k in GROUPS],
+                user_cell(run.summary.get("best_user")),
+                user_cell(run.summary.get("worst_user")),
             ]
         )
-    header = ["policy", *[f"{g} JCT (s)" for g in _GROUPS], "best user (s)", "worst user (s)"]
+    header = ["policy", *[f"{g} JCT (s)" for g in GROUPS], "best user (s)", "worst user (s)"]
     return [
         table(header, rows, row_ids=list(runs)),
         _note(
@@ -304,9 +304,9 @@ def per_user(runs: Mapping[str, RunMetrics], extra: Mapping[str, Mapping[str, An
 
     def jct(u: str, n: str) -> str:
         entry = runs[n].summary.get("per_user", {}).get(u, {})
-        text = _num(entry.get("mean_jct_s"))
+        text = num(entry.get("mean_jct_s"))
         rel = ((extra.get(n) or {}).get("vs_reference") or {}).get("user_rt_vs_reference", {})
-        return f"{text} ({_signed(rel[u])})" if u in rel else text
+        return f"{text} ({signed(rel[u])})" if u in rel else text
 
     rows = []
     for u in users:
@@ -318,11 +318,11 @@ def per_user(runs: Mapping[str, RunMetrics], extra: Mapping[str, Mapping[str, An
                 [
                     u,
                     n,
-                    _num(e.get("jobs")),
-                    _num(e.get("finished")),
-                    _num(e.get("mean_jct_s")),
-                    _num(e.get("mean_slowdown")),
-                    _num(e.get("mean_wait_s")),
+                    num(e.get("jobs")),
+                    num(e.get("finished")),
+                    num(e.get("mean_jct_s")),
+                    num(e.get("mean_slowdown")),
+                    num(e.get("mean_wait_s")),
                 ]
             )
     return [
@@ -365,9 +365,9 @@ def per_queue(runs: Mapping[str, RunMetrics]) -> list[str]:
         for n in names:
             e = stats[n].get(q)
             if e is not None:
-                rows.append([q, n, *[_num(e[k]) for k in _QUEUE_KEYS]])
+                rows.append([q, n, *[num(e[k]) for k in _QUEUE_KEYS]])
     return [
-        _matrix(queues, names, lambda q, n: _num(stats[n].get(q, {}).get("mean_jct_s")), "queue"),
+        _matrix(queues, names, lambda q, n: num(stats[n].get(q, {}).get("mean_jct_s")), "queue"),
         _note("Mean JCT (s) of each queue's succeeded jobs under each policy."),
         _long(_QUEUE_COLUMNS, rows, "queue"),
     ]
@@ -375,7 +375,7 @@ def per_queue(runs: Mapping[str, RunMetrics]) -> list[str]:
 
 def improvement(foi: Mapping[str, Mapping[str, Any]], baseline: str) -> list[str]:
     rows = [
-        [n, _num(f["jobs"]), *[_num(f[k], 3) for k in ("mean", "p50", "p95", "min", "max")]]
+        [n, num(f["jobs"]), *[num(f[k], 3) for k in ("mean", "p50", "p95", "min", "max")]]
         for n, f in foi.items()
     ]
     return [

@@ -7,23 +7,18 @@ A policy's parameters are its pydantic ``Params`` with the defaults filled in, i
 strategy with that strategy's resolved parameters, and, for a policy that sizes jobs with
 an estimator (``gs``), the estimator and its resolved parameters. The run options (phase
 seed, a forced ask strategy, slowdown, the event log's format...) are the same for all.
+The study resolves both (``treadle.study.runner.policy_parameters`` and ``run_options``);
+the report only keeps and reads them.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from pydantic import BaseModel
+from typing import Any
 
 from treadle.errors import InputError
-
-if TYPE_CHECKING:
-    from treadle.study.runner import PolicyChoice, RunOptions
 
 REPORT_INPUTS_JSON = "report_inputs.json"
 
@@ -57,45 +52,3 @@ class ReportInputs:
             return cls(**known)
         except (json.JSONDecodeError, TypeError) as e:
             raise InputError(str(path), None, f"not a report inputs file: {e}") from None
-
-
-def run_options(options: RunOptions) -> dict[str, Any]:
-    """The run options as JSON values (no ask parameters: ``{}``, however given)."""
-    out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(options), default=str))
-    out["ask_params"] = out.get("ask_params") or {}
-    return out
-
-
-def _dump(params: Any) -> dict[str, Any]:
-    if isinstance(params, BaseModel):
-        out: dict[str, Any] = params.model_dump(mode="json")
-        return out
-    return dict(params) if isinstance(params, Mapping) else {}
-
-
-def policy_parameters(
-    choices: Sequence[PolicyChoice], options: RunOptions
-) -> dict[str, dict[str, Any]]:
-    """Every policy's resolved parameters, ask strategy and estimator (see the module)."""
-    from treadle.registry import build
-    from treadle.study.runner import asks_for, build_policy
-
-    out: dict[str, dict[str, Any]] = {}
-    for c in choices:
-        policy = build_policy(c)
-        entry: dict[str, Any] = {"params": _dump(getattr(policy, "params", None))}
-        strategy, ask_params = asks_for(c, options)
-        entry["asks"] = {
-            "name": strategy,
-            "params": _dump(getattr(build("asks", strategy, ask_params), "params", None)),
-        }
-        estimator = getattr(policy, "estimator", None)
-        if estimator is not None and hasattr(estimator, "params"):
-            name = getattr(getattr(policy, "params", None), "estimator", None)
-            entry["estimator"] = {
-                "name": name or getattr(estimator, "name", type(estimator).__name__),
-                "params": _dump(estimator.params),
-            }
-            entry["params"].pop("estimator_params", None)  # shown resolved as the estimator's
-        out[c.name] = entry
-    return out

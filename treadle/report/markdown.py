@@ -38,6 +38,7 @@ from treadle.metrics import (
     rounded,
     write_json,
 )
+from treadle.report.cells import GROUPS, num, param, percent, signed, user_cell
 from treadle.report.charts import policy_style, seconds_axis
 from treadle.report.series import plot_points
 
@@ -140,20 +141,6 @@ def write_comparison(
 # Markdown
 
 
-def _num(v: Any, digits: int = 2) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        return str(v)
-    if isinstance(v, int):
-        return str(v)
-    return f"{v:.{digits}f}"
-
-
-def _pct(v: Any) -> str:
-    return "-" if v is None else f"{100 * v:.1f}%"
-
-
 def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
@@ -166,14 +153,6 @@ def _table(
     out = ["| " + " | ".join(_cell(h) for h in header) + " |", "| " + " | ".join(align) + " |"]
     out.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in rows)
     return out
-
-
-def _param(v: Any) -> str:
-    if isinstance(v, Mapping):
-        return ", ".join(f"{k}={_num(v[k], 6).rstrip('0').rstrip('.')}" for k in sorted(v))
-    if isinstance(v, float):
-        return f"{v:g}"
-    return "-" if v is None else str(v)
 
 
 def _markdown(
@@ -190,7 +169,7 @@ def _markdown(
     lines += ["## Run parameters", ""]
     params = []
     for key, label in _PARAMS:
-        values = {name: _param(run.summary.get(key)) for name, run in runs.items()}
+        values = {name: param(run.summary.get(key)) for name, run in runs.items()}
         if len(set(values.values())) == 1:
             params.append([label, next(iter(values.values()))])
         else:
@@ -220,18 +199,18 @@ def _markdown(
         rows.append(
             [
                 name,
-                _num(s.get("jobs")),
-                _num(s.get("finished")),
-                _num(s.get("makespan_s")),
-                _num(s.get("mean_jct_s")),
-                _num(s.get("p50_jct_s")),
-                _num(s.get("p95_jct_s")),
-                _num(s.get("worst10_jct_s")),
-                _num(s.get("mean_slowdown")),
-                _num(s.get("mean_wait_s")),
-                *[_pct(util.get(r)) for r in resources],
-                _num(s.get("jain_users_mean"), 3),
-                _num(s.get("jain_jobs_mean"), 3),
+                num(s.get("jobs")),
+                num(s.get("finished")),
+                num(s.get("makespan_s")),
+                num(s.get("mean_jct_s")),
+                num(s.get("p50_jct_s")),
+                num(s.get("p95_jct_s")),
+                num(s.get("worst10_jct_s")),
+                num(s.get("mean_slowdown")),
+                num(s.get("mean_wait_s")),
+                *[percent(util.get(r)) for r in resources],
+                num(s.get("jain_users_mean"), 3),
+                num(s.get("jain_jobs_mean"), 3),
             ]
         )
     lines += ["## Results", "", *_table(header, rows), ""]
@@ -239,7 +218,7 @@ def _markdown(
         "JCT, slowdown and wait are over the jobs that succeeded. Utilization is the mean "
         "allocated fraction of capacity from the first submission to the last job end. "
         "Jain is the mean of Jain's index of dominant-share-seconds over "
-        f"{_param(next(iter(runs.values())).summary.get('jain_window_s'))} s windows.",
+        f"{param(next(iter(runs.values())).summary.get('jain_window_s'))} s windows.",
         "",
     ]
 
@@ -259,12 +238,12 @@ def _markdown(
             frows = [
                 [
                     name,
-                    _num(f["jobs"]),
-                    _num(f["mean"], 3),
-                    _num(f["p50"], 3),
-                    _num(f["p95"], 3),
-                    _num(f["min"], 3),
-                    _num(f["max"], 3),
+                    num(f["jobs"]),
+                    num(f["mean"], 3),
+                    num(f["p50"], 3),
+                    num(f["p95"], 3),
+                    num(f["min"], 3),
+                    num(f["max"], 3),
                 ]
                 for name, f in foi.items()
             ]
@@ -293,11 +272,6 @@ def _markdown(
 
 #: Show each user's mean JCT per policy when there are at most this many users.
 MAX_USER_ROWS = 30
-_GROUPS = ("0-80%", "80-95%", "95-100%")
-
-
-def _user_cell(u: Any) -> str:
-    return "-" if not u else f"{u['user']} ({_num(u['mean_jct_s'])})"
 
 
 def _groups_and_users(runs: Mapping[str, RunMetrics]) -> list[str]:
@@ -308,12 +282,12 @@ def _groups_and_users(runs: Mapping[str, RunMetrics]) -> list[str]:
         rows.append(
             [
                 name,
-                *[_num(groups.get(g)) for g in _GROUPS],
-                _user_cell(s.get("best_user")),
-                _user_cell(s.get("worst_user")),
+                *[num(groups.get(g)) for g in GROUPS],
+                user_cell(s.get("best_user")),
+                user_cell(s.get("worst_user")),
             ]
         )
-    header = ["policy", *[f"{g} JCT (s)" for g in _GROUPS], "best user (s)", "worst user (s)"]
+    header = ["policy", *[f"{g} JCT (s)" for g in GROUPS], "best user (s)", "worst user (s)"]
     return [
         "## Response-time groups and users",
         "",
@@ -344,8 +318,8 @@ def _versus_reference(
             rows.append([name, "reference" if name == reference else "-", *["-"] * 7])
             continue
         sp = vs["user_rt_vs_reference_spread"]
-        spread = [_signed(sp[k]) for k in ("median", "min", "max")]
-        rows.append([name, _num(vs["jobs"]), *_deadline_cells(vs), *spread])
+        spread = [signed(sp[k]) for k in ("median", "min", "max")]
+        rows.append([name, num(vs["jobs"]), *_deadline_cells(vs), *spread])
     header = ["policy", "jobs", "DVR", "violations", "DSR", "slack"]
     header += ["user RT median", "user RT min", "user RT max"]
     lines += [
@@ -366,9 +340,9 @@ def _versus_reference(
             for name, run in runs.items():
                 mean_s = run.summary.get("per_user", {}).get(u, {}).get("mean_jct_s")
                 rel = (extra[name].get("vs_reference") or {}).get("user_rt_vs_reference", {})
-                cell = _num(mean_s)
+                cell = num(mean_s)
                 if u in rel:
-                    cell += f" ({_signed(rel[u])})"
+                    cell += f" ({signed(rel[u])})"
                 row.append(cell)
             urows.append(row)
         lines += [
@@ -383,11 +357,7 @@ def _versus_reference(
 def _deadline_cells(vs: Mapping[str, Any] | None) -> list[str]:
     """DVR, violations, DSR and slack ("-" without a reference)."""
     keys = ("dvr", "violations", "dsr", "slack")
-    return ["-"] * len(keys) if vs is None else [_num(vs[k]) for k in keys]
-
-
-def _signed(v: Any) -> str:
-    return "-" if v is None else f"{v:+.2f}"
+    return ["-"] * len(keys) if vs is None else [num(vs[k]) for k in keys]
 
 
 def _paper_compat(extra: Mapping[str, Mapping[str, Any]], reference: str | None) -> list[str]:
@@ -396,10 +366,10 @@ def _paper_compat(extra: Mapping[str, Mapping[str, Any]], reference: str | None)
         c = e["paper_compat"]
         vs = c.get("vs_reference")
         groups = c["jct_groups_s"]
-        rt = [_num(c[k]) for k in ("entries", "mean_jct_s", "worst10_jct_s")]
-        rt += [_num(groups.get(g)) for g in _GROUPS]
+        rt = [num(c[k]) for k in ("entries", "mean_jct_s", "worst10_jct_s")]
+        rt += [num(groups.get(g)) for g in GROUPS]
         rows.append([name, *rt, *_deadline_cells(vs)])
-    header = ["policy", "entries", "mean JCT (s)", "worst 10% (s)", *_GROUPS]
+    header = ["policy", "entries", "mean JCT (s)", "worst 10% (s)", *GROUPS]
     header += ["DVR", "violations", "DSR", "slack"]
     return [
         "## As the UWFQ authors' analysis counts (paper_compat)",

@@ -52,7 +52,7 @@ from rm.policy import Policy
 from treadle import events as ev
 from treadle.errors import ConflictError
 from treadle.messages import AppSubmission
-from treadle.model import AccountAction, JobSpec, Workload, closed_loop_followers
+from treadle.model import AccountAction, JobSpec, ProgressFn, Workload, closed_loop_followers
 from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.eventmode import NEWS, PLACE, EventScheduling
 from treadle.sim.records import canonical_order, log as _log, logging_decisions
@@ -68,8 +68,6 @@ _SUBMIT, _AM, _TICK, _HB, _WAKE = 0, 1, 2, 3, 4
 _NEWS, _PLACE = NEWS, PLACE
 # An admin's account change runs before anything else at its instant: a tick then sees it.
 _ADMIN = -1
-
-ProgressFn = Callable[[int, int, float], None]  # (jobs done, jobs total, sim time)
 
 
 @dataclass

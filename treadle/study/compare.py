@@ -49,6 +49,8 @@ from treadle.study.runner import (
     alone_jcts,
     asks_for,
     build_policy,
+    policy_parameters,
+    run_options,
     run_parameters,
     run_sim,
 )
@@ -396,7 +398,6 @@ def compare(
     results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
     runs = {c.name: done[c.name][1] for c in choices}
     from treadle import report
-    from treadle.report.inputs import policy_parameters, run_options
 
     notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
     path = report.write_comparison(

@@ -6,6 +6,8 @@ log so that metrics need nothing else). ``treadle.study.compare`` runs several p
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import multiprocessing
 import os
 import tempfile
@@ -22,7 +24,15 @@ from treadle import metrics
 from treadle.errors import InputError, PluginError
 from treadle.event_columns import ParquetEventLog
 from treadle.model import ClusterSpec, JobSpec, Workload
-from treadle.registry import build, did_you_mean, discover, factory, load, lookup
+from treadle.registry import (
+    PolicyChoice as PolicyChoice,  # a run's policy: the study's API offers it too
+    build,
+    did_you_mean,
+    discover,
+    factory,
+    load,
+    lookup,
+)
 from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
 from treadle.study import heap
@@ -31,14 +41,6 @@ from treadle.study.timings import Timings, maybe
 from treadle.workload.timeline import without_accounts
 
 REFERENCE_POLICY = "fifo"  # an empty cluster makes every policy behave alike; fifo is cheapest
-
-
-@dataclass(frozen=True)
-class PolicyChoice:
-    """A policy by name with its parameters (validated when built)."""
-
-    name: str
-    params: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -407,6 +409,45 @@ def run_parameters(
         "slowdown": options.slowdown,
         "am_interval_s": options.am_interval_s,
     }
+
+
+def run_options(options: RunOptions) -> dict[str, Any]:
+    """The run options as JSON values (no ask parameters: ``{}``, however given)."""
+    out: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(options), default=str))
+    out["ask_params"] = out.get("ask_params") or {}
+    return out
+
+
+def _dump(params: Any) -> dict[str, Any]:
+    if isinstance(params, BaseModel):
+        out: dict[str, Any] = params.model_dump(mode="json")
+        return out
+    return dict(params) if isinstance(params, Mapping) else {}
+
+
+def policy_parameters(
+    choices: Sequence[PolicyChoice], options: RunOptions
+) -> dict[str, dict[str, Any]]:
+    """Every policy's resolved parameters, ask strategy and estimator (see the module)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in choices:
+        policy = build_policy(c)
+        entry: dict[str, Any] = {"params": _dump(getattr(policy, "params", None))}
+        strategy, ask_params = asks_for(c, options)
+        entry["asks"] = {
+            "name": strategy,
+            "params": _dump(getattr(build("asks", strategy, ask_params), "params", None)),
+        }
+        estimator = getattr(policy, "estimator", None)
+        if estimator is not None and hasattr(estimator, "params"):
+            name = getattr(getattr(policy, "params", None), "estimator", None)
+            entry["estimator"] = {
+                "name": name or getattr(estimator, "name", type(estimator).__name__),
+                "params": _dump(estimator.params),
+            }
+            entry["params"].pop("estimator_params", None)  # shown resolved as the estimator's
+        out[c.name] = entry
+    return out
 
 
 def resolve_policies(spec: str) -> list[str]:

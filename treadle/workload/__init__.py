@@ -25,7 +25,6 @@ from treadle.importers.common import describe_resources, read_text
 from treadle.model import DEFAULT_NODE_PREFIX, DEFAULT_RACK, MIN_DURATION_S
 from treadle.workload.build import Builder, build_workload
 from treadle.workload.errors import (
-    _from_validation_error,
     from_validation_error,
     from_yaml_error,
     parse_resources,
@@ -57,14 +56,13 @@ from treadle.workload.schema import (
     LognormalDist,
     NodeGroup,
     PoissonGenerator,
-    QueueFile,
     StageFile,
     TpchGenerator,
     UniformDist,
-    UserFile,
     WorkloadFile,
     workload_json_schema,
 )
+from treadle.yamlfile import QueueFile, UserFile
 
 __all__ = [
     "DAG_SHAPES",
@@ -94,7 +92,6 @@ __all__ = [
     "UniformDist",
     "UserFile",
     "WorkloadFile",
-    "_from_validation_error",
     "build_workload",
     "builtin_workloads",
     "describe_resources",

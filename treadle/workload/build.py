@@ -46,10 +46,10 @@ from treadle.workload.schema import (
     AdminFile,
     ClusterFile,
     JobFile,
-    QueueFile,
     StageFile,
     WorkloadFile,
 )
+from treadle.yamlfile import queue_tree
 
 
 def build_workload(doc: WorkloadFile, source: str, base_dir: Path, name: str) -> Workload:
@@ -93,7 +93,7 @@ class Builder:
         if jobs_total > MAX_JOBS:
             raise self.error(None, f"{jobs_total} jobs declared and generated; at most {MAX_JOBS}")
         self.cluster = self._cluster(self.doc.cluster)
-        self.queues = self._queues(self.doc.queues)
+        self.queues = queue_tree(self.doc.queues, self.source, WorkloadError)
         jobs = [self._job(f"jobs[{i}]", j) for i, j in enumerate(self.doc.jobs)]
         for i, g in enumerate(self.doc.generators):
             where = f"generators[{i}]"
@@ -147,46 +147,6 @@ class Builder:
                 ids.add(node_id)
                 nodes.append(NodeSpec(node_id, res, group.rack))
         return ClusterSpec(tuple(nodes), c.heartbeat_s, c.scheduling)
-
-    # Queues -------------------------------------------------------------------------
-    def _queues(self, declared: list[QueueFile] | None) -> QueueSpec:
-        if declared is None:
-            return QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
-        seen: set[str] = set()
-        return QueueSpec(ROOT_QUEUE, children=self._queue_level(declared, "queues", seen))
-
-    def _queue_level(
-        self, declared: list[QueueFile], where: str, seen: set[str]
-    ) -> tuple[QueueSpec, ...]:
-        total = sum(q.capacity or 0.0 for q in declared)
-        if total > 100 + 1e-9:
-            raise self.error(where, f"sibling capacities sum to {total:g}%, more than 100%")
-        return tuple(self._queue(q, f"{where}[{i}]", seen) for i, q in enumerate(declared))
-
-    def _queue(self, q: QueueFile, where: str, seen: set[str]) -> QueueSpec:
-        if q.name == ROOT_QUEUE:
-            raise self.error(f"{where}.name", f"{ROOT_QUEUE!r} is the implicit top of the tree")
-        if q.name in seen:
-            raise self.error(f"{where}.name", f"duplicate queue name {q.name!r}")
-        seen.add(q.name)
-        if q.capacity is not None and q.capacity > q.max_capacity:
-            raise self.error(
-                f"{where}.capacity",
-                f"capacity {q.capacity:g} exceeds max_capacity {q.max_capacity:g}",
-            )
-        children = self._queue_level(q.queues, f"{where}.queues", seen)
-        if children and (q.budget is not None or q.spending_rate is not None):
-            field_ = "budget" if q.budget is not None else "spending_rate"
-            raise self.error(f"{where}.{field_}", "only a leaf queue has an account")
-        return QueueSpec(
-            q.name,
-            q.weight,
-            q.capacity,
-            q.max_capacity,
-            children,
-            budget=q.budget,
-            spending_rate=q.spending_rate,
-        )
 
     # Accounts -----------------------------------------------------------------------
     def _admin(self, declared: list[AdminFile]) -> tuple[AccountAction, ...]:

@@ -12,17 +12,16 @@ from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from treadle import importers
 from treadle.errors import WorkloadError
 from treadle.importers.common import TraceFile
 from treadle.model import Workload
-from treadle.workload import yamlload
 from treadle.workload.build import build_workload
-from treadle.workload.errors import from_validation_error, from_yaml_error, join
+from treadle.workload.errors import from_validation_error, join
 from treadle.workload.schema import WorkloadFile
+from treadle.yamlfile import read_yaml
 
 YAML = "yaml"
 """The native format: a workload file (``treadle.workload.schema``)."""
@@ -134,10 +133,8 @@ def parse_workload(text: str, source: str, *, base_dir: Path | None = None) -> W
 def parse_yaml(text: str, source: str) -> object:
     """YAML text as plain data, refusing duplicate keys; errors name ``source`` and a line.
 
-    Parsed by ``treadle.workload.yamlload`` (libyaml's C parser where present)."""
+    Parsed by ``treadle.yamlload`` (libyaml's C parser where present)."""
     try:
-        return yamlload.load(text)
-    except yaml.YAMLError as e:
-        raise from_yaml_error(e, source) from None
+        return read_yaml(text, source, WorkloadError)
     except RecursionError:
         raise WorkloadError(source, None, "nested too deeply to be a workload") from None

@@ -2,7 +2,9 @@
 
 These models check structure and types only: every model forbids unknown fields (a typo
 such as ``durations:`` is an error, not a silently ignored key) and is strict (YAML
-gives real numbers; ``"5"`` or ``true`` where a number belongs is refused). What spans
+gives real numbers; ``"5"`` or ``true`` where a number belongs is refused): they are
+``treadle.yamlfile.Strict``, as are the queue and user entries (``QueueFile``,
+``UserFile``) that the RM's configuration file shares and that stand there. What spans
 several places is checked by ``treadle.workload.build``; the generators' fields are
 documented in ``treadle.workload.generators``.
 """
@@ -13,8 +15,6 @@ import random
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     StringConstraints,
@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from treadle.model import DEFAULT_NODE_PREFIX, DEFAULT_RACK, MIN_DURATION_S
+from treadle.yamlfile import Credits, Name, Positive, QueueFile, Strict, UserFile
 
 DISTRIBUTIONS = ("exponential", "lognormal", "uniform")
 GENERATOR_KINDS = ("poisson", "closed_loop", "tpch", "dag")
@@ -32,12 +33,6 @@ DEFAULT_DEMAND: dict[str, list[float]] = {
     "memory_mb": [1024, 2048, 4096, 8192],
 }
 """Per-stage task demand of the DAG generators when ``resources`` is not given."""
-
-
-class _Strict(BaseModel):
-    # strict: YAML gives real numbers; refusing "5" or `true` where a number belongs
-    # catches quoting mistakes instead of guessing.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
 MAX_SECONDS = 1e15
@@ -54,14 +49,9 @@ MAX_TASKS_PER_STAGE = 1_000_000
 MAX_TASKS = 20_000_000
 """Tasks in one workload: every task holds its duration, so this bounds what is allocated."""
 
-Name = Annotated[str, StringConstraints(pattern=r"^\S+$")]
 Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS, allow_inf_nan=False)]
 PositiveSeconds = Annotated[float, Field(gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Percent = Annotated[float, Field(ge=0, le=100)]
 Amount = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Credits = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-"""Budget credits or a spending rate (credits per slot per allocation interval)."""
 ResourceMap = Annotated[
     dict[str, Amount],
     Field(
@@ -71,7 +61,7 @@ ResourceMap = Annotated[
 ]
 
 
-class ExponentialDist(_Strict):
+class ExponentialDist(Strict):
     """Exponential draws with the given mean (seconds, for durations)."""
 
     dist: Literal["exponential"]
@@ -81,7 +71,7 @@ class ExponentialDist(_Strict):
         return rng.expovariate(1.0 / self.mean)
 
 
-class LognormalDist(_Strict):
+class LognormalDist(Strict):
     """Log-normal draws: ln(x) ~ Normal(mu, sigma); the median is e^mu (seconds, for durations).
 
     The bounds keep every draw a finite float (e^20 s is already centuries)."""
@@ -94,7 +84,7 @@ class LognormalDist(_Strict):
         return rng.lognormvariate(self.mu, self.sigma)
 
 
-class UniformDist(_Strict):
+class UniformDist(Strict):
     """Draws uniform on [low, high] (seconds, for durations)."""
 
     dist: Literal["uniform"]
@@ -193,7 +183,7 @@ DemandMap = Annotated[
 ]
 
 
-class DemandShape(_Strict):
+class DemandShape(Strict):
     """One task shape of a mix: picked with probability weight / sum of weights."""
 
     weight: Positive = 1.0
@@ -224,7 +214,7 @@ Demand = Annotated[
 ]
 
 
-class NodeGroup(_Strict):
+class NodeGroup(Strict):
     """``count`` identical nodes."""
 
     count: Annotated[int, Field(ge=1, le=MAX_NODES)] = 1
@@ -236,7 +226,7 @@ class NodeGroup(_Strict):
     )
 
 
-class ClusterFile(_Strict):
+class ClusterFile(Strict):
     heartbeat_s: Annotated[float, Field(ge=MIN_HEARTBEAT_S, le=3600, allow_inf_nan=False)] = 1.0
     scheduling: Literal["heartbeat", "event"] = Field(
         default="heartbeat",
@@ -249,30 +239,7 @@ class ClusterFile(_Strict):
     nodes: Annotated[list[NodeGroup], Field(min_length=1)]
 
 
-class QueueFile(_Strict):
-    """A queue; ``capacity``/``max_capacity`` are percentages of the parent."""
-
-    name: Name
-    weight: Positive = 1.0
-    capacity: Percent | None = None
-    max_capacity: Percent = 100.0
-    queues: list[QueueFile] = Field(default_factory=list, description="Child queues.")
-    budget: Credits | None = Field(
-        default=None, description="A leaf queue's initial Dynamic Priority budget (credits)."
-    )
-    spending_rate: Credits | None = Field(
-        default=None,
-        description="A leaf queue's initial spending rate: credits per slot per allocation "
-        "interval.",
-    )
-
-
-class UserFile(_Strict):
-    weight: Positive = 1.0
-    budget: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-
-
-class StageFile(_Strict):
+class StageFile(Strict):
     name: Name
     tasks: Annotated[int, Field(ge=1, le=MAX_TASKS_PER_STAGE)]
     duration_s: Duration
@@ -280,7 +247,7 @@ class StageFile(_Strict):
     after: list[Name] = Field(default_factory=list, description="Parent stages.")
 
 
-class JobTemplate(_Strict):
+class JobTemplate(Strict):
     queue: Name | None = Field(default=None, description="A leaf queue; default 'default'.")
     stages: Annotated[list[StageFile], Field(min_length=1)]
     spending_rate: Credits | None = Field(
@@ -297,7 +264,7 @@ class JobFile(JobTemplate):
     submit_s: Seconds = 0.0
 
 
-class PoissonGenerator(_Strict):
+class PoissonGenerator(Strict):
     """``count`` jobs for ``user`` with exponential inter-arrival times of mean
     60 / rate_per_min seconds after ``start_s``, named ``{name or user}-{k}``."""
 
@@ -311,7 +278,7 @@ class PoissonGenerator(_Strict):
     job: JobTemplate
 
 
-class ClosedLoopGenerator(_Strict):
+class ClosedLoopGenerator(Strict):
     """A closed-loop user: ``count`` copies of one job template for ``user``, the first at
     ``start_s``, each next one ``think_s`` after the previous one ends (finished or
     failed), named ``{name or user}-{k}``."""
@@ -335,7 +302,7 @@ class ClosedLoopGenerator(_Strict):
     )
 
 
-class _DagStream(_Strict):
+class _DagStream(Strict):
     """What the DAG generators share: how many jobs, whose, when, and their demands."""
 
     count: Annotated[int, Field(ge=1, le=MAX_JOBS)]
@@ -403,7 +370,7 @@ Generator = Annotated[
 ]
 
 
-class PartitionFile(_Strict):
+class PartitionFile(Strict):
     """Runtime partitioning (``treadle.workload.partition``), applied after the jobs are built."""
 
     atr_s: Positive = Field(default=0.5, description="Advisory task runtime (s).")
@@ -415,7 +382,7 @@ class PartitionFile(_Strict):
     )
 
 
-class AdminFile(_Strict):
+class AdminFile(Strict):
     """An admin's change to a leaf queue's account at ``at_s`` (seconds from the run's
     start): one or more of set_budget, add_budget, set_spending_rate, applied in that
     order."""
@@ -435,7 +402,7 @@ class AdminFile(_Strict):
         return self
 
 
-class WorkloadFile(_Strict):
+class WorkloadFile(Strict):
     """A treadle workload: cluster, queues, users, jobs and job generators."""
 
     seed: int = Field(default=0, description="Seeds every random draw (durations, arrivals).")
