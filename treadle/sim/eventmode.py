@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from am.core import ApplicationMaster
 from rm.core import ResourceManager
 from rm.hints import SchedulingHints
+from treadle.sim.kinds import NEWS, PLACE
 
 
 class Host(Protocol):
@@ -57,8 +58,6 @@ class Host(Protocol):
     def _wake_news(self, t: float, kind: int, key: Any, news: list[str] | None = None) -> None: ...
 
 
-#: The heap's event kinds of this mode (``treadle.sim.engine``): after every other kind.
-NEWS, PLACE = 5, 6
 #: Event calls and placement passes queued at one instant, at most.
 MAX_EVENT_CALLS = 100_000
 
