@@ -26,11 +26,21 @@ Heartbeats that cannot change anything are skipped: a node whose heartbeat would
 nothing and on which no pending ask could fit sleeps until its next container ends, and is
 woken (at its own phase) when asks that might fit it appear. A skipped heartbeat is one
 the RM would have answered with nothing, so results equal those of heartbeating always.
+
+The loop's rule: the engine alone pops the heap; each event goes to the one handler of
+its kind (``treadle.sim.kinds``; ``treadle.sim.handlers.EventHandlers.table``, a tuple
+indexed by the kind, bound once per run), which acts on the cores and queues the events
+that follow; then, unless the handler said the event was moot, the AMs with news are
+woken (``_wake_news``) or, in event mode, called back. Nothing else is dispatched by kind.
+A handler keeps what it reads in slots of the one ``EventHandlers`` object, not in locals
+of the loop, and calls no other handler except the heartbeat's (a heartbeat now: the
+wake-up walk, a placement pass). One call per event through the table costs what the
+if/elif chain it replaced cost, provided a hot handler does its work itself rather than
+call on (measured in ``tests/benchmarks/bench_sim.py``).
 """
 
 from __future__ import annotations
 
-import bisect
 import gc
 import heapq
 import logging
@@ -46,16 +56,15 @@ from am.asks import AskStrategy
 from am.core import ApplicationMaster
 from nm.core import NodeManager
 from rm.core import ResourceManager
-from rm.hints import SchedulingHints
 from rm.policy import Policy
 from rm.state import Node
 from treadle import events as ev
 from treadle.errors import ConflictError
-from treadle.model import Workload, closed_loop_followers
+from treadle.model import JobSpec, Workload, closed_loop_followers
 from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.eventmode import EventScheduling
 from treadle.sim.handlers import EventHandlers
-from treadle.sim.kinds import ADMIN, AM, HB, SUBMIT, TICK, WAKE
+from treadle.sim.kinds import ADMIN, AM, HB, SUBMIT, TICK
 from treadle.sim.records import canonical_order, log as _log, logging_decisions
 from treadle.workload.timeline import AccountCall, AccountTimeline
 
@@ -99,7 +108,7 @@ class _SimNode:
 class Simulation:
     """One run of one workload under one policy. Deterministic: no clock, no global RNG."""
 
-    # Keep the instance's attributes few (28 in heartbeat mode): past about 30, CPython
+    # Keep the instance's attributes few (22 in heartbeat mode): past about 30, CPython
     # 3.11 stops sharing the keys of instance dicts and every ``self.x`` in the loop gets
     # slower (two more cost 0.7% of the loop's instructions). Hence class-level defaults.
     #: Event-driven scheduling (``workload.cluster.scheduling == "event"``): the calls it
@@ -150,11 +159,6 @@ class Simulation:
         self._seq = 0
         self._nodes: dict[str, _SimNode] = {}
         self._sleepers: dict[str, _SimNode] = {}
-        self._pending_seen = 0
-        self._by_phase: list[_SimNode] = []  # every node, by heartbeat phase
-        self._phases: list[float] = []
-        self._wake_cursor: list[Any] = [0.0, 0, 0]  # [period start, index, steps taken]
-        self._wake_scheduled = False
         #: allocates: AM calls made; allocates_skipped: calls that would have changed
         #: nothing (asleep or not); am_events: AM calls taken off the heap.
         self.stats = {
@@ -164,12 +168,10 @@ class Simulation:
             "am_events": 0,
             "wakeups": 0,
         }
-        self._heartbeats = 0  # counted apart from ``stats``: the hottest counter
         #: AMs asleep: app id -> (AM, its last call, which was skipped).
         self._sleeping: dict[str, tuple[ApplicationMaster, AmKey]] = {}
         self._busy: set[str] = set()  # nodes running containers
         self._on_node_heartbeat = self.rm.on_node_heartbeat
-        self._pending = self.rm.state.pending  # the applications with asks
         #: The account changes this run makes (None: the workload makes none).
         self._accounts: AccountTimeline | None = None
         if workload.has_account_timeline:
@@ -212,100 +214,6 @@ class Simulation:
         # the order must not depend on which heartbeats were skipped.
         self._seq = seq = self._seq + 1
         heapq.heappush(self._heap, (t, HB, ((node.index + 1) << 40) | seq, (node, token)))
-
-    def _heartbeat(self, node: _SimNode, t: float) -> None:
-        """One heartbeat of ``node`` at ``t``, and when its next one is due."""
-        nm = node.nm
-        self._heartbeats += 1
-        # Delivered in the same call, so acknowledged at once (``NodeManager.beat``).
-        hb_resp = self._on_node_heartbeat(nm.beat(t), t)
-        stopped = False
-        if hb_resp.stop:
-            for cid in hb_resp.stop:
-                stopped |= nm.stop_container(cid, t)
-        # Regular heartbeats follow the node's phase; a container's end triggers an
-        # out-of-band one (as YARN's NodeStatusUpdater does).
-        nf = nm.next_finish_s
-        nid = nm.node_id
-        if nf == math.inf:
-            self._busy.discard(nid)
-        else:
-            self._busy.add(nid)
-        hints = self.hints
-        if type(hints) is SchedulingHints:  # could_place_on, inlined (not when wrapped)
-            rm_node = node.rm_node
-            pending = self._pending
-            if rm_node.alive and pending.apps:
-                m = pending.min_ask
-                could = rm_node._free.covers(m if m is not None else pending.lower_bound())
-            else:
-                could = False
-        else:
-            could = hints.could_place_on(nid)
-        if stopped or could:
-            if stopped and self.events is not None:
-                nf = t  # the NM reports the stop at once (an out-of-band heartbeat)
-            self._schedule_hb(node, min(self._phase_after(node, t), nf))
-            self._sleepers.pop(nid, None)
-        else:
-            if nf != math.inf:
-                self._schedule_hb(node, nf)
-            else:
-                node.due = None
-                node.token += 1
-            self._sleepers[nid] = node
-
-    def _wake(self, t: float) -> None:
-        """Asks appeared that sleeping nodes might take. Regular heartbeats resume in phase
-        order from ``t``, one node at a time and only while asks remain pending: once the
-        asks are placed, the other sleepers' heartbeats would change nothing. Every node
-        beats with the same period, so phase order is one static list walked cyclically."""
-        base = math.floor(t / self.h) * self.h
-        i = bisect.bisect_left(self._phases, t - base - 1e-12)
-        if i == len(self._phases):
-            i, base = 0, base + self.h
-        self._wake_cursor = [base, i, 0]
-        if not self._wake_scheduled:
-            self._wake_scheduled = True
-            self._push(base + self._phases[i], WAKE, None)
-
-    def _wake_next(self, t: float) -> None:
-        self._wake_scheduled = False
-        hints = self.hints
-        cursor = self._wake_cursor
-        order = self._by_phase
-        n = len(order)
-        while cursor[2] < n and hints.has_pending:
-            base, i, _ = cursor
-            node = order[i]
-            due = base + node.phase
-            if due > t + 1e-12:
-                self._wake_scheduled = True
-                self._push(due, WAKE, None)
-                return
-            cursor[1] = i + 1
-            if cursor[1] == n:
-                cursor[0], cursor[1] = base + self.h, 0
-            cursor[2] += 1
-            nid = node.nm.node_id
-            if nid not in self._sleepers or (node.due is not None and node.due <= t):
-                continue  # heartbeating on its own already
-            if hints.could_place_on(nid):
-                self.stats["wakeups"] += 1
-                self._heartbeat(node, t)
-
-    def _after_rm_change(self, t: float) -> None:
-        """Wake the nodes that an AM call or a tick gave something to do."""
-        hints = self.hints
-        for nid in self.rm.take_effects().touched_nodes:
-            node = self._nodes[nid]
-            due = self._next_phase(node, t)
-            if node.due is None or due < node.due:
-                self._schedule_hb(node, due)
-            self._sleepers.pop(nid, None)
-        if self._sleepers and hints.has_pending and hints.pending_epoch != self._pending_seen:
-            self._pending_seen = hints.pending_epoch
-            self._wake(t)
 
     def _am_key(self, clock: AmClock, k: int) -> Any:
         """The heap's tie-break for call ``k`` of an AM: its place among the AM calls of
@@ -351,10 +259,11 @@ class Simulation:
             if was_enabled:
                 gc.enable()
 
-    def _run(self) -> SimResult:
+    def _start(self) -> dict[str, list[tuple[JobSpec, float]]]:
+        """Register the nodes and queue the first events; the closed-loop followers (a
+        follower is submitted when its predecessor ends, + wait)."""
         wl = self.workload
         rm = self.rm
-        n = len(wl.cluster.nodes)
         self.log.run_started(
             0.0,
             policy=self.policy_name,
@@ -363,7 +272,7 @@ class Simulation:
             seed=wl.seed,
             dilation=1.0,
             heartbeat_s=self.h,
-            nodes=n,
+            nodes=len(wl.cluster.nodes),
             capacity=wl.cluster.capacity.to_dict(),
         )
         # Nodes heartbeat at random phases (drawn from the seed), as real NMs do.
@@ -375,15 +284,6 @@ class Simulation:
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
         self.hints.take_news()  # from now on the RM notes which AMs have news
-        # Sleeping AMs wake on news (``_wake_news``): the RM's list of it, read directly
-        # to skip the call on the many events that bring none (``take_news`` says "every
-        # AM" only when the cluster's size changed, which nothing in the loop does).
-        st = rm.state
-        news = st.news
-        assert news is not None
-        capacity = st.capacity
-        self._by_phase = sorted(self._nodes.values(), key=lambda nd: (nd.phase, nd.index))
-        self._phases = [nd.phase for nd in self._by_phase]
         followers = closed_loop_followers(wl)
         released: set[str] = {j.name for js in followers.values() for j, _ in js}
         for jspec in wl.jobs:
@@ -395,9 +295,18 @@ class Simulation:
         tick = rm.policy.tick_interval_s
         if tick:
             self._push(tick, TICK, tick)
+        return followers
 
-        run = EventHandlers(self, followers)
+    def _run(self) -> SimResult:
+        run = EventHandlers(self, self._start())
         handle = run.table()
+        # Sleeping AMs wake on news (``_wake_news``): the RM's list of it, read directly
+        # to skip the call on the many events that bring none (``take_news`` says "every
+        # AM" only when the cluster's size changed, which nothing in the loop does).
+        st = self.rm.state
+        news = st.news
+        assert news is not None
+        capacity = st.capacity
         events = self.events
         sleeping = self._sleeping
         busy = self._busy
@@ -412,8 +321,7 @@ class Simulation:
                 events.on_news(t, kind, key)
             elif sleeping and (news or not busy or st.capacity is not capacity):
                 self._wake_news(t, kind, key)
-        self.stats["heartbeats"] += self._heartbeats
-        self._heartbeats = 0
+        self.stats["heartbeats"] += run.heartbeats
         finished, total = run.finished, run.total
         self.log.run_finished(
             t, finished=finished, unfinished=total - finished, stalled=run.stalled

@@ -1,35 +1,50 @@
-"""What the simulator does with each kind of heap event: one method per kind
-(``treadle.sim.engine`` owns the heap and the loop that dispatches to them).
+"""What the simulator does with each kind of heap event: one method per kind, in the
+order of ``treadle.sim.kinds`` (``treadle.sim.engine`` owns the heap and the loop that
+dispatches to them).
 
 A handler takes the event's time, tie-break key and payload, acts on the cores (the RM,
-the AMs, the NMs through ``Simulation._heartbeat``) and queues the events that follow. It
-returns True when the event turned out moot (the call of an AM that is gone, a stall
-that ends the run): the loop then skips its after-event step (waking the AMs that have
-news) for it. A handler returns nothing otherwise, so the loop's test of the result costs
-what discarding it would.
+the AMs, the NMs) and queues the events that follow. It returns True when the event turned
+out moot (the periodic call of an AM whose job an event call ended, an event call made
+needless, a stall that ends the run): the loop then skips its after-event step for it. A
+handler returns None or False otherwise (testing the result costs the loop what
+discarding it would).
 
-The run's counters (jobs submitted and finished, the stall watch) live here, on a slotted
-object; the engine's loop reads ``running`` to know when to stop.
+The run's state lives here, in slots of one object: the counters (jobs submitted and
+finished, the stall watch, heartbeats), the walk that wakes sleeping nodes and the
+engine's parts a handler reads (hoisted once, so ``self.x`` is a slot read). The loop
+reads ``running`` to know when to stop.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from am.core import ApplicationMaster
+from rm.hints import SchedulingHints
 from treadle.messages import AppSubmission, ContainerLaunch
 from treadle.model import AccountAction, JobSpec
 from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.kinds import ADMIN, AM, HB, KINDS, NEWS, PLACE, SUBMIT, TICK, WAKE
 
 if TYPE_CHECKING:
-    from treadle.sim.engine import Simulation
+    from treadle.sim.engine import Simulation, _SimNode
 
 #: A handler: (time, tie-break key, payload) -> True when the event was moot.
 Handler = Callable[[float, Any, Any], "bool | None"]
+
+
+@dataclass(slots=True)
+class WakeCursor:
+    """Where the walk of the nodes in phase order stands (``EventHandlers.wake``)."""
+
+    period_start: float  # the start of the heartbeat period the walk is in
+    index: int  # the next node's place in phase order
+    steps: int = 0  # nodes walked past since asks last appeared
 
 
 class EventHandlers:
@@ -41,23 +56,32 @@ class EventHandlers:
         "after_rm_change",
         "am_interval_s",
         "am_key",
-        "beat",
         "busy",
+        "by_phase",
+        "cursor",
         "events",
         "finished",
         "followers",
         "gone",
         "heap",
+        "heartbeat_s",
+        "heartbeats",
         "hints",
         "job_names",
         "last_events",
         "last_progress_t",
         "nodes",
+        "on_node_heartbeat",
+        "pending",
+        "pending_seen",
+        "phase_after",
+        "phases",
         "rm",
         "running",
         "schedule_hb",
         "shuffle",
         "sim",
+        "sleepers",
         "sleeping",
         "specs",
         "stalled",
@@ -65,6 +89,7 @@ class EventHandlers:
         "submitted",
         "timeline",
         "total",
+        "wake_queued",
     )
 
     def __init__(self, sim: Simulation, followers: dict[str, list[tuple[JobSpec, float]]]) -> None:
@@ -79,12 +104,15 @@ class EventHandlers:
         self.nodes = sim._nodes
         self.busy = sim._busy
         self.schedule_hb = sim._schedule_hb
-        self.beat = sim._heartbeat
+        self.on_node_heartbeat = sim._on_node_heartbeat
+        self.pending = self.rm.state.pending  # the applications with asks
+        self.phase_after = sim._phase_after
+        self.heartbeats = 0  # counted apart from ``stats``: the hottest counter
         self.am_key = sim._am_key
         self.accounts = sim._account_calls
         self.am_interval_s = sim.am_interval_s
         self.events = events = sim.events
-        self.after_rm_change = sim._after_rm_change if events is None else events.after_rm_change
+        self.after_rm_change = self.wake_nodes if events is None else events.after_rm_change
         self.timeline = sim._accounts
         self.shuffle = self.rm.policy.shuffles_tasks()  # AMs run tasks in a seeded order
         # Closed-loop users: a follower is submitted when its predecessor ends, + wait.
@@ -102,6 +130,14 @@ class EventHandlers:
         self.specs: dict[str, JobSpec] = {}  # app id -> job, when jobs change accounts
         self.last_events = 0
         self.last_progress_t = 0.0
+        # Waking sleeping nodes (``wake_nodes``): every node, by heartbeat phase.
+        self.sleepers = sim._sleepers
+        self.heartbeat_s = sim.h
+        self.by_phase = sorted(sim._nodes.values(), key=lambda nd: (nd.phase, nd.index))
+        self.phases = [nd.phase for nd in self.by_phase]
+        self.cursor = WakeCursor(0.0, 0)
+        self.wake_queued = False
+        self.pending_seen = 0  # the RM's pending epoch when the walk last started
 
     def table(self) -> tuple[Handler, ...]:
         """The handlers indexed by event kind (ADMIN, -1, last)."""
@@ -117,15 +153,113 @@ class EventHandlers:
         }
         return (*(by_kind[kind] for kind in range(KINDS - 1)), by_kind[ADMIN])
 
-    def heartbeat(self, t: float, key: Any, payload: tuple[Any, int]) -> None:
-        """A node's heartbeat (regular, or out of band at a container's end)."""
+    def heartbeat(self, t: float, key: Any, payload: tuple[_SimNode, int]) -> None:
+        """A node's heartbeat (regular, or out of band at a container's end), and when its
+        next one is due; none if a wake-up moved it earlier since (an older token). A
+        heartbeat now (the wake-up walk, a placement pass) passes the node's own token."""
         node, token = payload
-        if node.token == token:  # else superseded by an earlier wake-up
-            self.beat(node, t)
+        if node.token != token:
+            return
+        nm = node.nm
+        self.heartbeats += 1
+        # Delivered in the same call, so acknowledged at once (``NodeManager.beat``).
+        hb_resp = self.on_node_heartbeat(nm.beat(t), t)
+        stopped = False
+        if hb_resp.stop:
+            for cid in hb_resp.stop:
+                stopped |= nm.stop_container(cid, t)
+        # Regular heartbeats follow the node's phase; a container's end triggers an
+        # out-of-band one (as YARN's NodeStatusUpdater does).
+        nf = nm.next_finish_s
+        nid = nm.node_id
+        if nf == math.inf:
+            self.busy.discard(nid)
+        else:
+            self.busy.add(nid)
+        hints = self.hints
+        if type(hints) is SchedulingHints:  # could_place_on, inlined (not when wrapped)
+            rm_node = node.rm_node
+            pending = self.pending
+            if rm_node.alive and pending.apps:
+                m = pending.min_ask
+                could = rm_node._free.covers(m if m is not None else pending.lower_bound())
+            else:
+                could = False
+        else:
+            could = hints.could_place_on(nid)
+        if stopped or could:
+            if stopped and self.events is not None:
+                nf = t  # the NM reports the stop at once (an out-of-band heartbeat)
+            self.schedule_hb(node, min(self.phase_after(node, t), nf))
+            self.sleepers.pop(nid, None)
+        else:
+            if nf != math.inf:
+                self.schedule_hb(node, nf)
+            else:
+                node.due = None
+                node.token += 1
+            self.sleepers[nid] = node
+
+    def wake_nodes(self, t: float) -> None:
+        """After an AM call or a tick: the nodes the RM has something for heartbeat at
+        their next phase, and new asks start a walk of the sleeping nodes."""
+        hints = self.hints
+        nodes = self.nodes
+        sleepers = self.sleepers
+        next_phase = self.sim._next_phase
+        for nid in self.rm.take_effects().touched_nodes:
+            node = nodes[nid]
+            due = next_phase(node, t)
+            if node.due is None or due < node.due:
+                self.schedule_hb(node, due)
+            sleepers.pop(nid, None)
+        if sleepers and hints.has_pending and hints.pending_epoch != self.pending_seen:
+            self.pending_seen = hints.pending_epoch
+            self._start_walk(t)
+
+    def _start_walk(self, t: float) -> None:
+        """Asks appeared that sleeping nodes might take. Regular heartbeats resume in phase
+        order from ``t``, one node at a time and only while asks remain pending: once the
+        asks are placed, the other sleepers' heartbeats would change nothing. Every node
+        beats with the same period, so phase order is one static list walked cyclically."""
+        h = self.heartbeat_s
+        base = math.floor(t / h) * h
+        i = bisect.bisect_left(self.phases, t - base - 1e-12)
+        if i == len(self.phases):
+            i, base = 0, base + h
+        self.cursor = WakeCursor(base, i)
+        if not self.wake_queued:
+            self.wake_queued = True
+            self.sim._push(base + self.phases[i], WAKE, None)
 
     def wake(self, t: float, key: Any, payload: None) -> None:
-        """The next of the sleeping nodes woken for new asks (``Simulation._wake``)."""
-        self.sim._wake_next(t)
+        """The walk reaches a node's phase: the sleepers due by ``t`` on which an ask
+        could fit heartbeat, until one is due later (queued) or no ask is pending."""
+        self.wake_queued = False
+        hints = self.hints
+        cursor = self.cursor
+        order = self.by_phase
+        n = len(order)
+        while cursor.steps < n and hints.has_pending:
+            base = cursor.period_start
+            i = cursor.index
+            node: _SimNode = order[i]
+            due = base + node.phase
+            if due > t + 1e-12:
+                self.wake_queued = True
+                self.sim._push(due, WAKE, None)
+                return
+            i += 1
+            if i == n:
+                cursor.period_start, i = base + self.heartbeat_s, 0
+            cursor.index = i
+            cursor.steps += 1
+            nid = node.nm.node_id
+            if nid not in self.sleepers or (node.due is not None and node.due <= t):
+                continue  # heartbeating on its own already
+            if hints.could_place_on(nid):
+                self.stats["wakeups"] += 1
+                self.heartbeat(t, None, (node, node.token))
 
     def am_call(self, t: float, key: AmKey, am: ApplicationMaster) -> bool | None:
         """A periodic AM call."""
@@ -267,7 +401,7 @@ class EventHandlers:
     def place(self, t: float, key: Any, payload: None) -> None:
         """The RM's placement pass (event-driven scheduling)."""
         assert self.events is not None
-        self.events.place(t)
+        self.events.place(t, self.heartbeat)
 
     def admin(self, t: float, key: Any, action: AccountAction) -> None:
         """An admin's change to a queue's account."""
