@@ -60,7 +60,7 @@ from rm.policy import Policy
 from rm.state import Node
 from treadle import events as ev
 from treadle.errors import ConflictError
-from treadle.model import JobSpec, Workload, closed_loop_followers
+from treadle.model import Workload, closed_loop_followers
 from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.eventmode import EventScheduling
 from treadle.sim.handlers import EventHandlers
@@ -259,9 +259,9 @@ class Simulation:
             if was_enabled:
                 gc.enable()
 
-    def _start(self) -> dict[str, list[tuple[JobSpec, float]]]:
-        """Register the nodes and queue the first events; the closed-loop followers (a
-        follower is submitted when its predecessor ends, + wait)."""
+    def _run(self) -> SimResult:
+        # The setup stays in the loop's function: moved into a method of its own, it left
+        # the loop unchanged yet the run took 0.4-0.9% more instructions (measured twice).
         wl = self.workload
         rm = self.rm
         self.log.run_started(
@@ -295,10 +295,8 @@ class Simulation:
         tick = rm.policy.tick_interval_s
         if tick:
             self._push(tick, TICK, tick)
-        return followers
 
-    def _run(self) -> SimResult:
-        run = EventHandlers(self, self._start())
+        run = EventHandlers(self, followers)
         handle = run.table()
         # Sleeping AMs wake on news (``_wake_news``): the RM's list of it, read directly
         # to skip the call on the many events that bring none (``take_news`` says "every
