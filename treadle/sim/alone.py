@@ -26,6 +26,7 @@ compares this rule with the simulation on random clusters, phases and job shapes
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from treadle.model import JobSpec, Workload
 from treadle.resources import Accumulator, Resources
@@ -33,6 +34,13 @@ from treadle.sim.engine import node_phases
 
 #: Longer runs (in AM calls) are simulated: the rule walks the calls one by one.
 MAX_CALLS = 100_000
+
+
+class _Fit(NamedTuple):
+    """How many tasks of one size an empty node of one capacity takes, as far as counted."""
+
+    tasks: int
+    complete: bool  # whether that is all of them (the count stopped short of its limit)
 
 
 class AloneModel:
@@ -55,20 +63,20 @@ class AloneModel:
         self._am = am
         self._stall_s = stall_s
         self._event_driven = workload.cluster.event_driven  # the rule is heartbeat mode's
-        #: (node capacity, task resources) -> (tasks that fit, whether that is all of them)
-        self._fit: dict[tuple[Resources, Resources], tuple[int, bool]] = {}
+        #: (node capacity, task resources) -> the tasks that fit
+        self._fit: dict[tuple[Resources, Resources], _Fit] = {}
 
     def _fits(self, capacity: Resources, task: Resources, limit: int) -> int:
         """How many of ``limit`` tasks of ``task`` an empty node of ``capacity`` takes."""
         known = self._fit.get((capacity, task))
-        if known is not None and (known[1] or known[0] >= limit):
-            return min(known[0], limit)
+        if known is not None and (known.complete or known.tasks >= limit):
+            return min(known.tasks, limit)
         free = Accumulator(capacity)
         count = 0
         while count < limit and free.covers(task):
             free.sub(task)
             count += 1
-        self._fit[(capacity, task)] = (count, count < limit)
+        self._fit[(capacity, task)] = _Fit(count, count < limit)
         return count
 
     def jct(self, job: JobSpec) -> float | None:

@@ -34,11 +34,13 @@ periodic calls take over (``stats["event_calls_capped"]`` counts the calls left 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from am.core import ApplicationMaster
 from rm.core.facade import ResourceManager
 from rm.core.hints import SchedulingHints
+from treadle.sim.kinds import NEWS, PLACE
 
 
 class Host(Protocol):
@@ -53,12 +55,9 @@ class Host(Protocol):
 
     def _push(self, t: float, kind: int, payload: Any) -> None: ...
     def _schedule_hb(self, node: Any, t: float) -> None: ...
-    def _heartbeat(self, node: Any, t: float) -> None: ...
     def _wake_news(self, t: float, kind: int, key: Any, news: list[str] | None = None) -> None: ...
 
 
-#: The heap's event kinds of this mode (``treadle.sim.engine``): after every other kind.
-NEWS, PLACE = 5, 6
 #: Event calls and placement passes queued at one instant, at most.
 MAX_EVENT_CALLS = 100_000
 
@@ -124,8 +123,9 @@ class EventScheduling:
             self._place_queued = True
             sim._push(t, PLACE, None)
 
-    def place(self, t: float) -> None:
-        """The placement pass: nodes in node order heartbeat while an ask could fit them."""
+    def place(self, t: float, heartbeat: Callable[[float, Any, Any], None]) -> None:
+        """The placement pass: nodes in node order heartbeat while an ask could fit them
+        (``heartbeat``: the loop's handler of heartbeat events)."""
         self._place_queued = False
         sim = self._sim
         hints = sim.hints
@@ -134,7 +134,7 @@ class EventScheduling:
             if not hints.has_pending:
                 break
             if hints.could_place_on(node.nm.node_id):
-                sim._heartbeat(node, t)
+                heartbeat(t, None, (node, node.token))
 
     def on_news(self, t: float, kind: int, key: Any) -> None:
         """After every event: the AMs the RM has news for are called back at once (and
