@@ -75,6 +75,7 @@ KERNEL_MODULES = {
     "dag",
     "events",
     "event_schema",
+    "event_builders",
     "event_columns",
     "event_table",
     "errors",
