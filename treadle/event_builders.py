@@ -14,9 +14,6 @@ if TYPE_CHECKING:
     from treadle.event_schema import Record
     from treadle.resources import Resources
 
-#: The schema these builders were made from (``treadle.event_schema.builder_digest``).
-SCHEMA_DIGEST = "acd8c7d0e5cfe5ae"
-
 
 class RecordBuilders:
     """Each builder logs its record: ``t`` (rounded to 1 us), ``event``, then the

@@ -6,7 +6,6 @@ never rename). It is the one place a field is named: the typed builders of both 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -283,21 +282,6 @@ SCHEMA: dict[str, EventType] = {
 def rows_attr(event: str) -> str:
     """The attribute of a columnar log that holds the pending rows of type ``event``."""
     return f"_{event}_rows"
-
-
-def builder_digest(schema: Mapping[str, EventType] = SCHEMA) -> str:
-    """A digest of what the generated builders are made of (each type's name, flags and
-    fields; the docs aside): ``treadle.event_builders`` holds the one it was made from."""
-    made_of = [
-        (
-            e.name,
-            e.keywords,
-            e.converts,
-            [(f.name, f.type, f.nullable, f.optional, f.const, f.arg) for f in e.fields],
-        )
-        for e in schema.values()
-    ]
-    return hashlib.sha256(repr(made_of).encode()).hexdigest()[:16]
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

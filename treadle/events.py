@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TextIO
 
 from treadle.errors import InputError
-from treadle.event_builders import SCHEMA_DIGEST, RecordBuilders
+from treadle.event_builders import RecordBuilders
 from treadle.event_schema import (
     ATTEMPT_FAILED as ATTEMPT_FAILED,
     ATTEMPT_STARTED as ATTEMPT_STARTED,
@@ -41,16 +41,9 @@ from treadle.event_schema import (
     EventType as EventType,
     Field as Field,
     Record as Record,
-    builder_digest,
     check_record as check_record,
     schema_markdown as schema_markdown,
 )
-
-if builder_digest() != SCHEMA_DIGEST:  # pragma: no cover - a schema edited, not regenerated
-    raise ImportError(
-        "treadle/event_builders.py was made from another schema: run python -m "
-        "treadle.event_codegen"
-    )
 
 
 class EventLog(RecordBuilders):

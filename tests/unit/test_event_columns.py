@@ -49,9 +49,9 @@ ARG = event_schema.ARG_TYPES
 
 
 def test_the_generated_builders_are_the_schemas() -> None:
+    """(If not: ``python -m treadle.event_codegen`` after editing the schema.)"""
     assert Path(event_builders.__file__).read_text(encoding="utf-8") == event_codegen.render()
     assert event_codegen.main(["--check"]) == 0
-    assert event_schema.builder_digest() == event_builders.SCHEMA_DIGEST
 
 
 @pytest.mark.parametrize("nulls", [False, True])
