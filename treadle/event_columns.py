@@ -15,11 +15,11 @@ The table (the ``events.parquet`` contract):
 
 Rows are in the order the run logged them (an NM reports a start late, so ``t`` is not
 sorted; ``events.jsonl`` is in time order). :class:`ColumnarEventLog` has the typed
-builders of :class:`treadle.events.EventLog` with the same signatures; it keeps each row
-as a tuple, with the rows of its event type, until ``row_group_rows`` rows are pending,
-then hands them to its sink as a table and forgets them, so its memory stays flat however
-long the run. The table's columns and the building of a row group are
-:mod:`treadle.event_table`'s.
+builders of :class:`treadle.events.EventLog` (both generated from the schema:
+:mod:`treadle.event_builders`); it keeps each row as a tuple, with the rows of its event
+type, until ``row_group_rows`` rows are pending, then hands them to its sink as a table
+and forgets them, so its memory stays flat however long the run. The table's columns and
+the building of a row group are :mod:`treadle.event_table`'s.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from treadle import events as ev
 from treadle.errors import InputError
+from treadle.event_builders import RowBuilders
+from treadle.event_schema import rows_attr
 from treadle.event_table import (
-    CODES,
     EVENT_TYPES as EVENT_TYPES,
     FIELDS as FIELDS,
     arrow_schema as arrow_schema,
@@ -42,7 +43,6 @@ from treadle.event_table import (
     table_from_groups,
     typed_array,
 )
-from treadle.resources import Resources
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -223,38 +223,11 @@ def read_events(path: Path) -> list[ev.Record]:
 
 # ---------------------------------------------------------------------------- the log
 
-_RS, _RF, _NR, _NL, _JSUB, _JST, _JF, _JX, _AS, _AF = (
-    CODES[e]
-    for e in (
-        ev.RUN_STARTED,
-        ev.RUN_FINISHED,
-        ev.NODE_REGISTERED,
-        ev.NODE_LOST,
-        ev.JOB_SUBMITTED,
-        ev.JOB_STARTED,
-        ev.JOB_FINISHED,
-        ev.JOB_FAILED,
-        ev.ATTEMPT_STARTED,
-        ev.ATTEMPT_FAILED,
-    )
-)
-_CA, _CS, _CF, _CR, _PR, _CP, _DPA, _JE, _JQ = (
-    CODES[e]
-    for e in (
-        ev.CONTAINER_ALLOCATED,
-        ev.CONTAINER_STARTED,
-        ev.CONTAINER_FINISHED,
-        ev.CONTAINER_RELEASED,
-        ev.PLACEMENT_REJECTED,
-        ev.CONTAINER_PREEMPTED,
-        ev.DP_ACCOUNT,
-        ev.JOB_ESTIMATED,
-        ev.JOB_QUEUE_CHANGED,
-    )
-)
+#: The attributes of the pending rows of each event type, in code order.
+ROW_LISTS = tuple(rows_attr(name) for name in EVENT_TYPES)
 
 
-class ColumnarEventLog(ev.EventLog):
+class ColumnarEventLog(RowBuilders, ev.EventLog):
     """An :class:`~treadle.events.EventLog` that keeps no records: each builder appends a
     row tuple ``(t, *fields)`` to the rows of its event type and its type's code to the
     codes of the group (``t`` is rounded, and the rows turned into columns, once per row
@@ -263,17 +236,7 @@ class ColumnarEventLog(ev.EventLog):
     ``resources`` are the run's resource names (the table's resource columns); a vector
     naming another one is a ValueError when its row group is built."""
 
-    __slots__ = (
-        "_allocated",
-        "_codes",
-        "_finished",
-        "_groups",
-        "_limit",
-        "_sent",
-        "_started",
-        "_table_sink",
-        "resources",
-    )
+    __slots__ = ("_codes", "_groups", "_limit", "_sent", "_table_sink", "resources", *ROW_LISTS)
 
     def __init__(
         self,
@@ -285,12 +248,11 @@ class ColumnarEventLog(ev.EventLog):
         self._table_sink = sink
         self.resources = sorted(resources)
         #: The pending rows by event code; the lists live as long as the log (cleared
-        #: after each row group), so the hot builders keep their own references.
+        #: after each row group), so each builder keeps its type's list as an attribute.
         self._groups: list[list[tuple[Any, ...]]] = [[] for _ in EVENT_TYPES]
+        for name, rows in zip(ROW_LISTS, self._groups, strict=True):
+            setattr(self, name, rows)
         self._codes = bytearray()  # the pending rows' codes, in log order
-        self._allocated = self._groups[_CA]
-        self._started = self._groups[_CS]
-        self._finished = self._groups[_CF]
         self._limit = row_group_rows
         self._sent = 0
 
@@ -298,13 +260,6 @@ class ColumnarEventLog(ev.EventLog):
             raise TypeError("a ColumnarEventLog is written by its typed builders only")
 
         self.add = refuse
-
-    def _push(self, code: int, row: tuple[Any, ...]) -> None:
-        self._groups[code].append(row)
-        codes = self._codes
-        codes.append(code)
-        if len(codes) >= self._limit:
-            self.flush()
 
     def flush(self) -> None:
         codes = self._codes
@@ -323,140 +278,6 @@ class ColumnarEventLog(ev.EventLog):
 
     def __len__(self) -> int:
         return self._sent + len(self._codes)
-
-    # The builders: the signatures of EventLog's (a test compares them).
-    def run_started(
-        self,
-        t: float,
-        *,
-        policy: str,
-        workload: str | None,
-        mode: str,
-        seed: int | None,
-        dilation: float,
-        heartbeat_s: float,
-        nodes: int,
-        capacity: Mapping[str, float],
-    ) -> None:
-        row = (t, policy, workload, mode, seed, dilation, heartbeat_s, nodes, capacity)
-        self._push(_RS, row)
-
-    def run_finished(
-        self,
-        t: float,
-        *,
-        finished: int,
-        unfinished: int,
-        stalled: str | None,
-        submit_timers: Mapping[str, Any] | None = None,
-    ) -> None:
-        timers = dict(submit_timers) if submit_timers is not None else None
-        self._push(_RF, (t, finished, unfinished, stalled, timers))
-
-    def node_registered(self, t: float, node: str, rack: str, resources: Resources) -> None:
-        self._push(_NR, (t, node, rack, resources))
-
-    def node_lost(self, t: float, node: str) -> None:
-        self._push(_NL, (t, node))
-
-    def job_submitted(
-        self,
-        t: float,
-        job: str,
-        name: str,
-        user: str,
-        queue: str,
-        tasks: int,
-        alone_jct_s: float | None,
-    ) -> None:
-        self._push(_JSUB, (t, job, name, user, queue, tasks, alone_jct_s))
-
-    def job_started(self, t: float, job: str, user: str, queue: str) -> None:
-        self._push(_JST, (t, job, user, queue))
-
-    def job_finished(self, t: float, job: str, user: str, queue: str) -> None:
-        self._push(_JF, (t, job, user, queue, "SUCCEEDED"))
-
-    def job_failed(
-        self, t: float, job: str, user: str, queue: str, status: str, diagnostics: str
-    ) -> None:
-        self._push(_JX, (t, job, user, queue, status, diagnostics))
-
-    def attempt_started(self, t: float, job: str, attempt: int) -> None:
-        self._push(_AS, (t, job, attempt))
-
-    def attempt_failed(self, t: float, job: str, attempt: int, reason: str) -> None:
-        self._push(_AF, (t, job, attempt, reason))
-
-    # The three of every task, _push inlined.
-    def container_allocated(
-        self,
-        t: float,
-        job: str,
-        container: str,
-        node: str,
-        resources: Resources,
-        priority: int,
-        kind: str,
-    ) -> None:
-        self._allocated.append((t, job, container, node, resources, priority, kind))
-        codes = self._codes
-        codes.append(_CA)
-        if len(codes) >= self._limit:
-            self.flush()
-
-    def container_started(self, t: float, job: str, container: str, node: str) -> None:
-        self._started.append((t, job, container, node))
-        codes = self._codes
-        codes.append(_CS)
-        if len(codes) >= self._limit:
-            self.flush()
-
-    def container_finished(
-        self, t: float, job: str, container: str, node: str, state: str, exit_status: int
-    ) -> None:
-        self._finished.append((t, job, container, node, state, exit_status))
-        codes = self._codes
-        codes.append(_CF)
-        if len(codes) >= self._limit:
-            self.flush()
-
-    def container_released(self, t: float, job: str, container: str, node: str) -> None:
-        self._push(_CR, (t, job, container, node))
-
-    def placement_rejected(
-        self, t: float, node: str, job: str | None, priority: int | None, reason: str
-    ) -> None:
-        self._push(_PR, (t, node, job, priority, reason))
-
-    def container_preempted(
-        self, t: float, job: str, container: str, node: str, queue: str
-    ) -> None:
-        self._push(_CP, (t, job, container, node, queue))
-
-    def dp_account(
-        self,
-        t: float,
-        queue: str,
-        price: float,
-        budget: float,
-        spending_rate: float,
-        share: float,
-        used: float,
-        pending: int,
-        charged: float,
-    ) -> None:
-        row = (t, queue, float(price), float(budget), float(spending_rate), float(share))
-        self._push(_DPA, (*row, float(used), int(pending), float(charged)))
-
-    def job_estimated(
-        self, t: float, job: str, estimate_s: float, position: int, ratio: float | None, pilots: int
-    ) -> None:
-        r = None if ratio is None else float(ratio)
-        self._push(_JE, (t, job, float(estimate_s), int(position), r, int(pilots)))
-
-    def job_queue_changed(self, t: float, job: str, from_position: int, to_position: int) -> None:
-        self._push(_JQ, (t, job, int(from_position), int(to_position)))
 
 
 class ParquetEventLog(ColumnarEventLog):

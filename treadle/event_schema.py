@@ -1,6 +1,7 @@
 """The event log's schema: the event names, each type's fields in order, and the check of
 one record against them (the file contract of ``events.jsonl`` and ``events.parquet``; add,
-never rename). ``treadle.events`` builds records to it.
+never rename). It is the one place a field is named: the typed builders of both writers
+(``treadle.event_builders``) are generated from it by ``python -m treadle.event_codegen``.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ JOB_QUEUE_CHANGED = "job_queue_changed"
 
 Record = dict[str, Any]
 
-# Times are rounded to 1 us (``round(float(t), 6)``, written out in each builder: they are
-# on the simulator's hottest path): files stay stable across float noise.
+# Times are rounded to 1 us (``round(float(t), 6)``, in each record builder; once per row
+# group for the columns): files stay stable across float noise.
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +42,9 @@ class Field:
     """One field of an event type. ``type`` is the JSON value's kind: ``str``, ``int``,
     ``float``, ``bool``, ``resources`` (an object of resource name -> amount) or ``object``
     (any JSON object). ``nullable`` fields may be null; ``optional`` fields are left out
-    of the record when they have no value; a ``const`` field always holds that value."""
+    of the record when they have no value; a ``const`` field always holds that value (its
+    builder takes no argument for it). ``arg``: the builder's parameter type when it is not
+    the field type's own (:data:`ARG_TYPES`)."""
 
     name: str
     type: str
@@ -49,13 +52,31 @@ class Field:
     nullable: bool = False
     optional: bool = False
     const: str | None = None
+    arg: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class EventType:
+    """One event type and its builder: ``keywords``: it takes its fields by keyword only
+    (many of one kind, where a slip of position would go unnoticed); ``converts``: it
+    converts numbers to their field's type (values from numpy or a policy's arithmetic)."""
+
     name: str
     doc: str
     fields: tuple[Field, ...]
+    keywords: bool = False
+    converts: bool = False
+
+
+#: The builders' parameter type of each field type (``Field.arg`` overrides it).
+ARG_TYPES = {
+    "str": "str",
+    "int": "int",
+    "float": "float",
+    "bool": "bool",
+    "resources": "Resources",
+    "object": "Mapping[str, Any]",
+}
 
 
 def _f(
@@ -66,8 +87,9 @@ def _f(
     nullable: bool = False,
     optional: bool = False,
     const: str | None = None,
+    arg: str | None = None,
 ) -> Field:
-    return Field(name, type_, doc, nullable, optional, const)
+    return Field(name, type_, doc, nullable, optional, const, arg)
 
 
 _JOB = _f("job", "str", "application id (application_NNNNN)")
@@ -91,8 +113,14 @@ SCHEMA: dict[str, EventType] = {
                 _f("dilation", "float", "emulated seconds per wall second (1 in sim)"),
                 _f("heartbeat_s", "float", "the NM heartbeat interval"),
                 _f("nodes", "int", "nodes at the start"),
-                _f("capacity", "resources", "the cluster's total resources"),
+                _f(
+                    "capacity",
+                    "resources",
+                    "the cluster's total resources",
+                    arg="Mapping[str, float]",
+                ),
             ),
+            keywords=True,
         ),
         EventType(
             RUN_FINISHED,
@@ -109,6 +137,7 @@ SCHEMA: dict[str, EventType] = {
                     optional=True,
                 ),
             ),
+            keywords=True,
         ),
         EventType(
             NODE_REGISTERED,
@@ -222,6 +251,7 @@ SCHEMA: dict[str, EventType] = {
                 _f("pending", "int", "tasks the queue's applications ask for"),
                 _f("charged", "float", "credits charged for the interval that ended"),
             ),
+            converts=True,
         ),
         EventType(
             JOB_ESTIMATED,
@@ -233,6 +263,7 @@ SCHEMA: dict[str, EventType] = {
                 _f("ratio", "float", "the sampling ratio of its pilots", nullable=True),
                 _f("pilots", "int", "pilot tasks run before the estimate (0: none)"),
             ),
+            converts=True,
         ),
         EventType(
             JOB_QUEUE_CHANGED,
@@ -242,9 +273,15 @@ SCHEMA: dict[str, EventType] = {
                 _f("from_position", "int", "where it was"),
                 _f("to_position", "int", "where it goes"),
             ),
+            converts=True,
         ),
     )
 }
+
+
+def rows_attr(event: str) -> str:
+    """The attribute of a columnar log that holds the pending rows of type ``event``."""
+    return f"_{event}_rows"
 
 
 _JSON_TYPES: dict[str, tuple[type, ...]] = {

@@ -50,6 +50,24 @@ phase, three runs each: 13.8, 12.5, 13.3 s -> 12.3, 13.6, 12.0 s CPU (best -4%, 
 edge of the noise). Outputs (events.parquet, events.jsonl, jobs.csv, jobs.parquet,
 summary.json) byte-identical for fifo, drf and fair (--limit-jobs 600) and for fifo on the
 whole file.
+
+2026-12-02, the builders of both logs generated from the schema (``treadle.event_builders``
+by ``python -m treadle.event_codegen``; branch i31/evlog against main at 0f33e71). Instruction
+counts (valgrind --tool=callgrind, PYTHONHASHSEED=0, bytecode cached; per task: the count
+at 30,000 tasks minus that at 10,000, over 20,000) of the three container rows of a task,
+its ids made in the loop as ``builder_cost`` makes them: rows only (no row group built)
+19,762 -> 19,673 instructions (-0.5%; bytecode not cached); rows and their row groups
+31,037 -> 30,994 (-0.1%); as records into an EventLog 31,861 -> 31,851 (-0.0%). Importing
+the log costs +1.4M instructions (166.6M -> 168.1M for ``import treadle.event_columns``:
+the larger generated module). ``bench_sim``'s ``run_case`` at 40 nodes, 120 s, fifo (1,100
+tasks, 3,386 records), the run without the imports: 438.35M -> 439.18M (+0.19%; the same
+base checkout with 2,000 more objects allocated before it starts, which moves only the
+addresses: 439.33M, so within the layout's noise). Wall clock, load average 10-13 (so
+read the ratios): this benchmark three times each in alternation, a task's three rows
+3426/3483/3190 -> 3475/3217/2509 ns, as records 2737/2726/2518 -> 2710/2458/2196 ns;
+``python -m tests.benchmarks sim --against`` at 1,000 nodes, 5 runs each: fifo 1.075x
+(medians 12.9 vs 12.0 simulated s per wall s; best 1.120x). Golden outputs
+byte-identical.
 """
 
 from __future__ import annotations
@@ -144,11 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         f"(tables {flush_s - write_s:.2f} + writing {write_s:.2f}; {jsonl_s / flush_s:.1f}x "
         f"less than jsonl)"
     )
-    per_row, per_call = builder_cost(ec)
+    per_row, per_record, per_call = builder_cost(ec, ev)
     print(
         f"a task's three rows (allocated, started, finished): {per_row * 1e9:.0f} ns "
         f"logged, {per_call * 1e9:.0f} ns for three calls that do nothing "
-        f"({per_row / per_call:.2f}x)"
+        f"({per_row / per_call:.2f}x); as three records: {per_record * 1e9:.0f} ns"
     )
     print(
         f"simulation with dict records / with rows:  {sim_dicts:7.2f} s / {sim_columns:.2f} s "
@@ -164,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok and far_s < 1.0 else 1
 
 
-def builder_cost(ec: Any, tasks: int = 100_000) -> tuple[float, float]:
+def builder_cost(ec: Any, ev: Any, tasks: int = 100_000) -> tuple[float, float, float]:
     """CPU seconds per task of logging its three container rows into a ColumnarEventLog
-    (row groups built and dropped), and of three calls to a method that does nothing
-    (the yardstick: what the call sites cost whatever the log does); best of 3, with the
-    cyclic GC off as in ``Simulation.run``."""
+    (row groups built and dropped), of logging them as records into an EventLog (kept),
+    and of three calls to a method that does nothing (the yardstick: what the call sites
+    cost whatever the log does); best of 3, with the cyclic GC off as in
+    ``Simulation.run``."""
     import gc
 
     from treadle.resources import Resources
@@ -206,10 +225,11 @@ def builder_cost(ec: Any, tasks: int = 100_000) -> tuple[float, float]:
         logged = min(
             run(ec.ColumnarEventLog(lambda table: None, ["memory_mb", "vcores"])) for _ in range(3)
         )
+        records = min(run(ev.EventLog()) for _ in range(3))
         nothing = min(run(Nothing()) for _ in range(3))
     finally:
         gc.enable()
-    return logged / tasks, nothing / tasks
+    return logged / tasks, records / tasks, nothing / tasks
 
 
 def vars_of(job: Any) -> list[Any]:

@@ -1,30 +1,73 @@
-"""The event log as columns: the columnar log has the builders' API, writes row groups as
-it goes, and its file reads back to the records the dict log holds."""
+"""The event log as columns: its builders and the dict log's are the schema's, it writes
+row groups as it goes, and its file reads back to the records the dict log holds."""
 
 from __future__ import annotations
 
-import inspect
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from treadle import event_columns as ec, event_table as et, events as ev
+from treadle import (
+    event_builders,
+    event_codegen,
+    event_columns as ec,
+    event_schema,
+    event_table as et,
+    events as ev,
+)
 from treadle.errors import InputError
 from treadle.resources import Resources
 
 
-def builders() -> list[str]:
-    return [name for name in ev.SCHEMA if callable(getattr(ev.EventLog, name, None))]
+def sample_args(name: str, *, nulls: bool) -> dict[str, Any]:
+    """Arguments for the builder of event type ``name``, from its schema: a value of each
+    field's argument type, its own (``nulls``: None where the field may be null or left
+    out); numbers of the other kind where the builder converts them (numpy's, sums)."""
+    etype = ev.SCHEMA[name]
+    args: dict[str, Any] = {}
+    for i, f in enumerate(etype.fields):
+        arg = f.arg or ARG[f.type]
+        values: dict[str, Any] = {
+            "str": f"{f.name}-{i}",
+            "int": float(3 + i) if etype.converts else 3 + i,
+            "float": 1 + i if etype.converts else 1.5 + i,
+            "bool": i % 2 == 0,
+            "Resources": Resources(vcores=2.0 + i, memory_mb=512.0),  # columns hold floats
+            "Mapping[str, float]": {"vcores": 4.0 + i, "memory_mb": 4096.0},
+            "Mapping[str, Any]": {"late_p50_s": 0.25, "polls": 7 + i},
+        }
+        if f.const is None:
+            args[f.name] = None if nulls and (f.nullable or f.optional) else values[arg]
+    return args
 
 
-def test_every_event_type_has_a_builder_with_the_same_signature() -> None:
-    assert builders() == list(ev.SCHEMA)
-    for name in builders():
-        want = inspect.signature(getattr(ev.EventLog, name))
-        assert inspect.signature(getattr(ec.ColumnarEventLog, name)) == want, name
+ARG = event_schema.ARG_TYPES
+
+
+def test_the_generated_builders_are_the_schemas() -> None:
+    """(If not: ``python -m treadle.event_codegen`` after editing the schema.)"""
+    assert Path(event_builders.__file__).read_text(encoding="utf-8") == event_codegen.render()
+    assert event_codegen.main(["--check"]) == 0
+
+
+@pytest.mark.parametrize("nulls", [False, True])
+@pytest.mark.parametrize("name", list(ev.SCHEMA))
+def test_both_writers_log_every_event_type_alike(tmp_path: Path, name: str, nulls: bool) -> None:
+    path = tmp_path / "e.parquet"
+    columns, plain = ec.ParquetEventLog(path, ["memory_mb", "vcores"]), ev.EventLog()
+    for log in (columns, plain):
+        for t in (0.25, 1.0000004):
+            getattr(log, name)(t, **sample_args(name, nulls=nulls))
+    columns.close()
+    assert [ev.check_record(r) for r in plain.records] == [None, None]
+    back = ec.read_events(path)
+    assert back == plain.records
+    assert [list(r) for r in back] == [list(r) for r in plain.records]
+    assert [ev.dumps(r) for r in back] == [ev.dumps(r) for r in plain.records]
 
 
 def test_one_column_per_field_with_resources_flattened() -> None:

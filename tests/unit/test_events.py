@@ -30,10 +30,8 @@ def build(name: str, **overrides: Any) -> ev.Record:
     method = getattr(log, name)
     args: dict[str, Any] = {}
     for f in ev.SCHEMA[name].fields:
-        value = SAMPLE[f.type]
-        if f.type == "resources" and f.name == "capacity":
-            value = {"vcores": 1.0}
-        args[f.name] = value
+        mapping = f.type == "resources" and f.arg is not None  # capacity: a plain mapping
+        args[f.name] = {"vcores": 1.0} if mapping else SAMPLE[f.type]
     args.update(overrides)
     params = inspect.signature(method).parameters
     method(0.25, **{k: v for k, v in args.items() if k in params})
