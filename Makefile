@@ -31,6 +31,7 @@ demo: install
 
 lint: setup
 	$(PY) -m treadle.rpc.protogen --check
+	$(PY) -m treadle.event_codegen --check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
