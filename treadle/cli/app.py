@@ -71,6 +71,7 @@ from treadle.cli.options import (
     partitioning,
     scheduled,
 )
+from treadle.cli.queues import QueuesOpt, StrictOpt, queues, with_queues
 from treadle.errors import TreadleError
 from treadle.live import logs
 
@@ -192,6 +193,8 @@ def sim(
     ] = None,
     homo_filter: HomoFilterOpt = None,
     wta_scaling: WtaScalingOpt = None,
+    queues_file: QueuesOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
     the event log (events.parquet by default)."""
@@ -222,7 +225,7 @@ def sim(
             heap.ends_with_run()
         clock = Timings(setup=True, started=STARTED) if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
-            wl = load(workload, fmt, nodes_file, imports)
+            wl = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
             if limit_jobs is not None:  # a trace reader's module: imported only when asked
                 from treadle.importers.tabular import first_jobs
 
@@ -306,6 +309,8 @@ def compare(
     log_level: LogLevelOpt = "warning",
     homo_filter: HomoFilterOpt = None,
     wta_scaling: WtaScalingOpt = None,
+    queues_file: QueuesOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     from rich.table import Table
@@ -355,7 +360,8 @@ def compare(
         )
         choices = [PolicyChoice(n, per_policy[n]) for n in names]
         parts = partitioning(partition)
-        wl = scheduled(partitioned(load(workload, fmt, nodes_file, imports), parts), scheduling)
+        wl = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
+        wl = scheduled(partitioned(wl, parts), scheduling)
         if mode != "sim" and wl.cluster.event_driven:
             fail(
                 f"cluster.scheduling 'event' is simulator-only (--mode sim); a {mode} cluster "
@@ -565,6 +571,7 @@ def run_live(
     )
 
 
+app.command("queues")(queues)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")
 
