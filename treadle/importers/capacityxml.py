@@ -44,7 +44,8 @@ PRECISION = 0.0005 * 100  # CapacitySchedulerConfiguration's, on percentages
 
 
 def read_properties(root: ET.Element, source: str) -> dict[str, str]:
-    """A Hadoop configuration's properties, name -> trimmed value (the last one wins)."""
+    """A Hadoop configuration's properties, name -> value (the last one wins). Values are
+    kept as written (an ACL's leading space matters); numbers are read trimmed."""
     props: dict[str, str] = {}
     for i, el in enumerate(root):
         where = f"<property> #{i + 1}"
@@ -58,7 +59,7 @@ def read_properties(root: ET.Element, source: str) -> dict[str, str]:
             value = el.findtext("value")
         if not name or not name.strip():
             raise QueueConfigError(source, where, "a property without a <name>")
-        props[name.strip()] = (value or "").strip()
+        props[name.strip()] = value or ""
     return props
 
 
@@ -94,7 +95,7 @@ class _Reader:
 
     def common(self, path: str, capacity: float) -> dict[str, Any]:
         """A queue's fields that the root has too: state, ACL, children, the rest."""
-        state = (self.get(path, "state") or QUEUE_RUNNING).upper()
+        state = (self.get(path, "state") or QUEUE_RUNNING).strip().upper()
         if state not in (QUEUE_RUNNING, QUEUE_STOPPED):
             raise self.error(path, "state", f"expected RUNNING or STOPPED, got {state!r}")
         names = self.child_names(path)
@@ -128,6 +129,7 @@ class _Reader:
         text = self.get(path, "capacity")
         if text is None:
             return 0.0
+        text = text.strip()
         if text.startswith("[") or text.lower().endswith("w"):
             self.notes.append(Unmodelled("capacity", text, path))
             return 0.0
@@ -149,8 +151,8 @@ class _Reader:
             child = key.partition(".")[0] if "." in key else None
             if name.startswith(head) and key not in MAPPED_KEYS and child not in children:
                 self.used.add(name)
-                self.notes.append(Unmodelled(key, value, path))
-                out.append((key, value))
+                self.notes.append(Unmodelled(key, value.strip(), path))
+                out.append((key, value.strip()))
         return tuple(out)
 
     def error(self, path: str, key: str, message: str) -> QueueConfigError:
@@ -167,12 +169,12 @@ def read_capacity(root: ET.Element, source: str) -> ImportedQueues:
     placement = _placement(reader)
     for name, value in props.items():
         if name not in reader.used:
-            reader.notes.append(Unmodelled(name, value))
+            reader.notes.append(Unmodelled(name, value.strip()))
     return ImportedQueues(source, CAPACITY, tree, placement, tuple(reader.notes))
 
 
 def _placement(reader: _Reader) -> tuple[PlacementRule, ...]:
-    override_text = reader.props.get(PREFIX + OVERRIDE, "false").lower()
+    override_text = reader.props.get(PREFIX + OVERRIDE, "false").strip().lower()
     reader.used.add(PREFIX + OVERRIDE)
     if override_text not in ("true", "false"):
         raise QueueConfigError(reader.source, PREFIX + OVERRIDE, "expected true or false")

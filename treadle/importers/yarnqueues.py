@@ -286,7 +286,10 @@ def _refusal(imported: ImportedQueues, path: str, user: str, has_acls: bool) -> 
     if any(q.state == QUEUE_STOPPED for q in chain):
         return f"their queue {path} is STOPPED"
     if has_acls:
-        acls = [q.submit_acl or (EVERYBODY if q is imported.root else " ") for q in chain]
+        default = {id(imported.root): EVERYBODY}
+        acls = [
+            q.submit_acl if q.submit_acl is not None else default.get(id(q), " ") for q in chain
+        ]
         if not any(acl_admits(acl, user) for acl in acls):
             return f"no acl_submit_applications on {path} admits their user"
     return None
