@@ -15,7 +15,8 @@ import pytest
 
 from treadle.errors import InputError
 from treadle.importers.sls import load_sls
-from treadle.importers.yarnqueues import apply_queues, describe_queues, load_queues
+from treadle.importers.yarnconf import load_queues
+from treadle.importers.yarnqueues import apply_queues, describe_queues
 from treadle.model import QUEUE_STOPPED, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 

@@ -34,7 +34,7 @@ def warn(lines: list[str]) -> None:
 
 def import_queues(path: Path, strict: bool) -> Any:
     """The file's ``ImportedQueues``, its warnings printed (raises on a bad file)."""
-    from treadle.importers.yarnqueues import load_queues
+    from treadle.importers.yarnconf import load_queues
 
     imported = load_queues(path, strict=strict)
     warn(imported.warnings())

@@ -72,7 +72,7 @@ _LONG = (1 << 64) - 1
 
 def sniff(trace: TraceFile) -> bool:
     """A SYNTH file: one object whose ``workloads`` hold ``job_classes``."""
-    values = trace.decoded_json
+    values = trace.json_values
     if not values or not isinstance(values[0], dict):
         return False
     workloads = values[0].get("workloads")

@@ -1,12 +1,13 @@
 """YARN scheduler configuration as treadle's queue tree: ``--queues FILE``.
 
-``load_queues`` reads a Capacity Scheduler ``capacity-scheduler.xml``
-(``treadle.importers.capacityxml``) or a Fair Scheduler allocation file
-(``treadle.importers.fairxml``), told apart by the root element (``<configuration>`` or
-``<allocations>``), into an ``ImportedQueues``: the tree as the model's ``QueueSpec``
-values, the placement rules that map a job's user to a queue, and what the file sets
-that treadle does not model (``Unmodelled``: each is one warning line, or with
-``strict`` an error). ``apply_queues`` puts an imported tree on a workload.
+``treadle.importers.yarnconf.load_queues`` reads a Capacity Scheduler
+``capacity-scheduler.xml`` (``treadle.importers.capacityxml``) or a Fair Scheduler
+allocation file (``treadle.importers.fairxml``), told apart by the root element
+(``<configuration>`` or ``<allocations>``), into the ``ImportedQueues`` of this module:
+the tree as the model's ``QueueSpec`` values, the placement rules that map a job's user
+to a queue, and what the file sets that treadle does not model (``Unmodelled``: each is
+one warning line, or with ``strict`` an error). ``apply_queues`` puts an imported tree on
+a workload.
 
 The XML is parsed with the standard library, and a document with a DTD is refused
 before parsing: without one, no entity can be declared, so nothing from outside can
@@ -137,34 +138,6 @@ def parse_xml(path: Path, source: str) -> ET.Element:
         raise QueueConfigError(
             source, f"line {line}, column {column + 1}", f"not well-formed XML ({message})"
         ) from None
-
-
-def load_queues(path: str | Path, *, strict: bool = False) -> ImportedQueues:
-    """Import a ``capacity-scheduler.xml`` or a Fair Scheduler allocation file. With
-    ``strict``, a property treadle does not model is an error instead of a warning."""
-    source = str(path)
-    root = parse_xml(Path(path), source)
-    if root.tag == "configuration":
-        from treadle.importers.capacityxml import read_capacity
-
-        imported = read_capacity(root, source)
-    elif root.tag == "allocations":
-        from treadle.importers.fairxml import read_fair
-
-        imported = read_fair(root, source)
-    else:
-        raise QueueConfigError(
-            source,
-            f"<{root.tag}>",
-            "neither a capacity-scheduler.xml (<configuration>) nor a Fair Scheduler "
-            "allocation file (<allocations>)",
-        )
-    check_leaf_names(imported.root, source)
-    if strict and imported.unmodelled:
-        first = imported.unmodelled[0]
-        where = f"{first.where}.{first.prop}" if first.where else first.prop
-        raise QueueConfigError(source, where, "not modelled by treadle (--strict)")
-    return imported
 
 
 def check_leaf_names(root: QueueSpec, source: str) -> None:
