@@ -341,3 +341,33 @@ def test_workload_without_queues_flag_is_unchanged(tmp_path: Path) -> None:
 
     w = workload(("j", "u", "default"))
     assert with_queues(w, None, False) is w
+
+
+def test_a_stock_capacity_file_is_one_default_queue_and_its_warnings(tmp_path: Path) -> None:
+    """The shape of the capacity-scheduler.xml Hadoop ships: scheduler-wide limits, one
+    ``default`` queue with a user limit and open ACLs, empty mappings."""
+    props = {
+        "maximum-applications": "10000",
+        "maximum-am-resource-percent": "0.1",
+        "root.queues": "default",
+        "root.capacity": "100",
+        "root.default.capacity": "100",
+        "root.default.user-limit-factor": "1",
+        "root.default.state": "RUNNING",
+        "root.default.acl_submit_applications": "*",
+        "queue-mappings": "",
+        "queue-mappings-override.enable": "false",
+    }
+    q = load_queues(capacity_xml(tmp_path, **props))
+    assert [(c.name, c.capacity, c.submit_acl) for c in q.root.children] == [
+        ("default", 100.0, "*")
+    ]
+    assert q.placement == ()
+    warned = [w.split(": ")[1] for w in q.warnings()]
+    assert warned == [
+        "user-limit-factor (at root.default)",
+        "yarn.scheduler.capacity.maximum-applications",
+        "yarn.scheduler.capacity.maximum-am-resource-percent",
+    ]
+    placed, refused = apply_queues(workload(("j", "anyone", "default")), q)
+    assert (placed.jobs[0].queue, refused) == ("default", [])

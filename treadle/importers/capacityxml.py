@@ -163,6 +163,8 @@ def read_capacity(root: ET.Element, source: str) -> ImportedQueues:
     """The queue tree, placement and unmodelled properties of a capacity-scheduler.xml."""
     props = read_properties(root, source)
     reader = _Reader(source, props)
+    for key in ("capacity", "maximum-capacity"):  # the root's are 100, whatever is set
+        reader.get(ROOT_QUEUE, key)
     tree = QueueSpec(ROOT_QUEUE, capacity=100.0, **reader.common(ROOT_QUEUE, 100.0))
     if not tree.children:
         raise QueueConfigError(source, f"{PREFIX}root.queues", "the root lists no queues")

@@ -215,6 +215,7 @@ def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list
     placer = _Placer(imported, _leaf_lookup(imported))
     leaves = [q.name for q in imported.root.walk() if q.is_leaf and q is not imported.root]
     has_acls = any(q.submit_acl is not None for q in imported.root.walk())
+    paths = imported.paths()
     kept: list[JobSpec] = []
     refused: dict[str, list[str]] = {}
     for job in wl.jobs:
@@ -238,7 +239,7 @@ def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list
                 f"job {job.name!r} goes to a parent queue; jobs go to leaf queues "
                 f"({', '.join(leaves)})",
             )
-        reason = _refusal(imported, path, job.user, has_acls)
+        reason = _refusal(imported, paths, path, job.user, has_acls)
         if reason is not None:
             refused.setdefault(reason, []).append(job.name)
             continue
@@ -253,8 +254,10 @@ def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list
     return dataclasses.replace(wl, queues=imported.root, jobs=tuple(kept)), lines
 
 
-def _refusal(imported: ImportedQueues, path: str, user: str, has_acls: bool) -> str | None:
-    paths = imported.paths()
+def _refusal(
+    imported: ImportedQueues, paths: dict[str, QueueSpec], path: str, user: str, has_acls: bool
+) -> str | None:
+    """Why YARN would refuse a job of ``user`` at the queue at ``path``; None: it would not."""
     chain = [paths[".".join(path.split(".")[: i + 1])] for i in range(path.count(".") + 1)]
     if any(q.state == QUEUE_STOPPED for q in chain):
         return f"their queue {path} is STOPPED"
