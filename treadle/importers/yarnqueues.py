@@ -174,7 +174,7 @@ def acl_admits(acl: str, user: str) -> bool:
     return user in {u.strip() for u in users.split(",")}
 
 
-def _leaf_lookup(imported: ImportedQueues) -> dict[str, tuple[str, QueueSpec]]:
+def _queue_lookup(imported: ImportedQueues) -> dict[str, tuple[str, QueueSpec]]:
     """A queue's every name (leaf name, path, path without ``root.``) -> (path, spec)."""
     out: dict[str, tuple[str, QueueSpec]] = {}
     for path, q in imported.paths().items():
@@ -212,7 +212,7 @@ class _Placer:
 def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list[str]]:
     """``wl`` with ``imported``'s queue tree, each job placed by its rules; and the
     warning lines about jobs refused at submission (left out of the workload)."""
-    placer = _Placer(imported, _leaf_lookup(imported))
+    placer = _Placer(imported, _queue_lookup(imported))
     leaves = [q.name for q in imported.root.walk() if q.is_leaf and q is not imported.root]
     has_acls = any(q.submit_acl is not None for q in imported.root.walk())
     paths = imported.paths()
