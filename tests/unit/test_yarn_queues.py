@@ -371,3 +371,25 @@ def test_a_stock_capacity_file_is_one_default_queue_and_its_warnings(tmp_path: P
     ]
     placed, refused = apply_queues(workload(("j", "anyone", "default")), q)
     assert (placed.jobs[0].queue, refused) == ("default", [])
+
+
+def test_fair_root_element_nesting_and_a_childless_parent(tmp_path: Path) -> None:
+    body = (
+        '<queue name="root"><aclSubmitApps> </aclSubmitApps>'
+        '<queue name="eng"><weight>3</weight><queue name="batch"><aclSubmitApps>ann'
+        '</aclSubmitApps></queue></queue><queue name="users" type="parent"/></queue>'
+    )
+    q = load_queues(fair_xml(tmp_path, body))
+    assert [(p, s.weight) for p, s in q.paths().items()] == [
+        ("root", 1.0),
+        ("root.eng", 3.0),
+        ("root.eng.batch", 1.0),
+        ("root.users", 1.0),
+        ("root.default", 1.0),
+    ]
+    w = workload(("j1", "ann", "eng.batch"), ("j2", "bob", "root.eng.batch"))
+    placed, lines = apply_queues(w, q)
+    assert [j.name for j in placed.jobs] == ["j1"]
+    assert "root.eng.batch admits" in lines[0]
+    with pytest.raises(InputError, match="goes to a parent queue"):
+        apply_queues(workload(("j", "ann", "users")), q)
