@@ -232,13 +232,23 @@ class ClusterSpec:
         return any(demand.fits_in(n.resources) for n in self.nodes)
 
 
+QUEUE_RUNNING, QUEUE_STOPPED = "RUNNING", "STOPPED"
+"""``QueueSpec.state``: YARN's queue states."""
+
+
 @dataclass(frozen=True)
 class QueueSpec:
     """A queue in the hierarchy. ``capacity`` and ``max_capacity`` are percentages of the
     parent (YARN CapacityScheduler); ``weight`` is the FairScheduler weight; ``budget``
     (credits) and ``spending_rate`` (credits per slot per allocation interval) are a leaf
     queue's initial Dynamic Priority account, None when not given (a policy with accounts
-    reads them; every other policy ignores them, as fifo ignores ``weight``)."""
+    reads them; every other policy ignores them, as fifo ignores ``weight``).
+
+    A tree imported from a YARN scheduler file (``treadle.importers.yarnqueues``) also
+    carries ``state`` (``STOPPED``: the queue accepts no submissions), ``submit_acl``
+    (YARN's ``acl_submit_applications`` / ``aclSubmitApps``, None when not given) and
+    ``unmodelled``: the file's properties of the queue that treadle does not honour yet,
+    as (property, value) pairs, shown by ``treadle queues``."""
 
     name: str
     weight: float = 1.0
@@ -247,6 +257,9 @@ class QueueSpec:
     children: tuple[QueueSpec, ...] = ()
     budget: float | None = None
     spending_rate: float | None = None
+    state: str = QUEUE_RUNNING
+    submit_acl: str | None = None
+    unmodelled: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_leaf(self) -> bool:

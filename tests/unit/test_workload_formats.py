@@ -27,6 +27,7 @@ TRACES = ROOT.parent / "shared" / "traces"
 SAMPLES = {
     "sls": TRACES / "sls" / "inputsls.json",
     "rumen": TRACES / "sls" / "2jobs2min-rumen-jh.json",
+    "synth": TRACES / "sls" / "syn.json",
     "uwfq": TRACES / "uwfq-scenarios" / "micro-synthetic" / "4_super_small_users_default.json",
     "wta": TRACES / "google-wta" / "macro_benchmarks_hetero.csv",
     "swf": TRACES / "swf" / "NASA-iPSC-1993-3.1-cln.swf.gz",
@@ -86,8 +87,9 @@ def test_unrecognised_json_names_what_each_format_looks_for(tmp_path: Path) -> N
     with pytest.raises(WorkloadError) as info:
         load_workload(str(path))
     assert info.value.message == (
-        "not an SLS trace (no 'job.tasks') nor a Rumen trace (no 'jobID') nor a UWFQ "
-        "scenario config (no 'user' and 'workloads')"
+        "not an SLS trace (no 'job.tasks') nor a Rumen trace (no 'jobID') nor an SLS SYNTH "
+        "file (no 'workloads' with 'job_classes') nor a UWFQ scenario config (no 'user' and "
+        "'workloads')"
     )
     path.write_text('{"100g/q3": {}}', encoding="utf-8")
     with pytest.raises(WorkloadError, match="a TPC-H DAG summary has no cluster"):

@@ -30,6 +30,7 @@ from treadle.cli.common import (
     say,
     trace_options,
 )
+from treadle.cli.queues import queues
 from treadle.cli.replay import run_live
 from treadle.cli.simulate import compare, sim
 from treadle.cli.traces import traces_command
@@ -144,6 +145,7 @@ app.command("run")(run_live)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")
 app.command("traces")(traces_command)
+app.command("queues")(queues)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from treadle.cli.common import (
     out,
     say,
 )
+from treadle.cli.queues import QueuesOpt, StrictOpt, with_queues
 from treadle.errors import TreadleError
 from treadle.live import logs
 
@@ -149,6 +150,8 @@ def cluster_up(
     no_http: NoHttpOpt = False,
     max_restarts: MaxRestartsOpt = 3,
     restart_window_s: RestartWindowOpt = 60.0,
+    queues_file: QueuesOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
@@ -174,7 +177,7 @@ def cluster_up(
         if not restart_window_s > 0:
             fail(f"--restart-window-s must be > 0, got {restart_window_s:g}", 2)
         cluster = LocalCluster(
-            cluster_workload(specs, hb, like),
+            with_queues(cluster_workload(specs, hb, like), queues_file, strict),
             policy,
             params,
             workdir=cluster_dir,

@@ -57,6 +57,7 @@ from treadle.cli.options import (
     partitioning,
     scheduled,
 )
+from treadle.cli.queues import QueuesOpt, StrictOpt, with_queues
 from treadle.live import logs
 
 if TYPE_CHECKING:
@@ -108,7 +109,6 @@ def run_options(
     asks: str | None,
     ask_settings: list[str] | None,
     imports: dict[str, Any],
-    *,
     slowdown: bool,
     phase_seed: int,
     no_cache: bool,
@@ -152,6 +152,8 @@ def sim(
     limit_jobs: LimitJobsOpt = None,
     homo_filter: HomoFilterOpt = None,
     wta_scaling: WtaScalingOpt = None,
+    queues_file: QueuesOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
     the event log (events.parquet by default)."""
@@ -165,24 +167,15 @@ def sim(
         check_events(events)
         choice = PolicyChoice(policy, parse_settings(settings or []))
         imports = trace_options(homo_filter, wta_scaling)
-        options = run_options(
-            workload,
-            asks,
-            ask_settings,
-            imports,
-            slowdown=slowdown,
-            phase_seed=phase_seed,
-            no_cache=no_cache,
-            events=events,
-            partition=partition,
-        )
+        flags = (slowdown, phase_seed, no_cache, events, partition)
+        options = run_options(workload, asks, ask_settings, imports, *flags)
         build_policy(choice)  # bad name or parameter: fail before loading a large trace
         parts = partitioning(partition)
         if INVOCATION.standalone:
             heap.ends_with_run()
         clock = Timings(setup=True, started=INVOCATION.started) if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
-            wl = load(workload, fmt, nodes_file, imports)
+            wl = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
             if limit_jobs is not None:  # a trace reader's module: imported only when asked
                 from treadle.importers.tabular import first_jobs
 
@@ -238,6 +231,8 @@ def compare(
     log_level: LogLevelOpt = "warning",
     homo_filter: HomoFilterOpt = None,
     wta_scaling: WtaScalingOpt = None,
+    queues_file: QueuesOpt = None,
+    strict: StrictOpt = False,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with errors():
@@ -246,19 +241,13 @@ def compare(
         workers = _checked_workers(mode, workers, phase_seed, cluster)
         choices, baseline = _compared(policies, settings, baseline, reference)
         imports = trace_options(homo_filter, wta_scaling)
-        options = run_options(
-            workload,
-            asks,
-            ask_settings,
-            imports,
-            slowdown=slowdown,
-            phase_seed=phase_seed,
-            no_cache=no_cache,
-            events=events,
-            partition=partition,
-        )
+        flags = (slowdown, phase_seed, no_cache, events, partition)
+        options = run_options(workload, asks, ask_settings, imports, *flags)
         wl = _compared_workload(
-            mode, load(workload, fmt, nodes_file, imports), partition, scheduling
+            mode,
+            with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict),
+            partition,
+            scheduling,
         )
         from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 

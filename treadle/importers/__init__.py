@@ -82,6 +82,12 @@ FORMATS: dict[str, Importer] = {
         _lazy("rumen", "sniff"),
         _lazy("rumen", "load_trace"),
     ),
+    "synth": Importer(
+        "an SLS SYNTH file (no 'workloads' with 'job_classes')",
+        (".json",),
+        _lazy("synth", "sniff"),
+        _lazy("synth", "load_trace"),
+    ),
     "uwfq": Importer(
         "a UWFQ scenario config (no 'user' and 'workloads')",
         (".json",),

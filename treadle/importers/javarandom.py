@@ -119,8 +119,14 @@ class JavaRandom:
     __slots__ = ("_next_gaussian", "_seed")
 
     def __init__(self, seed: int) -> None:
-        self._seed = (seed ^ _MULTIPLIER) & _MASK
+        self._seed = 0
         self._next_gaussian: float | None = None
+        self.set_seed(seed)
+
+    def set_seed(self, seed: int) -> None:
+        """``setSeed(seed)``: as a new generator of that seed (the cached Gaussian dropped)."""
+        self._seed = (seed ^ _MULTIPLIER) & _MASK
+        self._next_gaussian = None
 
     def next_bits(self, bits: int) -> int:
         """``Random.next(bits)``: the top ``bits`` bits of the advanced seed, as a Java int."""
