@@ -56,14 +56,13 @@ from am.asks import AskStrategy
 from am.core import ApplicationMaster
 from nm.core import NodeManager
 from rm.core.facade import ResourceManager
-from rm.core.state import Node
 from rm.policy import Policy
 from treadle import events as ev
 from treadle.errors import ConflictError
 from treadle.model import ProgressFn, Workload, closed_loop_followers
 from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.eventmode import EventScheduling
-from treadle.sim.handlers import EventHandlers
+from treadle.sim.handlers import EventHandlers, SimNode
 from treadle.sim.kinds import ADMIN, AM, HB, SUBMIT, TICK
 from treadle.sim.records import canonical_order, log as _log, logging_decisions
 from treadle.workload.timeline import AccountCall, AccountTimeline
@@ -89,18 +88,6 @@ def node_phases(workload: Workload, phase_seed: int = 0) -> list[float]:
     rng = random.Random(f"phases:{workload.seed}:{phase_seed}")
     h = workload.cluster.heartbeat_s
     return [rng.random() * h for _ in workload.cluster.nodes]
-
-
-class _SimNode:
-    __slots__ = ("due", "index", "nm", "phase", "rm_node", "token")
-
-    def __init__(self, nm: NodeManager, phase: float, index: int, rm_node: Node) -> None:
-        self.nm = nm
-        self.rm_node = rm_node  # the RM's book of it (the simulator never re-registers it)
-        self.phase = phase
-        self.index = index
-        self.due: float | None = None  # time of this node's live heartbeat event
-        self.token = 0  # heap entries carrying an older token are stale
 
 
 class Simulation:
@@ -155,8 +142,8 @@ class Simulation:
         self.phase_seed = phase_seed
         self._heap: list[tuple[float, int, Any, Any]] = []  # (t, kind, seq or AmKey, payload)
         self._seq = 0
-        self._nodes: dict[str, _SimNode] = {}
-        self._sleepers: dict[str, _SimNode] = {}
+        self._nodes: dict[str, SimNode] = {}
+        self._sleepers: dict[str, SimNode] = {}
         #: allocates: AM calls made; allocates_skipped: calls that would have changed
         #: nothing (asleep or not); am_events: AM calls taken off the heap.
         self.stats = {
@@ -195,17 +182,17 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, payload))
 
-    def _next_phase(self, node: _SimNode, t: float) -> float:
+    def _next_phase(self, node: SimNode, t: float) -> float:
         """The first regular heartbeat time of ``node`` at or after ``t``."""
         k = math.ceil((t - node.phase) / self.h - 1e-9)
         return node.phase + max(k, 0) * self.h
 
-    def _phase_after(self, node: _SimNode, t: float) -> float:
+    def _phase_after(self, node: SimNode, t: float) -> float:
         """The first regular heartbeat time of ``node`` strictly after ``t``."""
         k = math.floor((t - node.phase) / self.h + 1e-9) + 1
         return node.phase + max(k, 0) * self.h
 
-    def _schedule_hb(self, node: _SimNode, t: float) -> None:
+    def _schedule_hb(self, node: SimNode, t: float) -> None:
         node.due = t
         node.token = token = node.token + 1
         # Heartbeats at one instant run in node order, not in the order they were queued:
@@ -279,7 +266,7 @@ class Simulation:
         for i, nspec in enumerate(wl.cluster.nodes):
             nm = NodeManager(nspec.node_id, nspec.resources, nspec.rack)
             rm.register_node(nm.registration(), 0.0)
-            node = _SimNode(nm, phases[i], i, rm.state.nodes[nspec.node_id])
+            node = SimNode(nm, phases[i], i, rm.state.nodes[nspec.node_id])
             self._nodes[nspec.node_id] = node
             self._sleepers[nspec.node_id] = node
         self.hints.take_news()  # from now on the RM notes which AMs have news

@@ -22,7 +22,7 @@ import heapq
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from am.core import ApplicationMaster
 from rm.core.hints import SchedulingHints
@@ -32,7 +32,62 @@ from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.kinds import ADMIN, AM, HB, KINDS, NEWS, PLACE, SUBMIT, TICK, WAKE
 
 if TYPE_CHECKING:
-    from treadle.sim.engine import Simulation, _SimNode
+    from nm.core import NodeManager
+    from rm.core.facade import ResourceManager
+    from rm.core.state import Node
+    from treadle.events import EventLog
+    from treadle.model import ProgressFn, Workload
+    from treadle.sim.eventmode import EventScheduling
+    from treadle.workload.timeline import AccountCall, AccountTimeline
+
+
+class SimNode:
+    """One simulated node: its NM core, the RM's book of it, its heartbeat phase and the
+    token of its live heartbeat event."""
+
+    __slots__ = ("due", "index", "nm", "phase", "rm_node", "token")
+
+    def __init__(self, nm: NodeManager, phase: float, index: int, rm_node: Node) -> None:
+        self.nm = nm
+        self.rm_node = rm_node  # the RM's book of it (the simulator never re-registers it)
+        self.phase = phase
+        self.index = index
+        self.due: float | None = None  # time of this node's live heartbeat event
+        self.token = 0  # heap entries carrying an older token are stale
+
+
+class Engine(Protocol):
+    """What the handlers use of the engine that owns them (``treadle.sim.engine``)."""
+
+    workload: Workload
+    h: float
+    am_interval_s: float
+    policy_name: str
+    log: EventLog
+    rm: ResourceManager
+    hints: SchedulingHints
+    alone: dict[str, float]
+    stall_s: float
+    progress: ProgressFn | None
+    stats: dict[str, int]
+    events: EventScheduling | None
+    _heap: list[tuple[float, int, Any, Any]]
+    _nodes: dict[str, SimNode]
+    _sleepers: dict[str, SimNode]
+    _sleeping: dict[str, tuple[ApplicationMaster, AmKey]]
+    _busy: set[str]
+    _accounts: AccountTimeline | None
+    _on_node_heartbeat: Callable[..., Any]
+
+    def make_strategy(self) -> Any: ...
+    def _account_calls(self, calls: list[AccountCall]) -> None: ...
+    def _push(self, t: float, kind: int, payload: Any) -> None: ...
+    def _next_phase(self, node: SimNode, t: float) -> float: ...
+    def _phase_after(self, node: SimNode, t: float) -> float: ...
+    def _schedule_hb(self, node: SimNode, t: float) -> None: ...
+    def _am_key(self, clock: AmClock, k: int) -> Any: ...
+    def _may_sleep(self, am: ApplicationMaster) -> bool: ...
+
 
 #: A handler: (time, tie-break key, payload) -> True when the event was moot.
 Handler = Callable[[float, Any, Any], "bool | None"]
@@ -92,7 +147,7 @@ class EventHandlers:
         "wake_queued",
     )
 
-    def __init__(self, sim: Simulation, followers: dict[str, list[tuple[JobSpec, float]]]) -> None:
+    def __init__(self, sim: Engine, followers: dict[str, list[tuple[JobSpec, float]]]) -> None:
         self.sim = sim
         # Read at the start of the run, not at the simulation's construction: the property
         # tests swap the hints and the RM for wrappers after ``Simulation.__init__``.
@@ -153,7 +208,7 @@ class EventHandlers:
         }
         return (*(by_kind[kind] for kind in range(KINDS - 1)), by_kind[ADMIN])
 
-    def heartbeat(self, t: float, key: Any, payload: tuple[_SimNode, int]) -> None:
+    def heartbeat(self, t: float, key: Any, payload: tuple[SimNode, int]) -> None:
         """A node's heartbeat (regular, or out of band at a container's end), and when its
         next one is due; none if a wake-up moved it earlier since (an older token). A
         heartbeat now (the wake-up walk, a placement pass) passes the node's own token."""
@@ -243,7 +298,7 @@ class EventHandlers:
         while cursor.steps < n and hints.has_pending:
             base = cursor.period_start
             i = cursor.index
-            node: _SimNode = order[i]
+            node: SimNode = order[i]
             due = base + node.phase
             if due > t + 1e-12:
                 self.wake_queued = True
