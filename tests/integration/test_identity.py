@@ -404,7 +404,8 @@ async def test_an_nm_refuses_a_container_the_rm_did_not_sign(tmp_path: Path) -> 
 
         def launch(token: str, **over: Any) -> cm_pb.ContainerLaunch:
             fields = dict(container_id=g.container_id, app_id=app, node_id="n1",
-                          resources=g.resources, duration_s=5.0, container_token=token)  # fmt: skip
+                          resources=g.resources, duration_s=5.0, container_token=token,
+                          max_duration_s=g.max_duration_s, expires_s=g.expires_s)  # fmt: skip
             fields.update(over)
             return cm_pb.ContainerLaunch(**fields)
 
@@ -439,6 +440,8 @@ def test_the_rm_process_refuses_to_start_without_secrets_or_insecure(tmp_path: P
     assert "--acl FILE and --node-secret-file FILE" in run.stderr
     (tmp_path / "acl").write_text("alice root short\n")
     (tmp_path / "ns").write_text("x" * 20)
+    for name in ("acl", "ns"):
+        (tmp_path / name).chmod(0o600)  # a loose secret is refused first (test_private_state)
     run = subprocess.run(
         [sys.executable, "-m", "rm", "--policy", "fifo", "--acl", str(tmp_path / "acl"),
          "--node-secret-file", str(tmp_path / "ns")],

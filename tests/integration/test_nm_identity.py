@@ -48,9 +48,11 @@ async def started(c: Cluster, user: str) -> tuple[Any, str, str]:
     ch = channel(c.nm_address, Peer())
     c.channels.append(ch)
     nm = cm_grpc.ContainerManagerStub(ch)
-    launch = cm_pb.ContainerLaunch(container_id=g.container_id, app_id=app, node_id="n1",
-                                   resources=g.resources, duration_s=1000.0,
-                                   container_token=g.container_token)  # fmt: skip
+    launch = cm_pb.ContainerLaunch(
+        container_id=g.container_id, app_id=app, node_id="n1", resources=g.resources,
+        duration_s=100.0, container_token=g.container_token,
+        max_duration_s=g.max_duration_s, expires_s=g.expires_s,
+    )  # fmt: skip
     ok = await nm.StartContainers(cm_pb.StartContainersRequest(launches=[launch]))
     assert list(ok.started) == [g.container_id]
     return nm, g.container_id, g.container_token
