@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import gc
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from treadle import events as ev
 from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
 from treadle.live import lag
-from treadle.live.auth import AclFile, read_secret
+from treadle.live.auth import AclFile, check_private, read_secret
 from treadle.live.gate import Gate
 from treadle.live.proc import (
     ArgumentParser,
@@ -125,6 +126,8 @@ def _gate(args: argparse.Namespace) -> Gate:
     if not args.replay_window_s >= 0:
         fail(PROG, f"--replay-window-s must be >= 0, got {args.replay_window_s}")
     try:
+        check_private(args.acl, "ACL file")
+        check_private(args.node_secret_file, "node secret")
         acl = AclFile(args.acl)
         secret = read_secret(args.node_secret_file, "node secret")
     except TreadleError as e:
@@ -134,6 +137,7 @@ def _gate(args: argparse.Namespace) -> Gate:
 
 async def main_async(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    os.umask(0o077)  # the store, event log and port files are the RM's alone (issue 26)
     setup_logging(args.log_level, PROG)
     if not args.dilation > 0:
         fail(PROG, f"--dilation must be > 0, got {args.dilation}")
@@ -161,6 +165,8 @@ async def main_async(argv: list[str]) -> int:
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
         fail(PROG, f"--http-port must be between 0 and 65535, got {args.http_port}")
     try:
+        if args.events and os.path.exists(args.events):
+            check_private(args.events, "event log")
         store = StateStore(args.state_dir) if args.state_dir else None
         stored = store.load() if store is not None else None
         previous = read_events(args.events) if args.events and stored and not stored.empty else []

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -27,6 +28,7 @@ from rm.policy.accounts import AccountBalance
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
+from treadle.live.auth import check_private
 from treadle.live.gate import Gate
 from treadle.messages import AppSubmission, ContainerState, ContainerStatus
 from treadle.rpc.v1 import common_pb2 as pb
@@ -77,7 +79,8 @@ class StateStore:
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _private_files(self.path)
             self._db = sqlite3.connect(self.path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
@@ -221,6 +224,17 @@ class StateStore:
         except (sqlite3.Error, ValueError, KeyError, TypeError, TreadleError) as e:
             raise TreadleError(f"{self.path}: unreadable state store: {e}") from None
         return out
+
+
+def _private_files(db: Path) -> None:
+    """The store's files are the RM's alone: a new one is created mode 0600 before SQLite
+    opens it (its WAL and shared-memory files take the same mode), one that other accounts
+    may read is refused (``auth.check_private``)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        if path.exists():
+            check_private(path, "state store")
 
 
 Sig = tuple[str, int, bool, int, int]
