@@ -184,6 +184,16 @@ class NodeHost:
             log.warning("nm_resync", nodes=resync)
             await self.register(resync, with_containers=True)
 
+    async def register_again(self) -> None:
+        """The RM refused a heartbeat's node token: it no longer knows it (restarted on a
+        new or set-aside store). Register every node again, as a resync does, rather than
+        heartbeat in vain: the RM issues new tokens to nodes it does not know and keeps
+        those of nodes whose token it holds."""
+        try:
+            await self.register(with_containers=True)
+        except grpc.aio.AioRpcError as e:
+            log.warning("nm_register_again_failed", code=str(e.code()), details=e.details())
+
     def out_of_band(self, node_id: str) -> None:
         """A container ended: report it now rather than at the next regular heartbeat (as
         YARN's NodeStatusUpdater does). Requests arriving together share one round."""
@@ -220,6 +230,8 @@ class NodeHost:
                 await self.heartbeat_once()
             except grpc.aio.AioRpcError as e:
                 log.warning("heartbeat_failed", code=str(e.code()), details=e.details())
+                if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    await self.register_again()
             if self.clock is not clock:
                 clock = self.clock
                 t = clock.now()

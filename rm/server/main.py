@@ -14,7 +14,7 @@ import structlog
 
 from rm.core.facade import ResourceManager
 from rm.server.service import RmSettings, serve
-from rm.server.store import StateStore, ended_containers, open_containers, read_events, restore
+from rm.server.store import ended_containers, open_containers, open_state, restore
 from treadle import events as ev
 from treadle.cluster.config import LIMITS, RmLimits
 from treadle.errors import TreadleError
@@ -80,6 +80,12 @@ def parser() -> ArgumentParser:
         metavar="DIR",
         help="keep what a restart needs in DIR/rm-state.sqlite and reload it on start "
         "(README: RM restart); give --events too, so the event log continues",
+    )
+    p.add_argument(
+        "--fresh-state",
+        action="store_true",
+        help="set aside a state store or event log that is refused (empty, corrupt, another "
+        "cluster's, its WAL lost, cut short) and start a new run",
     )
     g = p.add_argument_group("limits (default: the config file's, else RmLimits')")
     for name in LIMITS:
@@ -167,9 +173,12 @@ async def main_async(argv: list[str]) -> int:
     try:
         if args.events and os.path.exists(args.events):
             check_private(args.events, "event log")
-        store = StateStore(args.state_dir) if args.state_dir else None
-        stored = store.load() if store is not None else None
-        previous = read_events(args.events) if args.events and stored and not stored.empty else []
+        store, stored = None, None
+        previous: list[ev.Record] = []
+        if args.state_dir:
+            store, stored, previous = open_state(
+                args.state_dir, args.events, cluster=gate.cluster_id, fresh=args.fresh_state
+            )
     except TreadleError as e:
         fail(PROG, str(e))
     sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115

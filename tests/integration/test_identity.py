@@ -80,6 +80,7 @@ class Cluster:
     host: NodeHost
     nm_address: str
     channels: list[grpc.aio.Channel]
+    gate: Gate | None = None
 
     def client(self, user: str | None, key: str | None = None) -> Any:
         ch = channel(self.address, Peer(creds(user, key) if user else None))
@@ -131,7 +132,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     await nm_server.start()
     await host.connect()
     await host.register()
-    c = Cluster(rm, address, acl, host, f"127.0.0.1:{nm_port}", [])
+    c = Cluster(rm, address, acl, host, f"127.0.0.1:{nm_port}", [], gate)
     try:
         yield c
     finally:

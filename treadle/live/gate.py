@@ -77,6 +77,10 @@ class Gate:
     def enabled(self) -> bool:
         return self.acl is not None
 
+    @property
+    def cluster_id(self) -> str:
+        return cluster_id(self.node_secret)
+
     # ------------------------------------------------------------------ signed calls
     def _signed(self, method: str, body: bytes, metadata: Metadata) -> tuple[str, str]:
         """(user, signature) of a signed call whose timestamp is fresh; the key is looked
@@ -339,6 +343,14 @@ class ContainerVerifier:
                 f"container {cid}: asks to run {x.duration_s:g} s; its grant allows at most "
                 f"{x.max_duration_s:g} s"
             )
+
+
+def cluster_id(node_secret: bytes | None) -> str:
+    """Which cluster this is, as a state store's header names it: a digest of the node
+    secret (which every role of one cluster shares); ``insecure`` without one."""
+    if node_secret is None:
+        return "insecure"
+    return auth.derive_key(node_secret, "cluster-id").hex()[:16]
 
 
 def _holds(issued: str | None, token: str) -> bool:
