@@ -12,7 +12,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from treadle.rpc.v1 import application_master_pb2 as am_pb, container_manager_pb2 as cm_pb
+from treadle.rpc.v1 import (
+    application_master_pb2 as am_pb,
+    common_pb2 as pb,
+    container_manager_pb2 as cm_pb,
+)
 
 if TYPE_CHECKING:
     from rm.server.service import RmServer
@@ -43,30 +47,32 @@ def sign_task_grants(s: RmServer, out: am_pb.AllocateResponse) -> None:
     """Sign each container an Allocate answer grants (no command; a bounded duration)."""
     expires = expiry(s)
     for c in out.allocated:
-        c.max_duration_s = task_bound(s, c.app_id)
-        c.expires_s = expires
-        c.container_token = s.gate.sign_container(
-            c.container_id,
-            c.app_id,
-            c.node_id,
-            dict(c.resources.amounts),
-            max_duration_s=c.max_duration_s,
-            expires_s=c.expires_s,
-        )
+        _sign(s, c, task_bound(s, c.app_id), expires)
 
 
 def sign_am_launch(s: RmServer, launch: cm_pb.ContainerLaunch) -> None:
     """Sign an AM container's launch as built, command and environment included: it runs
     until its process exits."""
-    launch.max_duration_s = math.inf
-    launch.expires_s = expiry(s)
-    launch.container_token = s.gate.sign_container(
-        launch.container_id,
-        launch.app_id,
-        launch.node_id,
-        dict(launch.resources.amounts),
-        max_duration_s=launch.max_duration_s,
-        expires_s=launch.expires_s,
-        command=list(launch.command),
-        environment=dict(launch.environment),
+    _sign(s, launch, math.inf, expiry(s), list(launch.command), dict(launch.environment))
+
+
+def _sign(
+    s: RmServer,
+    m: pb.Container | cm_pb.ContainerLaunch,
+    max_duration_s: float,
+    expires_s: float,
+    command: list[str] | None = None,
+    environment: dict[str, str] | None = None,
+) -> None:
+    """Set a grant's terms on ``m`` and its container token, the RM's signature of them."""
+    m.max_duration_s, m.expires_s = max_duration_s, expires_s
+    m.container_token = s.gate.sign_container(
+        m.container_id,
+        m.app_id,
+        m.node_id,
+        dict(m.resources.amounts),
+        max_duration_s=max_duration_s,
+        expires_s=expires_s,
+        command=command or (),
+        environment=environment,
     )

@@ -29,6 +29,7 @@ from tests.integration.test_identity import (
     Cluster,
     aio,
     cluster,
+    granted,
     refused,
 )
 from treadle.errors import InvalidRequestError
@@ -37,29 +38,10 @@ from treadle.live.gate import Gate
 from treadle.live.rpcutil import Peer, channel
 from treadle.messages import ContainerState
 from treadle.rpc.v1 import (
-    application_master_pb2 as am_pb,
     common_pb2 as pb,
     container_manager_pb2 as cm_pb,
     container_manager_pb2_grpc as cm_grpc,
 )
-
-
-async def granted(c: Cluster, user: str = "alice") -> tuple[Any, pb.Container]:
-    """A task container the RM granted ``user``'s new application (job: one 100 s task),
-    as its AM receives it: (the NM's ContainerManager stub, the grant)."""
-    app, token = await c.submit(user)
-    am = c.am()
-    await am.RegisterApplicationMaster(
-        am_pb.RegisterApplicationMasterRequest(app_id=app, am_token=token)
-    )
-    ask = am_pb.Ask(priority=1, resources=pb.Resources(amounts=TASK), count=1)
-    first = await am.Allocate(am_pb.AllocateRequest(app_id=app, asks=[ask], am_token=token))
-    await c.host.heartbeat_once()
-    again = am_pb.AllocateRequest(app_id=app, am_token=token, response_id=first.response_id)
-    (g,) = (await am.Allocate(again)).allocated
-    ch = channel(c.nm_address, Peer())
-    c.channels.append(ch)
-    return cm_grpc.ContainerManagerStub(ch), g
 
 
 def launch(g: pb.Container, **over: Any) -> cm_pb.StartContainersRequest:
@@ -171,7 +153,7 @@ async def test_an_am_command_runs_as_nobody_without_the_hosts_secrets(
     environment carries the grant's variables but none of the host's treadle secrets."""
     account = nobody()
     monkeypatch.setenv("TREADLE_ADMIN_KEY", "the-admin-key-0123456789")
-    out = Path(tempfile.mkdtemp(prefix="treadle-run-as-"))
+    out = Path(tempfile.mkdtemp(prefix="treadle-run-as-", dir="/tmp"))  # nobody enters /tmp
     try:
         out.chmod(0o777)  # somewhere nobody may write its answer
         async with cluster(tmp_path) as c:
@@ -194,9 +176,12 @@ async def test_an_am_command_runs_as_nobody_without_the_hosts_secrets(
             nm = cm_grpc.ContainerManagerStub(ch)
             ok = await nm.StartContainers(cm_pb.StartContainersRequest(launches=[m]))
             assert list(ok.started) == ["container_am_1"]
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60  # generous: the machine may be loaded
             while not (out / "env").exists() or c.host.processes:
-                assert time.monotonic() < deadline, "the AM command did not finish"
+                assert time.monotonic() < deadline, (
+                    f"the AM command did not finish: {sorted(os.listdir(out))}, "
+                    f"processes {list(c.host.processes)}"
+                )
                 await asyncio.sleep(0.05)
         assert (out / "uid").read_text().strip() == str(account.uid)
         seen = (out / "env").read_text()

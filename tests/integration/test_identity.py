@@ -143,6 +143,24 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         await server.stop(None)
 
 
+async def granted(c: Cluster, user: str = "alice") -> tuple[Any, pb.Container]:
+    """A task container the RM granted ``user``'s new application (job: one 100 s task),
+    as its AM receives it: (the NM's ContainerManager stub, the grant)."""
+    app, token = await c.submit(user)
+    am = c.am()
+    await am.RegisterApplicationMaster(
+        am_pb.RegisterApplicationMasterRequest(app_id=app, am_token=token)
+    )
+    ask = am_pb.Ask(priority=1, resources=pb.Resources(amounts=TASK), count=1)
+    first = await am.Allocate(am_pb.AllocateRequest(app_id=app, asks=[ask], am_token=token))
+    await c.host.heartbeat_once()
+    again = am_pb.AllocateRequest(app_id=app, am_token=token, response_id=first.response_id)
+    (g,) = (await am.Allocate(again)).allocated
+    ch = channel(c.nm_address, Peer())
+    c.channels.append(ch)
+    return cm_grpc.ContainerManagerStub(ch), g
+
+
 def one_task_job() -> pb.JobSpec:
     stage = pb.StageSpec(name="s", durations=[1.0], resources=pb.Resources(amounts=TASK))
     return pb.JobSpec(name="j", stages=[stage])
@@ -386,22 +404,9 @@ async def test_a_heartbeat_without_the_node_token_is_refused(tmp_path: Path) -> 
 @aio
 async def test_an_nm_refuses_a_container_the_rm_did_not_sign(tmp_path: Path) -> None:
     async with cluster(tmp_path) as c:
-        app, token = await c.submit("alice")
-        am = c.am()
-        await am.RegisterApplicationMaster(
-            am_pb.RegisterApplicationMasterRequest(app_id=app, am_token=token)
-        )
-        ask = am_pb.Ask(priority=1, resources=pb.Resources(amounts=TASK), count=1)
-        first = await am.Allocate(am_pb.AllocateRequest(app_id=app, asks=[ask], am_token=token))
-        await c.host.heartbeat_once()
-        again = am_pb.AllocateRequest(app_id=app, am_token=token, response_id=first.response_id)
-        grants = (await am.Allocate(again)).allocated
-        assert len(grants) == 1
-        assert grants[0].container_token
-        g = grants[0]
-        nm_ch = channel(c.nm_address, Peer())
-        c.channels.append(nm_ch)
-        nm = cm_grpc.ContainerManagerStub(nm_ch)
+        nm, g = await granted(c)
+        app = g.app_id
+        assert g.container_token
 
         def launch(token: str, **over: Any) -> cm_pb.ContainerLaunch:
             fields = dict(container_id=g.container_id, app_id=app, node_id="n1",

@@ -43,7 +43,7 @@ def nobody_reads(path: Path) -> bool:
 def open_dir() -> Iterator[Path]:
     """A directory every account may enter (not pytest's private tmp_path), so that
     only the modes of what is made inside it protect it."""
-    path = Path(tempfile.mkdtemp(prefix="treadle-private-"))
+    path = Path(tempfile.mkdtemp(prefix="treadle-private-", dir="/tmp"))  # all enter /tmp
     path.chmod(0o755)
     try:
         yield path
