@@ -190,6 +190,8 @@ async def main_async(argv: list[str]) -> int:
             check_private(args.node_secret_file, "node secret")
             secret = read_secret(args.node_secret_file, "node secret")
         token_file = work_dir(args.work_dir) / TOKEN_FILE if args.work_dir else None
+        if token_file is not None and token_file.exists():
+            check_private(token_file, "node token file")
         account = run_as(args.run_as)
     except TreadleError as e:
         fail(PROG, str(e))

@@ -163,6 +163,20 @@ def test_the_nm_refuses_to_start_on_a_loose_node_secret(tmp_path: Path) -> None:
         f"python -m nm: error: {secret}: the node secret is open to other accounts "
         f"(mode 0644); chmod 600 {secret}"
     )
+    secret.chmod(0o600)
+    tokens = tmp_path / "work" / "node-tokens.json"
+    tokens.parent.mkdir()
+    tokens.write_text("{}")
+    tokens.chmod(0o644)
+    run = subprocess.run(
+        [sys.executable, "-m", "nm", "--rm", "127.0.0.1:1", "--node-secret-file", str(secret),
+         "--work-dir", str(tokens.parent)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().endswith(
+        f"{tokens}: the node token file is open to other accounts (mode 0644); chmod 600 {tokens}"
+    )
 
 
 def test_a_new_store_is_private_from_its_first_byte_whatever_the_umask(open_dir: Path) -> None:
