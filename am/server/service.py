@@ -36,6 +36,7 @@ from am.core import ApplicationMaster
 from treadle.errors import TreadleError
 from treadle.live import lag, wire
 from treadle.live.clock import EmulatedClock
+from treadle.live.gate import Grant
 from treadle.live.rpcutil import channel
 from treadle.messages import AllocateRequest, ContainerLaunch, FinalStatus
 from treadle.model import JobSpec
@@ -50,6 +51,8 @@ from treadle.rpc.v1 import (
 )
 
 log = structlog.get_logger("am")
+#: A container the RM did not grant (the NM refuses its launch, with the reason).
+NO_GRANT = Grant("", 0.0, 0.0)
 
 #: In a FAILED_PRECONDITION's details: the RM lost this attempt's session (it restarted).
 REGISTER_AGAIN = "register again"
@@ -131,7 +134,7 @@ class _Session:
     ) -> None:
         self.app_id = app_id
         self.am_token = am_token
-        self.container_tokens: dict[str, str] = {}  # container id -> the RM's signature
+        self.grants: dict[str, Grant] = {}  # container id -> the RM's grant of it
         self.rm: Any = am_grpc.ApplicationMasterStub(ch)
         self.client: Any = client_grpc.ClientStub(ch)
         self.nodes = nodes
@@ -241,7 +244,7 @@ class _Session:
                     reregistered = 0
                     for c in resp.allocated:
                         self.addresses[c.container_id] = c.node_address
-                        self.container_tokens[c.container_id] = c.container_token
+                        self.grants[c.container_id] = wire.grant_from_pb(c)
                     launches = core.on_allocate_response(
                         wire.allocate_response_from_pb(resp), clock.now()
                     )
@@ -249,7 +252,7 @@ class _Session:
                         await self.launch(core, launches)
                     for s in resp.completed:
                         self.addresses.pop(s.container_id, None)
-                        self.container_tokens.pop(s.container_id, None)
+                        self.grants.pop(s.container_id, None)
                     if core.finished:
                         break
                 t += interval
@@ -351,7 +354,7 @@ class _Session:
         """Start one NM's launches; return the ones that failed, with the reason."""
         msgs = [wire.launch_to_pb(x) for x in group]
         for m in msgs:
-            m.container_token = self.container_tokens.get(m.container_id, "")
+            wire.put_grant(m, self.grants.get(m.container_id, NO_GRANT))
         req = cm_pb.StartContainersRequest(launches=msgs)
         try:
             resp = await self.nodes.stub(address).StartContainers(req, timeout=self.timeout)

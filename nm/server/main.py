@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import pwd
 import sys
 from pathlib import Path
 
 import grpc
 import structlog
 
-from nm.server.service import ContainerManagerServicer, NodeHost
+from nm.server.service import Account, ContainerManagerServicer, NodeHost
 from treadle.errors import InvalidRequestError, TreadleError
 from treadle.live import lag
-from treadle.live.auth import read_secret
+from treadle.live.auth import check_private, read_secret
 from treadle.live.proc import (
     ArgumentParser,
     add_common,
@@ -39,6 +41,8 @@ from treadle.rpc.v1 import container_manager_pb2_grpc as cm_grpc
 
 PROG = "python -m nm"
 TOKEN_FILE = "node-tokens.json"
+#: Whom a root NM host runs AM containers as, unless --run-as says otherwise.
+DEFAULT_RUN_AS = "nobody"
 log = structlog.get_logger("nm")
 
 
@@ -71,6 +75,12 @@ def parser() -> ArgumentParser:
         metavar="DIR",
         help="where this host keeps its node tokens (node-tokens.json, mode 0600), so "
         "that it can register its nodes again after a restart",
+    )
+    p.add_argument(
+        "--run-as",
+        metavar="USER",
+        help="the account AM containers' processes run as (default: nobody when this "
+        "process runs as root, else its own; root only if named)",
     )
     p.add_argument(
         "--insecure", action="store_true", help="register unsigned, start unsigned containers"
@@ -108,6 +118,35 @@ def work_dir(text: str) -> Path:
     return path
 
 
+def run_as(name: str | None) -> Account | None:
+    """Whom AM containers run as: ``name``; by default nobody if this process is root
+    (a container must not hold the host's privileges), else this process's own account
+    (None). Another account than one's own needs root."""
+    euid = os.geteuid()
+    if name is None:
+        if euid != 0:
+            return None
+        name = DEFAULT_RUN_AS
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        raise InvalidRequestError(f"--run-as {name}: no such account on this host") from None
+    if entry.pw_uid == euid:
+        return None
+    if euid != 0:
+        raise InvalidRequestError(
+            f"--run-as {name}: only a host running as root may run containers as another account"
+        )
+    return Account(name, entry.pw_uid, entry.pw_gid)
+
+
+def _own_account() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:  # an account without a passwd entry (a container's arbitrary uid)
+        return str(os.geteuid())
+
+
 def node_specs(a: argparse.Namespace) -> list[NodeSpec]:
     if a.nodes_json:
         path = Path(a.nodes_json)
@@ -138,6 +177,7 @@ def node_specs(a: argparse.Namespace) -> list[NodeSpec]:
 
 async def main_async(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    os.umask(0o077)  # what this host writes (its node tokens, port file) is its own
     setup_logging(args.log_level, PROG)
     peer = security_from(PROG, args)
     configure(peer)
@@ -145,10 +185,14 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, "give --node-secret-file FILE, or --insecure for an RM without identity checks")
     try:
         specs = node_specs(args)
-        secret = (
-            read_secret(args.node_secret_file, "node secret") if args.node_secret_file else None
-        )
+        secret = None
+        if args.node_secret_file:
+            check_private(args.node_secret_file, "node secret")
+            secret = read_secret(args.node_secret_file, "node secret")
         token_file = work_dir(args.work_dir) / TOKEN_FILE if args.work_dir else None
+        if token_file is not None and token_file.exists():
+            check_private(token_file, "node token file")
+        account = run_as(args.run_as)
     except TreadleError as e:
         fail(PROG, str(e))
     server = grpc.aio.server(options=CHANNEL_OPTIONS)
@@ -161,6 +205,7 @@ async def main_async(argv: list[str]) -> int:
         address=args.advertise or address,
         node_secret=secret,
         token_file=token_file,
+        run_as=account,
     )
     cm_grpc.add_ContainerManagerServicer_to_server(ContainerManagerServicer(host), server)
     add_health(server, ["treadle.v1.ContainerManager"])
@@ -176,7 +221,10 @@ async def main_async(argv: list[str]) -> int:
         await server.stop(0)
         fail(PROG, f"cannot register with the RM at {args.rm}: {detail}", 1)
     write_port_file(args.port_file, address)
-    log.info("nm_started", nodes=len(specs), address=address, batch=args.batch)
+    am_account = account.name if account is not None else _own_account()
+    if am_account == "root":
+        log.warning("am_containers_run_as_root", note="--run-as root: AM processes hold root")
+    log.info("nm_started", nodes=len(specs), address=address, batch=args.batch, run_as=am_account)
     loop_task = asyncio.create_task(host.heartbeat_loop(stop))
     lag_log = asyncio.create_task(lag.log_periodically(log, stop))
     await stop.wait()

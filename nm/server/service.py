@@ -7,7 +7,11 @@ the NM it names. An AM container's launch carries a command: the NM runs it as i
 OS process and the container ends when the process exits.
 
 Identity (with a node secret): a launch starts only with the RM's signature of its grant
-(the container token); StopContainers and GetContainerStatuses name, per container, that
+(the container token), which covers the whole launch context: an AM container's command
+and environment (a task container runs none), the longest duration a task may run and
+the grant's expiry; each grant starts once (treadle.live.gate.ContainerVerifier). An AM
+container's process runs as ``run_as`` (``python -m nm --run-as``; nobody when the host
+runs as root). StopContainers and GetContainerStatuses name, per container, that
 same token, which only the RM and the AM it granted the container to hold (YARN's NMToken
 ties these calls to the container's application): a call lacking one is UNAUTHENTICATED,
 one whose token is not the container's is PERMISSION_DENIED, whole, before any effect.
@@ -22,7 +26,7 @@ import math
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +64,7 @@ class NodeHost:
         address: str = "",
         node_secret: bytes | None = None,
         token_file: Path | None = None,
+        run_as: Account | None = None,
     ) -> None:
         if not nodes:
             raise InvalidRequestError("an NM host needs at least one node")
@@ -90,6 +95,8 @@ class NodeHost:
         # incarnation: the RM ends the old one's containers as lost).
         self.token_file = token_file
         self.tokens: dict[str, str] = load_tokens(token_file) if token_file else {}
+        #: Whom AM containers' processes run as (None: this process's own account).
+        self.run_as = run_as
 
     def nm(self, node_id: str) -> NodeManager:
         nm = self.nms.get(node_id)
@@ -177,6 +184,16 @@ class NodeHost:
             log.warning("nm_resync", nodes=resync)
             await self.register(resync, with_containers=True)
 
+    async def register_again(self) -> None:
+        """The RM refused a heartbeat's node token: it no longer knows it (restarted on a
+        new or set-aside store). Register every node again, as a resync does, rather than
+        heartbeat in vain: the RM issues new tokens to nodes it does not know and keeps
+        those of nodes whose token it holds."""
+        try:
+            await self.register(with_containers=True)
+        except grpc.aio.AioRpcError as e:
+            log.warning("nm_register_again_failed", code=str(e.code()), details=e.details())
+
     def out_of_band(self, node_id: str) -> None:
         """A container ended: report it now rather than at the next regular heartbeat (as
         YARN's NodeStatusUpdater does). Requests arriving together share one round."""
@@ -213,6 +230,8 @@ class NodeHost:
                 await self.heartbeat_once()
             except grpc.aio.AioRpcError as e:
                 log.warning("heartbeat_failed", code=str(e.code()), details=e.details())
+                if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                    await self.register_again()
             if self.clock is not clock:
                 clock = self.clock
                 t = clock.now()
@@ -261,11 +280,17 @@ class NodeHost:
         command: Sequence[str],
         environment: Mapping[str, str] | None = None,
     ) -> None:
-        """Run an AM container's command; the container completes when it exits."""
-        env = dict(os.environ, TREADLE_CONTAINER_ID=cid, TREADLE_NODE_ID=nm.node_id)
+        """Run an AM container's command (the RM's, as its grant names it) as ``run_as``;
+        the container completes when it exits. Its environment is this process's without
+        treadle's own variables (which may carry secrets), and the grant's."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TREADLE_")}
+        env.update(TREADLE_CONTAINER_ID=cid, TREADLE_NODE_ID=nm.node_id)
         env.update(environment or {})
         argv = [sys.executable if a == "{python}" else a for a in command]
-        proc = await asyncio.create_subprocess_exec(*argv, env=env)
+        account: dict[str, Any] = {}
+        if self.run_as is not None:
+            account = dict(user=self.run_as.uid, group=self.run_as.gid, extra_groups=[], cwd="/")
+        proc = await asyncio.create_subprocess_exec(*argv, env=env, **account)
         self.processes[cid] = proc
         asyncio.get_running_loop().create_task(self._reap(nm, cid, proc))
 
@@ -275,6 +300,15 @@ class NodeHost:
             nm.finish_container(cid, self.clock.now(), code)
             self.out_of_band(nm.node_id)
             log.info("am_process_exited", container=cid, node=nm.node_id, exit_code=code)
+
+
+@dataclass(frozen=True)
+class Account:
+    """An OS account AM containers' processes run as."""
+
+    name: str
+    uid: int
+    gid: int
 
 
 def load_tokens(path: Path) -> dict[str, str]:
@@ -315,12 +349,10 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
         self, request: cm_pb.StartContainersRequest, context: Any
     ) -> cm_pb.StartContainersResponse:
         host = self.host
-        # All or nothing: a launch the RM did not sign refuses the call before any starts.
-        for m in request.launches:
-            host.verifier.check(
-                m.container_id, m.app_id, m.node_id, dict(m.resources.amounts), m.container_token
-            )
         now = host.clock.now()
+        # All or nothing: a launch the RM did not grant as asked (terms, once, in time)
+        # refuses the call before any starts.
+        host.verifier.check([wire.signed_launch_from_pb(m) for m in request.launches], now)
         resp = cm_pb.StartContainersResponse()
         for m in request.launches:
             try:

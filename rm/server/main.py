@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import gc
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -14,11 +15,11 @@ import structlog
 from rm.core.facade import ResourceManager
 from rm.server.config import LIMITS, RmLimits, load_rm_config
 from rm.server.service import RmSettings, serve
-from rm.server.store import StateStore, ended_containers, open_containers, read_events, restore
+from rm.server.store import ended_containers, open_containers, open_state, restore
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import lag
-from treadle.live.auth import AclFile, read_secret
+from treadle.live.auth import AclFile, check_private, read_secret
 from treadle.live.gate import Gate
 from treadle.live.proc import (
     ArgumentParser,
@@ -82,6 +83,12 @@ def parser() -> ArgumentParser:
         help="keep what a restart needs in DIR/rm-state.sqlite and reload it on start "
         "(the docs: Emulation, RM restart); give --events too, so the event log continues",
     )
+    p.add_argument(
+        "--fresh-state",
+        action="store_true",
+        help="set aside a state store or event log that is refused (empty, corrupt, another "
+        "cluster's, its WAL lost, cut short) and start a new run",
+    )
     g = p.add_argument_group("limits (default: the config file's, else RmLimits')")
     for name in LIMITS:
         g.add_argument("--" + name.replace("_", "-"), type=int, metavar="N", help=LIMIT_HELP[name])
@@ -127,6 +134,8 @@ def _gate(args: argparse.Namespace) -> Gate:
     if not args.replay_window_s >= 0:
         fail(PROG, f"--replay-window-s must be >= 0, got {args.replay_window_s}")
     try:
+        check_private(args.acl, "ACL file")
+        check_private(args.node_secret_file, "node secret")
         acl = AclFile(args.acl)
         secret = read_secret(args.node_secret_file, "node secret")
     except TreadleError as e:
@@ -136,6 +145,7 @@ def _gate(args: argparse.Namespace) -> Gate:
 
 async def main_async(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    os.umask(0o077)  # the store, event log and port files are the RM's alone (issue 26)
     setup_logging(args.log_level, PROG)
     if not args.dilation > 0:
         fail(PROG, f"--dilation must be > 0, got {args.dilation}")
@@ -161,9 +171,14 @@ async def main_async(argv: list[str]) -> int:
     if args.http_port is not None and not 0 <= args.http_port <= 65535:
         fail(PROG, f"--http-port must be between 0 and 65535, got {args.http_port}")
     try:
-        store = StateStore(args.state_dir) if args.state_dir else None
-        stored = store.load() if store is not None else None
-        previous = read_events(args.events) if args.events and stored and not stored.empty else []
+        if args.events and os.path.exists(args.events):
+            check_private(args.events, "event log")
+        store, stored = None, None
+        previous: list[ev.Record] = []
+        if args.state_dir:
+            store, stored, previous = open_state(
+                args.state_dir, args.events, cluster=gate.cluster_id, fresh=args.fresh_state
+            )
     except TreadleError as e:
         fail(PROG, str(e))
     sink = open(args.events, "a", buffering=1, encoding="utf-8") if args.events else None  # noqa: SIM115

@@ -20,7 +20,7 @@ import structlog
 
 from rm.core.facade import ResourceManager
 from rm.core.reports import AppReport
-from rm.server import admin as admin_service, submissions
+from rm.server import admin as admin_service, grants, submissions
 from rm.server.config import RmLimits
 from rm.server.store import Persister, StateStore
 from treadle import events as ev
@@ -94,6 +94,7 @@ class RmServer:
         if store is not None:
             store.save_clock(self.clock.epoch, self.clock.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
+        self.task_bounds: dict[str, float] = {}  # app id -> its grants' max_duration_s
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
         # At least the tasks of running applications not yet done: grows with each
         # admission, counted afresh only when it would refuse one (so rarely).
@@ -134,12 +135,10 @@ class RmServer:
             resources=wire.resources_to_pb(self.rm.am_resources),
             command=command,
         )
-        launch.container_token = self.gate.sign_container(
-            container_id, app_id, node_id, dict(launch.resources.amounts)
-        )
         token = self.gate.am_tokens.get(app_id)
         if token:
             launch.environment[auth.ENV_AM_TOKEN] = token
+        grants.sign_am_launch(self, launch)  # command and environment included
         try:
             async with channel(address) as ch:
                 stub: Any = cm_grpc.ContainerManagerStub(ch)
@@ -384,10 +383,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
         s.after_core_calls()
         out = wire.allocate_response_to_pb(resp, s.addresses)
         if s.gate.enabled:
-            for c in out.allocated:
-                c.container_token = s.gate.sign_container(
-                    c.container_id, c.app_id, c.node_id, dict(c.resources.amounts)
-                )
+            grants.sign_task_grants(s, out)
         return out
 
     async def FinishApplicationMaster(

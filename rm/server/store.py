@@ -5,8 +5,8 @@ state, attempts, those not counted against its maximum, and the tasks its AM rep
 done: ``rm.core.state.AppRecord``), the AM and node tokens the gate issued, each user's newest
 signed-request timestamp (the replay window: a request accepted before a restart is
 refused after it), and the budget accounts' balances. Each write commits at
-once (WAL, ``synchronous=NORMAL``: a killed process loses nothing committed; a power cut
-may lose the last commits), so a kill -9 of the RM loses at most what the service had not
+once (WAL, ``synchronous=FULL``: neither a killed process nor a power cut loses a
+commit), so a kill -9 of the RM loses at most what the service had not
 written yet (see ``RmServer.persist``). Service layer: the cores never see it.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -21,16 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from rm.core.facade import ResourceManager
 from rm.core.state import Application, AppRecord
 from rm.policy.accounts import AccountBalance
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
+from treadle.live.auth import check_private
 from treadle.live.gate import Gate
 from treadle.messages import AppSubmission, ContainerState, ContainerStatus
 from treadle.rpc.v1 import common_pb2 as pb
 
+log = structlog.get_logger("rm")
 DB_NAME = "rm-state.sqlite"
 SCHEMA_VERSION = 1
 
@@ -71,22 +76,34 @@ class StoredState:
 
 
 class StateStore:
-    """One RM's store: ``DIR/rm-state.sqlite``, created on first use."""
+    """One RM's store: ``DIR/rm-state.sqlite``, created on first use.
 
-    def __init__(self, directory: str | Path) -> None:
+    Its header (the ``meta`` table) names the schema, the cluster it belongs to
+    (``cluster``: a digest of the node secret, ``Gate.cluster_id``) and, once the RM has
+    started, the clock's epoch; ``open`` is 1 from the RM's start until its clean close.
+    An existing store is refused, in one line naming the file and what is wrong, when it
+    is empty, not a store, corrupt (``PRAGMA quick_check``), another cluster's, or was
+    left open without its WAL (the last commits are lost); ``fresh`` sets such a store
+    aside (renamed) and begins anew. Each commit is durable before it returns (WAL with
+    ``synchronous=FULL``: the WAL is synced at every commit)."""
+
+    def __init__(self, directory: str | Path, *, cluster: str = "", fresh: bool = False) -> None:
         self.directory = Path(directory)
         self.path = self.directory / DB_NAME
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-            version = self._meta("schema")
-        except (OSError, sqlite3.Error) as e:
+        problem = self._open(cluster)
+        if problem is not None and fresh:
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self._db.close()
+            _set_aside(self.path)
+            problem = self._open(cluster)
+        if problem is not None:
+            with contextlib.suppress(AttributeError, sqlite3.Error):
+                self._db.close()
             raise TreadleError(
-                f"--state-dir {directory}: cannot open the state store: {e}"
-            ) from None
+                f"{self.path}: the state store is {problem}; refused (--fresh-state sets it "
+                "aside and starts an empty store)"
+            )
+        version = self._meta("schema")
         if version is None:
             self._put_meta("schema", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
@@ -94,8 +111,31 @@ class StateStore:
                 f"--state-dir {directory}: state store schema {version}, this RM reads "
                 f"{SCHEMA_VERSION}"
             )
+        with self._tx():
+            self._put_meta("cluster", cluster)
+            self._put_meta("open", 1)
+        # The open mark must be in the main file: a WAL missing later then shows.
+        self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _open(self, cluster: str) -> str | None:
+        """Open (or create) the store's file; what is wrong with it, if anything."""
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            created = _private_files(self.path)
+            wal_present = _wal(self.path).exists()
+            self._db = sqlite3.connect(self.path, isolation_level=None)
+            problem = None if created else _damage(self._db, self.path, cluster, wal_present)
+            if problem is None:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.executescript(_SCHEMA)
+        except (OSError, sqlite3.Error) as e:
+            problem = f"unreadable ({e})"
+        return problem
 
     def close(self) -> None:
+        with contextlib.suppress(sqlite3.Error), self._tx():
+            self._put_meta("open", 0)
         self._db.close()
 
     @contextlib.contextmanager
@@ -221,6 +261,62 @@ class StateStore:
         except (sqlite3.Error, ValueError, KeyError, TypeError, TreadleError) as e:
             raise TreadleError(f"{self.path}: unreadable state store: {e}") from None
         return out
+
+
+def _private_files(db: Path) -> bool:
+    """The store's files are the RM's alone: a new one is created mode 0600 before SQLite
+    opens it (its WAL and shared-memory files take the same mode), one that other accounts
+    may read is refused (``auth.check_private``). True if the store is new."""
+    created = False
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        created = True
+    for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
+        if path.exists():
+            check_private(path, "state store")
+    return created
+
+
+def _wal(db: Path) -> Path:
+    return db.with_name(db.name + "-wal")
+
+
+def _set_aside(db: Path) -> None:
+    """Rename a store's files out of the way (``--fresh-state``), keeping them to look at."""
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    for path in (db, _wal(db), db.with_name(db.name + "-shm")):
+        if path.exists():
+            path.rename(path.with_name(f"{path.name}.set-aside-{stamp}"))
+
+
+def _damage(db: sqlite3.Connection, path: Path, cluster: str, wal_present: bool) -> str | None:
+    """What is wrong with an existing store, or None."""
+    wal = _wal(path)
+    if path.stat().st_size == 0 and not (wal_present and wal.stat().st_size > 0):
+        return "empty (0 bytes)"
+    try:
+        rows = db.execute("PRAGMA quick_check").fetchall()
+        if rows != [("ok",)]:
+            first = str(rows[0][0]).strip().splitlines()[-1] if rows else "no answer"
+            return f"corrupt (quick_check: {first}, and {len(rows) - 1} more)"
+        names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" not in names:
+            return "not a treadle state store (no header)"
+        meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    except (sqlite3.Error, ValueError) as e:
+        if "malformed" in str(e):
+            return f"corrupt ({e})"
+        return f"not a treadle state store ({e})"
+    if "schema" not in meta:
+        return "not a treadle state store (no schema in its header)"
+    theirs = meta.get("cluster")
+    if theirs is not None and theirs != cluster:
+        return f"another cluster's (its identity {theirs!r}, this RM's {cluster!r})"
+    if meta.get("open") == 1 and not wal_present:
+        return (
+            "missing its WAL: the RM that wrote it did not close it, so its last commits are lost"
+        )
+    return None
 
 
 Sig = tuple[str, int, bool, int, int]
@@ -364,19 +460,72 @@ def ended_containers(records: Iterable[ev.Record]) -> list[tuple[str, ContainerS
 
 
 def read_events(path: str | Path) -> list[ev.Record]:
-    """The records of an RM's event file (a line cut short by a kill is skipped)."""
+    """The records of an RM's event file. A last line cut short (a kill in mid-write) is
+    reported and cut off the file, so that the continued stream starts on a line of its
+    own; a line in the middle that is not a record is refused, naming it."""
     out: list[ev.Record] = []
     try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict):
-                    out.append(rec)
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
-        pass
+        return out
     except OSError as e:
         raise TreadleError(f"--events {path}: cannot read the previous run's events: {e}") from None
+    whole = data.rfind(b"\n") + 1
+    if whole < len(data):
+        log.warning("event_log_tail_cut", file=str(path), bytes_cut=len(data) - whole,
+                    records=data.count(b"\n"))  # fmt: skip
+        with open(path, "r+b") as f:
+            f.truncate(whole)
+    for n, line in enumerate(data[:whole].splitlines(), 1):
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            raise TreadleError(
+                f"{path}: line {n} of the event log is not a record (damaged); refused "
+                "(--fresh-state starts a new run)"
+            )
+        out.append(rec)
     return out
+
+
+def open_state(
+    directory: str | Path, events: str | None, *, cluster: str, fresh: bool
+) -> tuple[StateStore, StoredState, list[ev.Record]]:
+    """The store under ``directory``, what it holds and, if it holds a run, that run's
+    event log (``events``), each checked (``StateStore``, ``read_events``,
+    ``check_events``); a refusal is a TreadleError of one line. ``fresh``: a store or
+    event log that is refused is set aside (renamed) and the RM starts a new run."""
+    store = StateStore(directory, cluster=cluster, fresh=fresh)
+    stored = store.load()
+    if stored.empty or not events:
+        return store, stored, []
+    try:
+        previous = read_events(events)
+        check_events(stored, previous, events)
+    except TreadleError:
+        if not fresh:
+            store.close()
+            raise
+        store.close()
+        _set_aside(store.path)
+        _set_aside(Path(events))
+        store = StateStore(directory, cluster=cluster)
+        return store, store.load(), []
+    return store, stored, previous
+
+
+def check_events(stored: StoredState, records: Iterable[ev.Record], path: str | Path) -> None:
+    """Refuse an event log that lacks the submission of an application the store holds:
+    it was cut short (the store commits a submission after the log has it)."""
+    submitted = {r.get("job") for r in records if r.get("event") == ev.JOB_SUBMITTED}
+    missing = [a.app_id for a in stored.apps if a.app_id not in submitted]
+    if missing:
+        shown = ", ".join(missing[:3]) + (", ..." if len(missing) > 3 else "")
+        raise TreadleError(
+            f"{path}: the event log lacks the submissions of {len(missing)} application(s) "
+            f"the state store holds ({shown}): cut short; refused (--fresh-state starts a "
+            "new run)"
+        )

@@ -434,6 +434,8 @@ async def dp_rm_process(tmp_path: Path) -> AsyncIterator[str]:
         f"alice user {KEYS['alice']}\nbob user {KEYS['bob']}\nroot admin {KEYS['root']}\n"
     )
     (tmp_path / "node-secret").write_bytes(NODE_SECRET)
+    for secret in ("acl", "node-secret"):
+        (tmp_path / secret).chmod(0o600)  # the RM refuses secrets others may read
     port_file = tmp_path / "rm.port"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "rm", "--policy", "dp", "--set", "interval_s=1",

@@ -80,6 +80,7 @@ class Cluster:
     host: NodeHost
     nm_address: str
     channels: list[grpc.aio.Channel]
+    gate: Gate | None = None
 
     def client(self, user: str | None, key: str | None = None) -> Any:
         ch = channel(self.address, Peer(creds(user, key) if user else None))
@@ -131,7 +132,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     await nm_server.start()
     await host.connect()
     await host.register()
-    c = Cluster(rm, address, acl, host, f"127.0.0.1:{nm_port}", [])
+    c = Cluster(rm, address, acl, host, f"127.0.0.1:{nm_port}", [], gate)
     try:
         yield c
     finally:
@@ -140,6 +141,24 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         await host.close()
         await nm_server.stop(None)
         await server.stop(None)
+
+
+async def granted(c: Cluster, user: str = "alice") -> tuple[Any, pb.Container]:
+    """A task container the RM granted ``user``'s new application (job: one 100 s task),
+    as its AM receives it: (the NM's ContainerManager stub, the grant)."""
+    app, token = await c.submit(user)
+    am = c.am()
+    await am.RegisterApplicationMaster(
+        am_pb.RegisterApplicationMasterRequest(app_id=app, am_token=token)
+    )
+    ask = am_pb.Ask(priority=1, resources=pb.Resources(amounts=TASK), count=1)
+    first = await am.Allocate(am_pb.AllocateRequest(app_id=app, asks=[ask], am_token=token))
+    await c.host.heartbeat_once()
+    again = am_pb.AllocateRequest(app_id=app, am_token=token, response_id=first.response_id)
+    (g,) = (await am.Allocate(again)).allocated
+    ch = channel(c.nm_address, Peer())
+    c.channels.append(ch)
+    return cm_grpc.ContainerManagerStub(ch), g
 
 
 def one_task_job() -> pb.JobSpec:
@@ -385,26 +404,14 @@ async def test_a_heartbeat_without_the_node_token_is_refused(tmp_path: Path) -> 
 @aio
 async def test_an_nm_refuses_a_container_the_rm_did_not_sign(tmp_path: Path) -> None:
     async with cluster(tmp_path) as c:
-        app, token = await c.submit("alice")
-        am = c.am()
-        await am.RegisterApplicationMaster(
-            am_pb.RegisterApplicationMasterRequest(app_id=app, am_token=token)
-        )
-        ask = am_pb.Ask(priority=1, resources=pb.Resources(amounts=TASK), count=1)
-        first = await am.Allocate(am_pb.AllocateRequest(app_id=app, asks=[ask], am_token=token))
-        await c.host.heartbeat_once()
-        again = am_pb.AllocateRequest(app_id=app, am_token=token, response_id=first.response_id)
-        grants = (await am.Allocate(again)).allocated
-        assert len(grants) == 1
-        assert grants[0].container_token
-        g = grants[0]
-        nm_ch = channel(c.nm_address, Peer())
-        c.channels.append(nm_ch)
-        nm = cm_grpc.ContainerManagerStub(nm_ch)
+        nm, g = await granted(c)
+        app = g.app_id
+        assert g.container_token
 
         def launch(token: str, **over: Any) -> cm_pb.ContainerLaunch:
             fields = dict(container_id=g.container_id, app_id=app, node_id="n1",
-                          resources=g.resources, duration_s=5.0, container_token=token)  # fmt: skip
+                          resources=g.resources, duration_s=5.0, container_token=token,
+                          max_duration_s=g.max_duration_s, expires_s=g.expires_s)  # fmt: skip
             fields.update(over)
             return cm_pb.ContainerLaunch(**fields)
 
@@ -439,6 +446,8 @@ def test_the_rm_process_refuses_to_start_without_secrets_or_insecure(tmp_path: P
     assert "--acl FILE and --node-secret-file FILE" in run.stderr
     (tmp_path / "acl").write_text("alice root short\n")
     (tmp_path / "ns").write_text("x" * 20)
+    for name in ("acl", "ns"):
+        (tmp_path / name).chmod(0o600)  # a loose secret is refused first (test_private_state)
     run = subprocess.run(
         [sys.executable, "-m", "rm", "--policy", "fifo", "--acl", str(tmp_path / "acl"),
          "--node-secret-file", str(tmp_path / "ns")],

@@ -12,45 +12,28 @@ from typing import Any
 
 from tests.integration.test_identity import (
     DENIED,
-    TASK,
     UNAUTHENTICATED,
     Cluster,
     aio,
     cluster,
+    granted,
     refused,
 )
-from treadle.live.rpcutil import Peer, channel
 from treadle.messages import ContainerState
 from treadle.rpc.v1 import (
-    application_master_pb2 as am_pb,
-    application_master_pb2_grpc as am_grpc,
-    common_pb2 as pb,
     container_manager_pb2 as cm_pb,
-    container_manager_pb2_grpc as cm_grpc,
 )
 
 
 async def started(c: Cluster, user: str) -> tuple[Any, str, str]:
     """A container granted to ``user``'s new application and started on n1 with its
     token, as its AM does: (the ContainerManager stub, the container id, its container token)."""
-    app, token = await c.submit(user)
-    am_ch = channel(c.address, Peer())
-    c.channels.append(am_ch)
-    am = am_grpc.ApplicationMasterStub(am_ch)
-    await am.RegisterApplicationMaster(
-        am_pb.RegisterApplicationMasterRequest(app_id=app, am_token=token)
-    )
-    ask = am_pb.Ask(priority=1, resources=pb.Resources(amounts=TASK), count=1)
-    first = await am.Allocate(am_pb.AllocateRequest(app_id=app, asks=[ask], am_token=token))
-    await c.host.heartbeat_once()
-    again = am_pb.AllocateRequest(app_id=app, am_token=token, response_id=first.response_id)
-    (g,) = (await am.Allocate(again)).allocated
-    ch = channel(c.nm_address, Peer())
-    c.channels.append(ch)
-    nm = cm_grpc.ContainerManagerStub(ch)
-    launch = cm_pb.ContainerLaunch(container_id=g.container_id, app_id=app, node_id="n1",
-                                   resources=g.resources, duration_s=1000.0,
-                                   container_token=g.container_token)  # fmt: skip
+    nm, g = await granted(c, user)
+    launch = cm_pb.ContainerLaunch(
+        container_id=g.container_id, app_id=g.app_id, node_id="n1", resources=g.resources,
+        duration_s=100.0, container_token=g.container_token,
+        max_duration_s=g.max_duration_s, expires_s=g.expires_s,
+    )  # fmt: skip
     ok = await nm.StartContainers(cm_pb.StartContainersRequest(launches=[launch]))
     assert list(ok.started) == [g.container_id]
     return nm, g.container_id, g.container_token

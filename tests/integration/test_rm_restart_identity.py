@@ -42,6 +42,8 @@ LIST = "/treadle.v1.Client/ListApplications"
 def _start_rm(tmp_path: Path, listen: str) -> subprocess.Popen[bytes]:
     port_file = tmp_path / "port"
     port_file.unlink(missing_ok=True)
+    for secret in ("acl", "node.secret"):
+        (tmp_path / secret).chmod(0o600)  # the RM refuses secrets others may read
     argv = [sys.executable, "-m", "rm", "--policy", "fifo", "--listen", listen,
             "--state-dir", str(tmp_path / "state"), "--acl", str(tmp_path / "acl"),
             "--node-secret-file", str(tmp_path / "node.secret"),

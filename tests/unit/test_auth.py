@@ -110,10 +110,31 @@ def test_credentials_from_the_environment(tmp_path: Path) -> None:
 
 def test_a_container_signature_covers_its_grant() -> None:
     key = auth.container_key(b"n" * 20)
-    sig = auth.sign(
-        key, auth.container_payload("c1", "app1", "n1", {"vcores": 1, "memory_mb": 1024})
-    )
-    same = auth.container_payload("c1", "app1", "n1", {"memory_mb": 1024.0, "vcores": 1.0})
-    assert auth.verify(key, same, sig)
-    bigger = auth.container_payload("c1", "app1", "n1", {"vcores": 2, "memory_mb": 1024})
-    assert not auth.verify(key, bigger, sig)
+
+    def payload(res: dict[str, float], **over: object) -> bytes:
+        terms: dict[str, object] = dict(max_duration_s=100.0, expires_s=50.0)
+        terms.update(over)
+        return auth.container_payload("c1", "app1", "n1", res, **terms)  # type: ignore[arg-type]
+
+    sig = auth.sign(key, payload({"vcores": 1, "memory_mb": 1024}))
+    assert auth.verify(key, payload({"memory_mb": 1024.0, "vcores": 1.0}), sig)
+    changed = [
+        payload({"vcores": 2, "memory_mb": 1024}),
+        payload({"vcores": 1, "memory_mb": 1024}, max_duration_s=101.0),
+        payload({"vcores": 1, "memory_mb": 1024}, expires_s=51.0),
+        payload({"vcores": 1, "memory_mb": 1024}, command=["/bin/sh"]),
+        payload({"vcores": 1, "memory_mb": 1024}, environment={"A": "1"}),
+    ]
+    assert not any(auth.verify(key, p, sig) for p in changed)
+
+
+def test_a_secret_open_to_other_accounts_is_refused(tmp_path: Path) -> None:
+    secret = tmp_path / "node-secret"
+    secret.write_text("s" * 20)
+    secret.chmod(0o600)
+    auth.check_private(secret, "node secret")
+    secret.chmod(0o640)
+    with pytest.raises(
+        InputError, match=r"the node secret is open to other accounts \(mode 0640\); chmod 600"
+    ):
+        auth.check_private(secret, "node secret")

@@ -199,6 +199,7 @@ class ClusterBase(abc.ABC):
         port_file: str | None = None,
         advertise: str | None = None,
         work_dir: str | None = None,
+        run_as: str | None = None,
     ) -> list[str]:
         return nm_command(
             python,
@@ -208,6 +209,7 @@ class ClusterBase(abc.ABC):
             port_file=port_file,
             advertise=advertise,
             work_dir=work_dir,
+            run_as=run_as,
             rm_wait_s=max(1.0, self.ready_timeout_s),
             log_level=self.log_level,
             secrets=self.secrets_dir(),

@@ -153,6 +153,7 @@ def nm_command(
     port_file: str | None = None,
     advertise: str | None = None,
     work_dir: str | None = None,
+    run_as: str | None = None,
 ) -> list[str]:
     return [
         python, "-m", "nm",
@@ -163,6 +164,7 @@ def nm_command(
         *(("--port-file", port_file) if port_file else ()),
         *(("--advertise", advertise) if advertise else ()),
         *(("--work-dir", work_dir) if work_dir else ()),
+        *(("--run-as", run_as) if run_as else ()),
         "--rm-wait-s", repr(float(rm_wait_s)),
         "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
         *_tls_flags(tls),

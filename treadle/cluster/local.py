@@ -21,6 +21,8 @@ waits a grace period, then SIGKILLs.
 from __future__ import annotations
 
 import contextlib
+import functools
+import os
 import shutil
 import signal
 import subprocess
@@ -40,6 +42,7 @@ from treadle.cluster.procs import (
     log_tail,
     read_state,
     signal_group,
+    write_private,
     write_state,
 )
 from treadle.cluster.secrets import ClusterSecrets
@@ -65,6 +68,33 @@ RM_STATE = "rm-state"  # the RM's state store (python -m rm --state-dir)
 class _Running:
     info: ProcessInfo
     popen: subprocess.Popen[bytes]
+
+
+@functools.cache
+def am_account(python: str) -> str | None:
+    """``--run-as`` for this machine's NM hosts: None (their default: nobody when root)
+    unless this process is root and nobody cannot run ``python`` with treadle (installed
+    under a private home, as in a root-only container): then root, said once on stderr,
+    since a managed AM that cannot start fails every job."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        probe = subprocess.run(
+            [python, "-c", "import am.server.main"],
+            user="nobody", cwd="/", capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    except (OSError, KeyError, subprocess.SubprocessError) as e:
+        reason = str(e)
+    else:
+        if probe.returncode == 0:
+            return None
+        reason = (probe.stderr.strip().splitlines() or ["exit status " + str(probe.returncode)])[-1]
+    print(
+        f"treadle: warning: AM containers run as root: the account nobody cannot run "
+        f"{python} with treadle ({reason})",
+        file=sys.stderr,
+    )
+    return "root"
 
 
 def _read_text(path: Path) -> str | None:
@@ -125,7 +155,8 @@ class LocalCluster(ClusterBase):
         return not self.detached
 
     async def _prepare(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.workdir.chmod(0o700)  # one made before: its new files are private all the same
         state = read_state(self.workdir)
         if state is not None:
             if live_processes(state):
@@ -148,7 +179,7 @@ class LocalCluster(ClusterBase):
     async def _launch_rm(self, deadline: float) -> str:
         wd = self.workdir
         config = wd / RM_CONFIG
-        config.write_text(self.rm_config_text(), encoding="utf-8")
+        write_private(config, self.rm_config_text())
         argv = self.rm_argv(
             self.python,
             listen="127.0.0.1:0",
@@ -167,7 +198,7 @@ class LocalCluster(ClusterBase):
 
     async def _launch_nm(self, name: str, nodes: Sequence[NodeSpec]) -> None:
         spec = self.workdir / f"nodes-{name.removeprefix('nm-')}.json"
-        spec.write_text(nodes_json(nodes), encoding="utf-8")
+        write_private(spec, nodes_json(nodes))
         argv = self.nm_argv(
             self.python,
             self.rm_address,
@@ -175,6 +206,7 @@ class LocalCluster(ClusterBase):
             listen="127.0.0.1:0",
             port_file=str(self.workdir / f"{name}.port"),
             work_dir=str(self.workdir / name),  # its node tokens: it may be restarted
+            run_as=am_account(self.python) if self.managed_am else None,
         )
         self._spawn(name, argv)
 

@@ -118,11 +118,21 @@ def read_state(workdir: Path) -> dict[str, Any] | None:
     return data
 
 
-def write_state(workdir: Path, state: Mapping[str, Any]) -> None:
-    path = workdir / STATE_FILE
+#: The umask of a cluster's processes: what they write is their account's alone.
+PRIVATE_UMASK = 0o077
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` whole (aside, then renamed), mode 0600 from its first byte."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(state, indent=2, default=str) + "\n", encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
     os.replace(tmp, path)
+
+
+def write_state(workdir: Path, state: Mapping[str, Any]) -> None:
+    write_private(workdir / STATE_FILE, json.dumps(state, indent=2, default=str) + "\n")
 
 
 def _process_info(p: Any) -> ProcessInfo | None:

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle.cluster.procs import (
+    PRIVATE_UMASK,
     ProcessInfo,
     log_tail,
     pid_alive,
@@ -115,7 +116,10 @@ def spawn(
     """Start a role process leading a session of its own (swept on stop; outlives a
     detached CLI), its output to ``log`` (appended to, for a restart)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    with open(log, "ab" if append else "wb") as logf:
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(log, flags, 0o600)
+    os.fchmod(fd, 0o600)  # a log an older version left open to others: private from now on
+    with os.fdopen(fd, "wb") as logf:
         return subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -124,6 +128,7 @@ def spawn(
             env=env,
             start_new_session=True,
             close_fds=True,
+            umask=PRIVATE_UMASK,  # its files (store, event log, ports) are its own
         )
 
 

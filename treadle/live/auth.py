@@ -18,10 +18,11 @@ import base64
 import hashlib
 import heapq
 import hmac
+import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,6 +246,24 @@ def read_secret(path: Path | str, what: str) -> bytes:
     return text.encode()
 
 
+def check_private(path: Path | str, what: str) -> None:
+    """Refuse a file of ours that other accounts may read or write (as ssh refuses a loose
+    key): an InputError naming the file, its mode and the fix. A file another account owns
+    (a Docker secret) is that account's to protect."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise InputError(str(path), None, f"cannot read the {what}: {e}") from None
+    loose = st.st_mode & 0o077
+    if loose and st.st_uid == os.geteuid():
+        raise InputError(
+            str(path),
+            None,
+            f"the {what} is open to other accounts (mode {st.st_mode & 0o777:04o}); "
+            f"chmod 600 {path}",
+        )
+
+
 def credentials_from_env(env: Mapping[str, str]) -> Credentials | None:
     """``TREADLE_USER`` with ``TREADLE_KEY`` or ``TREADLE_KEY_FILE``; None when unset."""
     user = env.get(ENV_USER, "").strip()
@@ -259,10 +278,25 @@ def credentials_from_env(env: Mapping[str, str]) -> Credentials | None:
 
 # ---------------------------------------------------------------------- container tokens
 def container_payload(
-    container_id: str, app_id: str, node_id: str, resources: Mapping[str, float]
+    container_id: str,
+    app_id: str,
+    node_id: str,
+    resources: Mapping[str, float],
+    *,
+    max_duration_s: float,
+    expires_s: float,
+    command: Sequence[str] = (),
+    environment: Mapping[str, str] | None = None,
 ) -> bytes:
+    """What the RM signs of a container grant: the whole launch context but the task's
+    own duration (bounded by ``max_duration_s``); the command and environment by digest."""
     amounts = ",".join(f"{k}={float(v)!r}" for k, v in sorted(resources.items()))
-    return f"container\n{container_id}\n{app_id}\n{node_id}\n{amounts}".encode()
+    context = json.dumps([list(command), sorted((environment or {}).items())])
+    digest = hashlib.sha256(context.encode()).hexdigest()
+    return (
+        f"container-launch\n{container_id}\n{app_id}\n{node_id}\n{amounts}\n"
+        f"{float(max_duration_s)!r}\n{float(expires_s)!r}\n{digest}"
+    ).encode()
 
 
 def container_key(node_secret: bytes) -> bytes:

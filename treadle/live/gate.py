@@ -10,8 +10,10 @@
   and Finish for that application only.
 - **NMs**: a registration signed under the cluster's node secret; the RM answers with a
   token per node, required on every heartbeat; re-registering a live node needs it.
-- **Containers**: each granted container is signed under a key derived from the node
-  secret; the NMs check the signature before starting it.
+- **Containers**: each grant is signed under a key derived from the node secret, over
+  its whole launch context (``auth.container_payload``: an AM container's command and
+  environment, none for a task; the longest duration a task may run; an expiry); the NMs
+  check it before starting a container, and start each grant once (``ContainerVerifier``).
 
 Every refusal raises ``auth.UnauthenticatedError`` (who is calling is not established) or
 ``auth.PermissionDeniedError`` (they may not) with one reason, before the call has any
@@ -20,9 +22,11 @@ effect. A gate without an ACL and node secret (``Gate.open()``) lets every call 
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from treadle.live import auth
 from treadle.live.auth import PermissionDeniedError, UnauthenticatedError
@@ -72,6 +76,10 @@ class Gate:
     @property
     def enabled(self) -> bool:
         return self.acl is not None
+
+    @property
+    def cluster_id(self) -> str:
+        return cluster_id(self.node_secret)
 
     # ------------------------------------------------------------------ signed calls
     def _signed(self, method: str, body: bytes, metadata: Metadata) -> tuple[str, str]:
@@ -214,38 +222,135 @@ class Gate:
 
     # ------------------------------------------------------------------ containers
     def sign_container(
-        self, container_id: str, app_id: str, node_id: str, resources: Mapping[str, float]
-    ) -> str:
-        if not self.enabled:
-            return ""
-        payload = auth.container_payload(container_id, app_id, node_id, resources)
-        return auth.sign(self._container_key, payload)
-
-
-class ContainerVerifier:
-    """An NM's check of the RM's container signatures (None secret: accept every launch)."""
-
-    def __init__(self, node_secret: bytes | None) -> None:
-        self._key = auth.container_key(node_secret) if node_secret else None
-
-    def check(
         self,
         container_id: str,
         app_id: str,
         node_id: str,
         resources: Mapping[str, float],
-        token: str,
-    ) -> None:
+        *,
+        max_duration_s: float,
+        expires_s: float,
+        command: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
+    ) -> str:
+        """The container token of a grant: the RM's signature of its whole launch context
+        (``auth.container_payload``); a task grant names no command."""
+        if not self.enabled:
+            return ""
+        payload = auth.container_payload(
+            container_id,
+            app_id,
+            node_id,
+            resources,
+            max_duration_s=max_duration_s,
+            expires_s=expires_s,
+            command=command,
+            environment=environment,
+        )
+        return auth.sign(self._container_key, payload)
+
+
+class Grant(NamedTuple):
+    """What an AM keeps of a container the RM granted it, to launch it with."""
+
+    token: str
+    max_duration_s: float
+    expires_s: float
+
+
+@dataclass(frozen=True)
+class SignedLaunch:
+    """A StartContainers launch as the NM checks it: the grant's terms and its token."""
+
+    container_id: str
+    app_id: str
+    node_id: str
+    resources: Mapping[str, float]
+    duration_s: float
+    max_duration_s: float
+    expires_s: float
+    command: tuple[str, ...]
+    environment: Mapping[str, str]
+    token: str
+
+    def payload(self, *, with_context: bool = True) -> bytes:
+        return auth.container_payload(
+            self.container_id,
+            self.app_id,
+            self.node_id,
+            self.resources,
+            max_duration_s=self.max_duration_s,
+            expires_s=self.expires_s,
+            command=self.command if with_context else (),
+            environment=self.environment if with_context else None,
+        )
+
+
+class ContainerVerifier:
+    """An NM's check of the RM's container grants (None secret: accept every launch).
+
+    A launch starts only with the RM's signature of exactly its terms (application, node,
+    resources, command, environment, the longest duration and the expiry), for a duration
+    within that bound, before the expiry, and once: a grant used is refused until it has
+    expired (after which it is refused as expired)."""
+
+    def __init__(self, node_secret: bytes | None) -> None:
+        self._key = auth.container_key(node_secret) if node_secret else None
+        self._used: dict[str, float] = {}  # container id -> its grant's expiry
+        self._expiries: list[tuple[float, str]] = []  # a heap of the same, to forget them
+
+    def check(self, launches: Sequence[SignedLaunch], now: float) -> None:
+        """Refuse the whole request if one launch is not granted as asked; else mark
+        every grant used."""
         if self._key is None:
             return
-        if not token:
-            raise UnauthenticatedError(f"container {container_id} carries no container token")
-        payload = auth.container_payload(container_id, app_id, node_id, resources)
-        if not auth.verify(self._key, payload, token):
+        seen: set[str] = set()
+        for x in launches:
+            self._check_one(x, now, seen)
+            seen.add(x.container_id)
+        for x in launches:
+            self._used[x.container_id] = x.expires_s
+            heapq.heappush(self._expiries, (x.expires_s, x.container_id))
+        while self._expiries and self._expiries[0][0] < now:
+            _, cid = heapq.heappop(self._expiries)
+            self._used.pop(cid, None)
+
+    def _check_one(self, x: SignedLaunch, now: float, seen: set[str]) -> None:
+        assert self._key is not None
+        cid = x.container_id
+        if not x.token:
+            raise UnauthenticatedError(f"container {cid} carries no container token")
+        if not auth.verify(self._key, x.payload(), x.token):
+            if x.command and auth.verify(self._key, x.payload(with_context=False), x.token):
+                raise PermissionDeniedError(
+                    f"container {cid}: a task container runs no command (its grant names none)"
+                )
             raise UnauthenticatedError(
-                f"container {container_id}: bad container token (not signed by the RM "
-                "for this application, node and resources)"
+                f"container {cid}: bad container token (not signed by the RM for this "
+                "application, node, resources, command, environment, duration and expiry)"
             )
+        if cid in self._used or cid in seen:
+            raise PermissionDeniedError(
+                f"container {cid}: its grant was used already (a grant starts one container, once)"
+            )
+        if now > x.expires_s:
+            raise UnauthenticatedError(
+                f"container {cid}: its grant expired at {x.expires_s:.1f} (now {now:.1f}, "
+                "emulated s)"
+            )
+        if not x.command and x.duration_s > x.max_duration_s:
+            raise PermissionDeniedError(
+                f"container {cid}: asks to run {x.duration_s:g} s; its grant allows at most "
+                f"{x.max_duration_s:g} s"
+            )
+
+
+def cluster_id(node_secret: bytes | None) -> str:
+    """Which cluster this is, as a state store's header names it: a digest of the node
+    secret (which every role of one cluster shares); ``insecure`` without one."""
+    if node_secret is None:
+        return "insecure"
+    return auth.derive_key(node_secret, "cluster-id").hex()[:16]
 
 
 def _holds(issued: str | None, token: str) -> bool:

@@ -11,6 +11,7 @@ import math
 from collections.abc import Iterable
 
 from treadle.errors import InvalidRequestError
+from treadle.live.gate import Grant, SignedLaunch
 from treadle.messages import (
     AllocateRequest,
     AllocateResponse,
@@ -318,6 +319,30 @@ def launch_from_pb(m: cm_pb.ContainerLaunch) -> ContainerLaunch:
         raise InvalidRequestError(f"duration_s must be >= 0, got {duration}")
     return ContainerLaunch(
         m.container_id, m.app_id, m.node_id, resources_from_pb(m.resources), duration
+    )
+
+
+def grant_from_pb(m: pb.Container) -> Grant:
+    return Grant(m.container_token, m.max_duration_s, m.expires_s)
+
+
+def put_grant(m: cm_pb.ContainerLaunch, grant: Grant) -> None:
+    """Give a launch the terms of its grant (the NM checks them against the token)."""
+    m.container_token, m.max_duration_s, m.expires_s = grant
+
+
+def signed_launch_from_pb(m: cm_pb.ContainerLaunch) -> SignedLaunch:
+    return SignedLaunch(
+        m.container_id,
+        m.app_id,
+        m.node_id,
+        dict(m.resources.amounts),
+        m.duration_s,
+        m.max_duration_s,
+        m.expires_s,
+        tuple(m.command),
+        dict(m.environment),
+        m.container_token,
     )
 
 

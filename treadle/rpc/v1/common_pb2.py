@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17treadle/v1/common.proto\x12\ntreadle.v1\"p\n\tResources\x12\x33\n\x07\x61mounts\x18\x01 \x03(\x0b\x32\".treadle.v1.Resources.AmountsEntry\x1a.\n\x0c\x41mountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x8a\x01\n\x0f\x43ontainerStatus\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12)\n\x05state\x18\x02 \x01(\x0e\x32\x1a.treadle.v1.ContainerState\x12\x13\n\x0b\x65xit_status\x18\x03 \x01(\x05\x12\x0f\n\x07start_s\x18\x04 \x01(\x01\x12\x10\n\x08\x66inish_s\x18\x05 \x01(\x01\"\xd0\x01\n\tContainer\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61pp_id\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12(\n\tresources\x18\x05 \x01(\x0b\x32\x15.treadle.v1.Resources\x12!\n\x04kind\x18\x06 \x01(\x0e\x32\x13.treadle.v1.AskKind\x12\x14\n\x0cnode_address\x18\x07 \x01(\t\x12\x17\n\x0f\x63ontainer_token\x18\x08 \x01(\t\"/\n\x05\x43lock\x12\x14\n\x0c\x65poch_unix_s\x18\x01 \x01(\x01\x12\x10\n\x08\x64ilation\x18\x02 \x01(\x01\"g\n\tStageSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\tresources\x18\x02 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x11\n\tdurations\x18\x03 \x03(\x01\x12\x0f\n\x07parents\x18\x04 \x03(\t\">\n\x07JobSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x06stages\x18\x02 \x03(\x0b\x32\x15.treadle.v1.StageSpec\"0\n\x0b\x41skStrategy\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t*8\n\x07\x41skKind\x12\x14\n\x10\x41SK_KIND_DEFAULT\x10\x00\x12\x17\n\x13\x41SK_KIND_ALTRUISTIC\x10\x01*\xdd\x01\n\x0e\x43ontainerState\x12\x1f\n\x1b\x43ONTAINER_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43ONTAINER_STATE_COMPLETE\x10\x01\x12\x1a\n\x16\x43ONTAINER_STATE_FAILED\x10\x02\x12\x1a\n\x16\x43ONTAINER_STATE_KILLED\x10\x03\x12\x18\n\x14\x43ONTAINER_STATE_LOST\x10\x04\x12\x1d\n\x19\x43ONTAINER_STATE_PREEMPTED\x10\x05\x12\x1b\n\x17\x43ONTAINER_STATE_RUNNING\x10\x06*[\n\x0b\x46inalStatus\x12\x1a\n\x16\x46INAL_STATUS_SUCCEEDED\x10\x00\x12\x17\n\x13\x46INAL_STATUS_FAILED\x10\x01\x12\x17\n\x13\x46INAL_STATUS_KILLED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17treadle/v1/common.proto\x12\ntreadle.v1\"p\n\tResources\x12\x33\n\x07\x61mounts\x18\x01 \x03(\x0b\x32\".treadle.v1.Resources.AmountsEntry\x1a.\n\x0c\x41mountsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x8a\x01\n\x0f\x43ontainerStatus\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12)\n\x05state\x18\x02 \x01(\x0e\x32\x1a.treadle.v1.ContainerState\x12\x13\n\x0b\x65xit_status\x18\x03 \x01(\x05\x12\x0f\n\x07start_s\x18\x04 \x01(\x01\x12\x10\n\x08\x66inish_s\x18\x05 \x01(\x01\"\xfb\x01\n\tContainer\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61pp_id\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12\x10\n\x08priority\x18\x04 \x01(\x05\x12(\n\tresources\x18\x05 \x01(\x0b\x32\x15.treadle.v1.Resources\x12!\n\x04kind\x18\x06 \x01(\x0e\x32\x13.treadle.v1.AskKind\x12\x14\n\x0cnode_address\x18\x07 \x01(\t\x12\x17\n\x0f\x63ontainer_token\x18\x08 \x01(\t\x12\x16\n\x0emax_duration_s\x18\t \x01(\x01\x12\x11\n\texpires_s\x18\n \x01(\x01\"/\n\x05\x43lock\x12\x14\n\x0c\x65poch_unix_s\x18\x01 \x01(\x01\x12\x10\n\x08\x64ilation\x18\x02 \x01(\x01\"g\n\tStageSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12(\n\tresources\x18\x02 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x11\n\tdurations\x18\x03 \x03(\x01\x12\x0f\n\x07parents\x18\x04 \x03(\t\">\n\x07JobSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x06stages\x18\x02 \x03(\x0b\x32\x15.treadle.v1.StageSpec\"0\n\x0b\x41skStrategy\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t*8\n\x07\x41skKind\x12\x14\n\x10\x41SK_KIND_DEFAULT\x10\x00\x12\x17\n\x13\x41SK_KIND_ALTRUISTIC\x10\x01*\xdd\x01\n\x0e\x43ontainerState\x12\x1f\n\x1b\x43ONTAINER_STATE_UNSPECIFIED\x10\x00\x12\x1c\n\x18\x43ONTAINER_STATE_COMPLETE\x10\x01\x12\x1a\n\x16\x43ONTAINER_STATE_FAILED\x10\x02\x12\x1a\n\x16\x43ONTAINER_STATE_KILLED\x10\x03\x12\x18\n\x14\x43ONTAINER_STATE_LOST\x10\x04\x12\x1d\n\x19\x43ONTAINER_STATE_PREEMPTED\x10\x05\x12\x1b\n\x17\x43ONTAINER_STATE_RUNNING\x10\x06*[\n\x0b\x46inalStatus\x12\x1a\n\x16\x46INAL_STATUS_SUCCEEDED\x10\x00\x12\x17\n\x13\x46INAL_STATUS_FAILED\x10\x01\x12\x17\n\x13\x46INAL_STATUS_KILLED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,12 +34,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_RESOURCES_AMOUNTSENTRY']._loaded_options = None
   _globals['_RESOURCES_AMOUNTSENTRY']._serialized_options = b'8\001'
-  _globals['_ASKKIND']._serialized_start=773
-  _globals['_ASKKIND']._serialized_end=829
-  _globals['_CONTAINERSTATE']._serialized_start=832
-  _globals['_CONTAINERSTATE']._serialized_end=1053
-  _globals['_FINALSTATUS']._serialized_start=1055
-  _globals['_FINALSTATUS']._serialized_end=1146
+  _globals['_ASKKIND']._serialized_start=816
+  _globals['_ASKKIND']._serialized_end=872
+  _globals['_CONTAINERSTATE']._serialized_start=875
+  _globals['_CONTAINERSTATE']._serialized_end=1096
+  _globals['_FINALSTATUS']._serialized_start=1098
+  _globals['_FINALSTATUS']._serialized_end=1189
   _globals['_RESOURCES']._serialized_start=39
   _globals['_RESOURCES']._serialized_end=151
   _globals['_RESOURCES_AMOUNTSENTRY']._serialized_start=105
@@ -47,13 +47,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CONTAINERSTATUS']._serialized_start=154
   _globals['_CONTAINERSTATUS']._serialized_end=292
   _globals['_CONTAINER']._serialized_start=295
-  _globals['_CONTAINER']._serialized_end=503
-  _globals['_CLOCK']._serialized_start=505
-  _globals['_CLOCK']._serialized_end=552
-  _globals['_STAGESPEC']._serialized_start=554
-  _globals['_STAGESPEC']._serialized_end=657
-  _globals['_JOBSPEC']._serialized_start=659
-  _globals['_JOBSPEC']._serialized_end=721
-  _globals['_ASKSTRATEGY']._serialized_start=723
-  _globals['_ASKSTRATEGY']._serialized_end=771
+  _globals['_CONTAINER']._serialized_end=546
+  _globals['_CLOCK']._serialized_start=548
+  _globals['_CLOCK']._serialized_end=595
+  _globals['_STAGESPEC']._serialized_start=597
+  _globals['_STAGESPEC']._serialized_end=700
+  _globals['_JOBSPEC']._serialized_start=702
+  _globals['_JOBSPEC']._serialized_end=764
+  _globals['_ASKSTRATEGY']._serialized_start=766
+  _globals['_ASKSTRATEGY']._serialized_end=814
 # @@protoc_insertion_point(module_scope)

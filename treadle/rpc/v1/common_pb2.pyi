@@ -166,6 +166,8 @@ class Container(_message.Message):
     KIND_FIELD_NUMBER: _builtins.int
     NODE_ADDRESS_FIELD_NUMBER: _builtins.int
     CONTAINER_TOKEN_FIELD_NUMBER: _builtins.int
+    MAX_DURATION_S_FIELD_NUMBER: _builtins.int
+    EXPIRES_S_FIELD_NUMBER: _builtins.int
     container_id: _builtins.str
     app_id: _builtins.str
     node_id: _builtins.str
@@ -174,9 +176,15 @@ class Container(_message.Message):
     node_address: _builtins.str
     """where the NM's ContainerManager listens"""
     container_token: _builtins.str
-    """The RM's signature of this grant (id, application, node, resources): the NM starts
-    only containers whose token it verifies (YARN's container token).
+    """The RM's signature of this grant: id, application, node, resources, the longest a
+    task may run in it and when the grant expires, and no command (a task container runs
+    none). The NM starts a container once, only with a token it verifies, before the
+    expiry (YARN's container token).
     """
+    max_duration_s: _builtins.float
+    """the longest duration (emulated s) a launch may ask for"""
+    expires_s: _builtins.float
+    """the grant is void after this emulated time"""
     @_builtins.property
     def resources(self) -> Global___Resources: ...
     def __init__(
@@ -190,10 +198,12 @@ class Container(_message.Message):
         kind: Global___AskKind.ValueType = ...,
         node_address: _builtins.str = ...,
         container_token: _builtins.str = ...,
+        max_duration_s: _builtins.float = ...,
+        expires_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "container_id", b"container_id", "container_token", b"container_token", "kind", b"kind", "node_address", b"node_address", "node_id", b"node_id", "priority", b"priority", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "container_id", b"container_id", "container_token", b"container_token", "expires_s", b"expires_s", "kind", b"kind", "max_duration_s", b"max_duration_s", "node_address", b"node_address", "node_id", b"node_id", "priority", b"priority", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

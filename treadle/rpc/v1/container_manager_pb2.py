@@ -26,7 +26,7 @@ _sym_db = _symbol_database.Default()
 from treadle.rpc.v1 import common_pb2 as treadle_dot_v1_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"treadle/v1/container_manager.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"\xa7\x02\n\x0f\x43ontainerLaunch\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61pp_id\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12(\n\tresources\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x12\n\nduration_s\x18\x05 \x01(\x01\x12\x0f\n\x07\x63ommand\x18\x06 \x03(\t\x12\x17\n\x0f\x63ontainer_token\x18\x07 \x01(\t\x12\x41\n\x0b\x65nvironment\x18\x08 \x03(\x0b\x32,.treadle.v1.ContainerLaunch.EnvironmentEntry\x1a\x32\n\x10\x45nvironmentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"G\n\x16StartContainersRequest\x12-\n\x08launches\x18\x01 \x03(\x0b\x32\x1b.treadle.v1.ContainerLaunch\"\x9a\x01\n\x17StartContainersResponse\x12\x0f\n\x07started\x18\x01 \x03(\t\x12?\n\x06\x66\x61iled\x18\x02 \x03(\x0b\x32/.treadle.v1.StartContainersResponse.FailedEntry\x1a-\n\x0b\x46\x61iledEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Y\n\x15StopContainersRequest\x12\x15\n\rcontainer_ids\x18\x01 \x03(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x18\n\x10\x63ontainer_tokens\x18\x03 \x03(\t\")\n\x16StopContainersResponse\x12\x0f\n\x07stopped\x18\x01 \x03(\t\"_\n\x1bGetContainerStatusesRequest\x12\x15\n\rcontainer_ids\x18\x01 \x03(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x18\n\x10\x63ontainer_tokens\x18\x03 \x03(\t\"^\n\x1cGetContainerStatusesResponse\x12-\n\x08statuses\x18\x01 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12\x0f\n\x07unknown\x18\x02 \x03(\t2\xb2\x02\n\x10\x43ontainerManager\x12Z\n\x0fStartContainers\x12\".treadle.v1.StartContainersRequest\x1a#.treadle.v1.StartContainersResponse\x12W\n\x0eStopContainers\x12!.treadle.v1.StopContainersRequest\x1a\".treadle.v1.StopContainersResponse\x12i\n\x14GetContainerStatuses\x12\'.treadle.v1.GetContainerStatusesRequest\x1a(.treadle.v1.GetContainerStatusesResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"treadle/v1/container_manager.proto\x12\ntreadle.v1\x1a\x17treadle/v1/common.proto\"\xd2\x02\n\x0f\x43ontainerLaunch\x12\x14\n\x0c\x63ontainer_id\x18\x01 \x01(\t\x12\x0e\n\x06\x61pp_id\x18\x02 \x01(\t\x12\x0f\n\x07node_id\x18\x03 \x01(\t\x12(\n\tresources\x18\x04 \x01(\x0b\x32\x15.treadle.v1.Resources\x12\x12\n\nduration_s\x18\x05 \x01(\x01\x12\x0f\n\x07\x63ommand\x18\x06 \x03(\t\x12\x17\n\x0f\x63ontainer_token\x18\x07 \x01(\t\x12\x41\n\x0b\x65nvironment\x18\x08 \x03(\x0b\x32,.treadle.v1.ContainerLaunch.EnvironmentEntry\x12\x16\n\x0emax_duration_s\x18\t \x01(\x01\x12\x11\n\texpires_s\x18\n \x01(\x01\x1a\x32\n\x10\x45nvironmentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"G\n\x16StartContainersRequest\x12-\n\x08launches\x18\x01 \x03(\x0b\x32\x1b.treadle.v1.ContainerLaunch\"\x9a\x01\n\x17StartContainersResponse\x12\x0f\n\x07started\x18\x01 \x03(\t\x12?\n\x06\x66\x61iled\x18\x02 \x03(\x0b\x32/.treadle.v1.StartContainersResponse.FailedEntry\x1a-\n\x0b\x46\x61iledEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"Y\n\x15StopContainersRequest\x12\x15\n\rcontainer_ids\x18\x01 \x03(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x18\n\x10\x63ontainer_tokens\x18\x03 \x03(\t\")\n\x16StopContainersResponse\x12\x0f\n\x07stopped\x18\x01 \x03(\t\"_\n\x1bGetContainerStatusesRequest\x12\x15\n\rcontainer_ids\x18\x01 \x03(\t\x12\x0f\n\x07node_id\x18\x02 \x01(\t\x12\x18\n\x10\x63ontainer_tokens\x18\x03 \x03(\t\"^\n\x1cGetContainerStatusesResponse\x12-\n\x08statuses\x18\x01 \x03(\x0b\x32\x1b.treadle.v1.ContainerStatus\x12\x0f\n\x07unknown\x18\x02 \x03(\t2\xb2\x02\n\x10\x43ontainerManager\x12Z\n\x0fStartContainers\x12\".treadle.v1.StartContainersRequest\x1a#.treadle.v1.StartContainersResponse\x12W\n\x0eStopContainers\x12!.treadle.v1.StopContainersRequest\x1a\".treadle.v1.StopContainersResponse\x12i\n\x14GetContainerStatuses\x12\'.treadle.v1.GetContainerStatusesRequest\x1a(.treadle.v1.GetContainerStatusesResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,23 +38,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STARTCONTAINERSRESPONSE_FAILEDENTRY']._loaded_options = None
   _globals['_STARTCONTAINERSRESPONSE_FAILEDENTRY']._serialized_options = b'8\001'
   _globals['_CONTAINERLAUNCH']._serialized_start=76
-  _globals['_CONTAINERLAUNCH']._serialized_end=371
-  _globals['_CONTAINERLAUNCH_ENVIRONMENTENTRY']._serialized_start=321
-  _globals['_CONTAINERLAUNCH_ENVIRONMENTENTRY']._serialized_end=371
-  _globals['_STARTCONTAINERSREQUEST']._serialized_start=373
-  _globals['_STARTCONTAINERSREQUEST']._serialized_end=444
-  _globals['_STARTCONTAINERSRESPONSE']._serialized_start=447
-  _globals['_STARTCONTAINERSRESPONSE']._serialized_end=601
-  _globals['_STARTCONTAINERSRESPONSE_FAILEDENTRY']._serialized_start=556
-  _globals['_STARTCONTAINERSRESPONSE_FAILEDENTRY']._serialized_end=601
-  _globals['_STOPCONTAINERSREQUEST']._serialized_start=603
-  _globals['_STOPCONTAINERSREQUEST']._serialized_end=692
-  _globals['_STOPCONTAINERSRESPONSE']._serialized_start=694
-  _globals['_STOPCONTAINERSRESPONSE']._serialized_end=735
-  _globals['_GETCONTAINERSTATUSESREQUEST']._serialized_start=737
-  _globals['_GETCONTAINERSTATUSESREQUEST']._serialized_end=832
-  _globals['_GETCONTAINERSTATUSESRESPONSE']._serialized_start=834
-  _globals['_GETCONTAINERSTATUSESRESPONSE']._serialized_end=928
-  _globals['_CONTAINERMANAGER']._serialized_start=931
-  _globals['_CONTAINERMANAGER']._serialized_end=1237
+  _globals['_CONTAINERLAUNCH']._serialized_end=414
+  _globals['_CONTAINERLAUNCH_ENVIRONMENTENTRY']._serialized_start=364
+  _globals['_CONTAINERLAUNCH_ENVIRONMENTENTRY']._serialized_end=414
+  _globals['_STARTCONTAINERSREQUEST']._serialized_start=416
+  _globals['_STARTCONTAINERSREQUEST']._serialized_end=487
+  _globals['_STARTCONTAINERSRESPONSE']._serialized_start=490
+  _globals['_STARTCONTAINERSRESPONSE']._serialized_end=644
+  _globals['_STARTCONTAINERSRESPONSE_FAILEDENTRY']._serialized_start=599
+  _globals['_STARTCONTAINERSRESPONSE_FAILEDENTRY']._serialized_end=644
+  _globals['_STOPCONTAINERSREQUEST']._serialized_start=646
+  _globals['_STOPCONTAINERSREQUEST']._serialized_end=735
+  _globals['_STOPCONTAINERSRESPONSE']._serialized_start=737
+  _globals['_STOPCONTAINERSRESPONSE']._serialized_end=778
+  _globals['_GETCONTAINERSTATUSESREQUEST']._serialized_start=780
+  _globals['_GETCONTAINERSTATUSESREQUEST']._serialized_end=875
+  _globals['_GETCONTAINERSTATUSESRESPONSE']._serialized_start=877
+  _globals['_GETCONTAINERSTATUSESRESPONSE']._serialized_end=971
+  _globals['_CONTAINERMANAGER']._serialized_start=974
+  _globals['_CONTAINERMANAGER']._serialized_end=1280
 # @@protoc_insertion_point(module_scope)

@@ -22,6 +22,10 @@ DESCRIPTOR: _descriptor.FileDescriptor
 
 @_typing.final
 class ContainerLaunch(_message.Message):
+    """The container token covers every field but duration_s, which must not exceed
+    max_duration_s: a launch runs only what the RM granted, once, before expires_s.
+    """
+
     DESCRIPTOR: _descriptor.Descriptor
 
     @_typing.final
@@ -52,22 +56,30 @@ class ContainerLaunch(_message.Message):
     COMMAND_FIELD_NUMBER: _builtins.int
     CONTAINER_TOKEN_FIELD_NUMBER: _builtins.int
     ENVIRONMENT_FIELD_NUMBER: _builtins.int
+    MAX_DURATION_S_FIELD_NUMBER: _builtins.int
+    EXPIRES_S_FIELD_NUMBER: _builtins.int
     container_id: _builtins.str
     app_id: _builtins.str
     node_id: _builtins.str
     duration_s: _builtins.float
-    """emulated seconds of work"""
+    """emulated seconds of work (a task container)"""
     container_token: _builtins.str
     """Container.container_token of the grant"""
+    max_duration_s: _builtins.float
+    """Container.max_duration_s of the grant"""
+    expires_s: _builtins.float
+    """Container.expires_s of the grant"""
     @_builtins.property
     def resources(self) -> _common_pb2.Resources: ...
     @_builtins.property
     def command(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """For an AM container: the command line the NM runs as its own process."""
+        """An AM container's command line, chosen by the RM (a task grant names none): the NM
+        runs it as its own process, as an unprivileged account when the NM runs as root.
+        """
 
     @_builtins.property
     def environment(self) -> _containers.ScalarMap[_builtins.str, _builtins.str]:
-        """for an AM container's process"""
+        """for an AM container's process (the RM's)"""
 
     def __init__(
         self,
@@ -80,10 +92,12 @@ class ContainerLaunch(_message.Message):
         command: _abc.Iterable[_builtins.str] | None = ...,
         container_token: _builtins.str = ...,
         environment: _abc.Mapping[_builtins.str, _builtins.str] | None = ...,
+        max_duration_s: _builtins.float = ...,
+        expires_s: _builtins.float = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["resources", b"resources"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "command", b"command", "container_id", b"container_id", "container_token", b"container_token", "duration_s", b"duration_s", "environment", b"environment", "node_id", b"node_id", "resources", b"resources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["app_id", b"app_id", "command", b"command", "container_id", b"container_id", "container_token", b"container_token", "duration_s", b"duration_s", "environment", b"environment", "expires_s", b"expires_s", "max_duration_s", b"max_duration_s", "node_id", b"node_id", "resources", b"resources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
