@@ -21,7 +21,11 @@ the node's room to the pending applications in submission order whose queue hold
 containers than its quota, one container at a time while the queue stays under it; FILL
 then gives what is left to the applications in submission order, ignoring quotas. So a
 workload without credits anywhere (the defaults: queues the workload does not configure
-hold ``budget=0`` credits) runs as FIFO.
+hold ``budget=0`` credits) runs as FIFO. Kept between heartbeats (``ByShape``, filed by
+the shapes asked for): the pending applications in submission order, for FILL, and
+those of the queues under quota, for NO_FILL; a queue's applications join or leave the
+latter when it crosses its quota (a container allocated or ended, a tick), so a
+placement costs O(shapes + log applications) in either pass.
 
 Initial accounts: a queue's ``budget`` and ``spending_rate`` from the workload's queue
 (when its ``QueueSpec`` has them), else the budget of the user named like the queue, else
@@ -269,7 +273,7 @@ class DpPolicy(Policy[DpParams]):
             if members is None:
                 members = self._members[q] = set()
             members.add(app_id)
-            if self._under(q):
+            if self._quota.get(q, 0) - self._running.get(q, 0) >= 1:  # ``_under(q)``
                 self._within_quota.put(app_id, entry, shapes)
             return
         self._all.remove(app_id)
@@ -303,9 +307,9 @@ class DpPolicy(Policy[DpParams]):
         app = cluster.apps[container.app_id]
         q, now, cid = app.queue, cluster.now, container.container_id
         self._bring_up(q, now)
-        under = self._under(q)
-        self._running[q] = self._running.get(q, 0) + 1
-        if under and not self._under(q):
+        held = self._running.get(q, 0)
+        self._running[q] = held + 1
+        if self._quota.get(q, 0) - held == 1:  # it was under its quota by one: now at it
             self._quota_crossed(q, False)
         self._queue_of[cid] = q
         if container.priority >= 0:  # AM containers are never preempted
@@ -320,9 +324,8 @@ class DpPolicy(Policy[DpParams]):
             return
         self._held.pop(cid, None)
         self._bring_up(q, cluster.now)
-        under = self._under(q)
-        self._running[q] -= 1
-        if not under and self._under(q):
+        held = self._running[q] = self._running[q] - 1
+        if self._quota.get(q, 0) - held == 1:  # it was at its quota: now under it by one
             self._quota_crossed(q, True)
 
 

@@ -4,6 +4,7 @@ parameters and the registry's plugin kinds."""
 
 from __future__ import annotations
 
+import inspect
 import random
 import subprocess
 import sys
@@ -441,3 +442,71 @@ def test_a_plugin_of_the_wrong_kind_is_refused_by_name() -> None:
         mp.setattr(EntryPoint, "load", lambda self: NotAPolicy)
         with pytest.raises(PluginError, match=r"not a subclass of rm\.policy\.Policy"):
             registry.load(found)
+
+
+# ----------------------------------------------------------------------------- the surface
+def test_placement_makes_the_same_value_as_the_constructor() -> None:
+    fast = rm.policy.placement("app_1", 3)
+    assert type(fast) is Placement
+    assert fast == Placement("app_1", 3)
+    assert hash(fast) == hash(Placement("app_1", 3))
+    with pytest.raises(AttributeError):
+        fast.priority = 4  # type: ignore[misc]  # frozen, as the constructor's
+
+
+def test_the_contract_is_all_and_the_toolkit_is_still_importable_from_rm_policy() -> None:
+    import rm.policy.toolkit as toolkit
+
+    contract = set(rm.policy.__all__)
+    assert {"Policy", "Placement", "placement", "PluginError", "AccountsPolicy"} <= contract
+    assert {"ClusterView", "NodeView", "AppView", "QueueView", "UserView"} <= contract
+    assert not contract & set(toolkit.__all__)  # the toolkit is not the contract
+    for name in toolkit.__all__:
+        assert getattr(toolkit, name) is not None
+    # Every toolkit name a plugin imported from rm.policy before the split still is there.
+    before = [
+        "Account",
+        "Allocation",
+        "AskIndex",
+        "Book",
+        "ByShape",
+        "CachedShares",
+        "Changes",
+        "Entry",
+        "FairWindow",
+        "Held",
+        "OrderingPolicy",
+        "QueueTreePolicy",
+        "SharesCache",
+        "SparkOrderParams",
+        "SparkStageIds",
+        "StageOrderParams",
+        "StageOrderingPolicy",
+        "TaskSet",
+        "alignment",
+        "allocate",
+        "best_scored",
+        "choose_victims",
+        "drf_entitlements",
+        "fill_node",
+        "fill_task_set",
+        "first_fit_ask",
+        "new_arrivals",
+        "progressive_fill",
+        "remaining_work",
+        "shapes_of",
+        "slot_time",
+        "task_sets",
+        "waiting_sets",
+        "water_fill",
+    ]
+    for name in before:
+        assert getattr(rm.policy, name) is getattr(toolkit, name), name
+
+
+def test_the_module_docstring_names_every_hook_of_policy() -> None:
+    doc = rm.policy.__doc__ or ""
+    hooks = [n for n, v in vars(Policy).items() if inspect.isfunction(v) and n[0] != "_"]
+    assert len(hooks) == 13  # on_node_heartbeat, the one required, and 12 optional hooks
+    for name in hooks:
+        assert f"``{name}" in doc, f"rm.policy's docstring does not say when {name} is called"
