@@ -46,7 +46,6 @@ job moves with the median).
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -60,10 +59,11 @@ from rm.policy import (
     Entry,
     NodeView,
     Placement,
+    SortedGroups,
     best_scored,
     drf_entitlements,
+    placement,
 )
-from rm.policy.base import _placement
 from treadle.messages import Ask, AskKind
 from treadle.resources import ZERO, Resources
 
@@ -104,7 +104,7 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         #: for one more container of it, grouped by the shapes of the job's more
         #: important DEFAULT asks (an entry is its job's candidate when none of those
         #: fits); per job, where its entries are filed.
-        self._within: dict[Resources, dict[tuple[Resources, ...], list[Entry]]] = {}
+        self._within: dict[Resources, SortedGroups[tuple[Resources, ...], Entry]] = {}
         self._filed: dict[str, list[tuple[Resources, tuple[Resources, ...], Entry]]] = {}
         self._within_stale = True
 
@@ -130,11 +130,7 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         (when it fits, so does the other: it is never the job's candidate)."""
         within = self._within
         for shape, blockers, e in self._filed.pop(app_id, ()):
-            groups = within[shape]
-            lst = groups[blockers]
-            del lst[bisect_left(lst, e)]
-            if not lst:
-                del groups[blockers]
+            within[shape].unfile(blockers, e)
         rec = self._index.apps.get(app_id)
         if rec is None:
             return
@@ -152,7 +148,10 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 held, held_share, shape, cap, lim, g
             ):
                 blockers = tuple(dict.fromkeys(before))
-                insort(within.setdefault(shape, {}).setdefault(blockers, []), e)
+                groups = within.get(shape)
+                if groups is None:
+                    groups = within[shape] = SortedGroups()
+                groups.file(blockers, e)
                 filed.append((shape, blockers, e))
             before.append(shape)
         if filed:
@@ -240,7 +239,7 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
                 best = self._leftover(align)
             if best is None:
                 return
-            yield _placement(best.app_id, best.priority)
+            yield placement(best.app_id, best.priority)
             index.placed(best.app_id, cluster)
             if placed is not None:
                 placed(best.app_id)
@@ -258,7 +257,10 @@ class CarbynePolicy(CachedShares[CarbyneParams]):
         its share earlier in the heartbeat."""
         apps = self._index.apps
         best: Entry | None = None
-        for blockers, entries in self._within.get(shape, {}).items():
+        groups = self._within.get(shape)
+        if groups is None:
+            return None
+        for blockers, entries in groups.lists.items():
             if any(b in align for b in blockers):
                 continue
             for e in entries:

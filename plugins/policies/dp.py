@@ -21,7 +21,11 @@ the node's room to the pending applications in submission order whose queue hold
 containers than its quota, one container at a time while the queue stays under it; FILL
 then gives what is left to the applications in submission order, ignoring quotas. So a
 workload without credits anywhere (the defaults: queues the workload does not configure
-hold ``budget=0`` credits) runs as FIFO.
+hold ``budget=0`` credits) runs as FIFO. Kept between heartbeats (``ByShape``, filed by
+the shapes asked for): the pending applications in submission order, for FILL, and
+those of the queues under quota, for NO_FILL; a queue's applications join or leave the
+latter when it crosses its quota (a container allocated or ended, a tick), so a
+placement costs O(shapes + log applications) in either pass.
 
 Initial accounts: a queue's ``budget`` and ``spending_rate`` from the workload's queue
 (when its ``QueueSpec`` has them), else the budget of the user named like the queue, else
@@ -46,13 +50,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy import AppView, ByShape, Changes, ClusterView, NodeView, Placement, Policy
+from rm.policy import (
+    AppView,
+    ByShape,
+    Changes,
+    ClusterView,
+    NodeView,
+    Placement,
+    Policy,
+    placement,
+)
 from rm.policy.accounts import AccountBalance, AccountBook, AccountInfo
-from rm.policy.base import _placement
 from rm.policy.toolkit.dynprio import Account, Held, allocate, choose_victims
 from rm.policy.toolkit.ordering import first_fit_ask
 from rm.policy.toolkit.tracking import shapes_of
@@ -95,7 +107,9 @@ class DpPolicy(Policy[DpParams]):
         self._last_kill = -math.inf
         self._changes = Changes()
         self._all = ByShape()  # pending applications by (seq, id), filed by shape
-        self._by_queue: dict[str, ByShape] = {}  # the same, per queue
+        #: The same, of the queues under their quota (``_under``): NO_FILL's order.
+        self._within_quota = ByShape()
+        self._members: dict[str, set[str]] = {}  # queue -> its pending applications
 
     # ------------------------------------------------------------------ accounts
     def on_start(self, cluster: ClusterView) -> None:
@@ -196,6 +210,10 @@ class DpPolicy(Policy[DpParams]):
             )
         self._area = dict.fromkeys(self._area, 0.0)
         self._interval_start = now
+        self._within_quota.clear()
+        for q in self._members:
+            if self._under(q):
+                self._quota_crossed(q, True)
 
     def tick_books(self) -> Sequence[AccountBook]:
         return self._books
@@ -220,74 +238,79 @@ class DpPolicy(Policy[DpParams]):
         return choose_victims(left, _pending_by_queue(cluster), held, started)
 
     # ------------------------------------------------------------------ placement
+    def _under(self, queue: str) -> bool:
+        """Whether ``queue`` holds fewer containers than its quota (by one at least)."""
+        return self._quota.get(queue, 0) - self._running.get(queue, 0) >= 1
+
+    def _quota_crossed(self, queue: str, under: bool) -> None:
+        """File ``queue``'s pending applications in ``_within_quota`` (``under``), or
+        take them out."""
+        within, items = self._within_quota, self._all.items
+        for app_id in self._members.get(queue, ()):
+            if not under:
+                within.remove(app_id)
+            elif (filed := items.get(app_id)) is not None:
+                within.put(app_id, *filed)
+
     def _sync(self, cluster: ClusterView) -> None:
-        """The pending applications by (seq, id), filed by shape: all, and per queue."""
+        """The pending applications by (seq, id), filed by shape: all, and those of the
+        queues under quota."""
         changed = self._changes.take(cluster)
         if changed is None:
             self._all.clear()
-            self._by_queue.clear()
+            self._within_quota.clear()
+            self._members.clear()
             changed = list(cluster.pending_apps())
         for app in changed:
             self._file(app, cluster)
 
     def _file(self, app: AppView, cluster: ClusterView) -> None:
         app_id, q = app.app_id, app.queue
-        members = self._by_queue.get(q)
         if app.pending > 0 and app_id in cluster.apps:
             entry, shapes = (app.seq, app_id), shapes_of(app)
             self._all.put(app_id, entry, shapes)
+            members = self._members.get(q)
             if members is None:
-                members = self._by_queue[q] = ByShape()
-            members.put(app_id, entry, shapes)
-        elif members is not None:
-            self._all.remove(app_id)
-            members.remove(app_id)
+                members = self._members[q] = set()
+            members.add(app_id)
+            if self._quota.get(q, 0) - self._running.get(q, 0) >= 1:  # ``_under(q)``
+                self._within_quota.put(app_id, entry, shapes)
+            return
+        self._all.remove(app_id)
+        self._within_quota.remove(app_id)
+        members = self._members.get(q)
+        if members is not None:
+            members.discard(app_id)
             if not members:
-                del self._by_queue[q]
+                del self._members[q]
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
         self._sync(cluster)
-        quota, running, apps = self._quota, self._running, cluster.apps
-        if quota:  # NO_FILL: within quota, in submission order
-            under = [q for q in self._by_queue if quota.get(q, 0) - running.get(q, 0) >= 1]
-            while under:
+        apps = cluster.apps
+        # NO_FILL (within quota), then FILL (work conservation, free): each in submission
+        # order. A placement that fills its queue's quota takes the queue's applications
+        # out of ``_within_quota`` (``on_container_allocated``).
+        for index in (self._within_quota, self._all) if self._quota else (self._all,):
+            while True:
                 free = node.free
-                best: tuple[Any, ...] | None = None
-                for q in under:
-                    members = self._by_queue.get(q)
-                    if members is not None:
-                        head = members.first(members.fitting(free))
-                        if head is not None and (best is None or head < best):
-                            best = head
-                if best is None:
+                head = index.first(index.fitting(free))
+                if head is None:
                     break
-                app = apps[best[1]]
+                app = apps[head[1]]
                 ask = first_fit_ask(app, free)
                 if ask is None:  # cannot happen while the index is current
                     break
-                yield _placement(app.app_id, ask.priority)
+                yield placement(app.app_id, ask.priority)
                 self._file(app, cluster)
-                q = app.queue
-                if quota.get(q, 0) - running.get(q, 0) < 1:
-                    under.remove(q)
-        index = self._all
-        while True:  # FILL: work conservation, free, in submission order
-            free = node.free
-            head = index.first(index.fitting(free))
-            if head is None:
-                return
-            app = apps[head[1]]
-            ask = first_fit_ask(app, free)
-            if ask is None:  # cannot happen while the index is current
-                return
-            yield _placement(app.app_id, ask.priority)
-            self._file(app, cluster)
 
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         app = cluster.apps[container.app_id]
         q, now, cid = app.queue, cluster.now, container.container_id
         self._bring_up(q, now)
-        self._running[q] = self._running.get(q, 0) + 1
+        held = self._running.get(q, 0)
+        self._running[q] = held + 1
+        if self._quota.get(q, 0) - held == 1:  # it was under its quota by one: now at it
+            self._quota_crossed(q, False)
         self._queue_of[cid] = q
         if container.priority >= 0:  # AM containers are never preempted
             self._held[cid] = (app.app_id, q, now)
@@ -301,7 +324,9 @@ class DpPolicy(Policy[DpParams]):
             return
         self._held.pop(cid, None)
         self._bring_up(q, cluster.now)
-        self._running[q] -= 1
+        held = self._running[q] = self._running[q] - 1
+        if self._quota.get(q, 0) - held == 1:  # it was at its quota: now under it by one
+            self._quota_crossed(q, True)
 
 
 def _pending_by_queue(cluster: ClusterView) -> dict[str, int]:

@@ -25,7 +25,6 @@ allocation) and the at most two jobs each change moves in or out of the window.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
 from collections.abc import Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,9 +38,10 @@ from rm.policy import (
     NodeView,
     Placement,
     Policy,
+    SortedGroups,
     best_scored,
+    placement,
 )
-from rm.policy.base import _placement
 from treadle.resources import Resources
 
 
@@ -63,7 +63,7 @@ class TetrisPolicy(Policy[TetrisParams]):
         self._index = AskIndex()
         self._window: FairWindow | None = None
         #: The window's asks: per shape, the entries of the jobs in the window.
-        self._considered: dict[Resources, list[Entry]] = {}
+        self._considered: SortedGroups[Resources, Entry] = SortedGroups()
         self._filed: dict[str, list[tuple[Resources, Entry]]] = {}
 
     def on_node_heartbeat(self, node: NodeView, cluster: ClusterView) -> Iterator[Placement]:
@@ -101,7 +101,7 @@ class TetrisPolicy(Policy[TetrisParams]):
                 best = best_scored(((a, e) for a, _, e in index.heads(align)), eps)
             if best is None:
                 return
-            yield _placement(best.app_id, best.priority)
+            yield placement(best.app_id, best.priority)
             placed = index.placed(best.app_id, cluster)
             if window is not None:
                 if placed is not None:
@@ -114,20 +114,19 @@ class TetrisPolicy(Policy[TetrisParams]):
         """File ``app_id``'s entries among the window's asks if it is in the window."""
         considered = self._considered
         for shape, e in self._filed.pop(app_id, ()):
-            lst = considered[shape]
-            del lst[bisect_left(lst, e)]
+            considered.unfile(shape, e)
         rec = self._index.apps.get(app_id)
         window = self._window
         if rec is None or window is None or not window.contains(app_id):
             return
         for shape, e in rec.entries:
-            insort(considered.setdefault(shape, []), e)
+            considered.file(shape, e)
         self._filed[app_id] = rec.entries
 
     def _in_window(self, align: dict[Resources, float]) -> Iterator[tuple[float, Entry]]:
         """Candidates of the considered jobs: the first considered entry of each fitting
         shape (Tetris' best within a shape: its score falls with remaining work)."""
-        considered = self._considered
+        considered = self._considered.lists
         for shape, a in align.items():
             lst = considered.get(shape)
             if lst:

@@ -56,8 +56,8 @@ from rm.policy import (
     fill_node,
     first_fit_ask,
     new_arrivals,
+    placement,
 )
-from rm.policy.base import _placement
 from rm.policy.toolkit.multiqueue import SAMPLING, MultiQueue, QueueJob
 from treadle.messages import (
     AllocateRequest,
@@ -120,7 +120,7 @@ def _old_ordering(
         ask = first_fit_ask(app, node.free)
         if ask is None:
             continue
-        yield _placement(app.app_id, ask.priority)
+        yield placement(app.app_id, ask.priority)
         if app.pending:
             heapq.heappush(heap, (policy.sort_key(app, cluster), seq, app))
 
@@ -245,7 +245,7 @@ class OldDp(DpPolicy):
                     ask = first_fit_ask(app, node.free)
                     if ask is None:
                         break
-                    yield _placement(app.app_id, ask.priority)
+                    yield placement(app.app_id, ask.priority)
         for app in list(cluster.pending_apps()):
             yield from fill_node(app, node)
 
@@ -287,7 +287,7 @@ def _old_multiqueue(
             return
         job, ask, pilot = choice
         policy._granting = (job, pilot)
-        yield _placement(job.app_id, ask.priority)
+        yield placement(job.app_id, ask.priority)
         policy._granting = None
 
 

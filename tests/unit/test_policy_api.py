@@ -4,12 +4,15 @@ parameters and the registry's plugin kinds."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import random
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -441,3 +444,43 @@ def test_a_plugin_of_the_wrong_kind_is_refused_by_name() -> None:
         mp.setattr(EntryPoint, "load", lambda self: NotAPolicy)
         with pytest.raises(PluginError, match=r"not a subclass of rm\.policy\.Policy"):
             registry.load(found)
+
+
+# ----------------------------------------------------------------------------- the surface
+def test_placement_makes_the_same_value_as_the_constructor() -> None:
+    fast = rm.policy.placement("app_1", 3)
+    assert type(fast) is Placement
+    assert fast == Placement("app_1", 3)
+    assert hash(fast) == hash(Placement("app_1", 3))
+    with pytest.raises(AttributeError):
+        fast.priority = 4  # type: ignore[misc]  # frozen, as the constructor's
+
+
+def test_the_contract_is_all_and_the_toolkit_is_still_importable_from_rm_policy() -> None:
+    import rm.policy.toolkit as toolkit
+
+    contract = set(rm.policy.__all__)
+    assert {"Policy", "Placement", "placement", "PluginError", "AccountsPolicy"} <= contract
+    assert {"ClusterView", "NodeView", "AppView", "QueueView", "UserView"} <= contract
+    assert not contract & set(toolkit.__all__)  # the toolkit is not the contract
+    # Every name the shipped plugins, the third-party example and the tests import from
+    # rm.policy resolves, a toolkit name to the toolkit's own object.
+    root = Path(__file__).parents[2]
+    imported: set[str] = set()
+    for path in [*root.glob("plugins/**/*.py"), *root.glob("tests/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "rm.policy":
+                imported |= {a.name for a in node.names}
+    assert {"OrderingPolicy", "ByShape", "Changes", "placement"} <= imported
+    for name in imported:
+        assert hasattr(rm.policy, name), name
+        if name in toolkit.__all__:
+            assert getattr(rm.policy, name) is getattr(toolkit, name), name
+
+
+def test_the_module_docstring_names_every_hook_of_policy() -> None:
+    doc = rm.policy.__doc__ or ""
+    hooks = [n for n, v in vars(Policy).items() if inspect.isfunction(v) and n[0] != "_"]
+    assert len(hooks) == 13  # on_node_heartbeat, the one required, and 12 optional hooks
+    for name in hooks:
+        assert f"``{name}" in doc, f"rm.policy's docstring does not say when {name} is called"

@@ -6,7 +6,7 @@ from abc import abstractmethod
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from rm.policy.base import P, Placement, Policy, _placement
+from rm.policy.base import P, Placement, Policy, placement
 from rm.policy.toolkit.tracking import ByShape, Changes, free_test, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.messages import Ask, AskKind
@@ -22,7 +22,7 @@ def fill_node(app: AppView, node: NodeView) -> Iterator[Placement]:
         fits_in = ask.resources.fits_in
         priority = ask.priority
         while count > 0 and fits_in(node.free):
-            yield _placement(app_id, priority)
+            yield placement(app_id, priority)
             count -= 1
 
 
@@ -167,7 +167,7 @@ class OrderingPolicy(Policy[P]):
                 index.remove(app_id)
                 del apps[app_id]
                 continue
-            yield _placement(app_id, ask.priority)
+            yield placement(app_id, ask.priority)
             if app.pending > 0 and app_id in cluster.apps:
                 if resort:
                     entry = (self.sort_key(app, cluster), entry[1], app_id)

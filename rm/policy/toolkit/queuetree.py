@@ -9,7 +9,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
-from rm.policy.base import P, Placement, Policy, _placement
+from rm.policy.base import P, Placement, Policy, placement
 from rm.policy.toolkit.ordering import first_fit_ask
 from rm.policy.toolkit.tracking import ByShape, Changes, Entry, free_test, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView
@@ -247,7 +247,7 @@ class QueueTreePolicy(Policy[P]):
             if ask is None:
                 return
             tie = groups.items[name][0][1]  # a group's tie stays for the heartbeat
-            yield _placement(app.app_id, ask.priority)
+            yield placement(app.app_id, ask.priority)
             self._placed(t, app, cluster)
             self._file_group(t, name, cluster, tie)
 
@@ -420,7 +420,7 @@ def _serve_tree(
         if found is None:
             return
         app, ask = found
-        yield _placement(app.app_id, ask.priority)
+        yield placement(app.app_id, ask.priority)
         placed(app, path)
         parent: str | None = None
         for name in path:  # each is the head of its parent's heap

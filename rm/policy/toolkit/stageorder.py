@@ -32,7 +32,7 @@ from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from rm.policy.base import P, Placement, Policy, _placement
+from rm.policy.base import P, Placement, Policy, placement
 from rm.policy.toolkit.tasksets import (
     TaskSet,
     app_sets,
@@ -521,7 +521,7 @@ class StageOrderingPolicy(Policy[P]):
             if prio is None:  # cannot happen while the sets are current
                 return
             app = ts.app
-            yield _placement(app.app_id, prio)
+            yield placement(app.app_id, prio)
             if app.pending > 0 and app.app_id in cluster.apps:
                 own = None if self.keys_follow_app() else self._restage(k, app, {prio})
                 if own is None:

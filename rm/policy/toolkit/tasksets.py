@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rm.policy.base import Placement, _placement
+from rm.policy.base import Placement, placement
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.model import StageSpec
 from treadle.resources import ZERO, Resources
@@ -160,7 +160,7 @@ def fill_task_set(ts: TaskSet, node: NodeView, held: Resources = ZERO) -> Iterat
     for prio in ts.priorities:
         ask = asks.get(prio)
         while ask is not None and (ask.resources + held).fits_in(node.free):
-            yield _placement(app_id, prio)
+            yield placement(app_id, prio)
             ask = asks.get(prio)
 
 
@@ -290,4 +290,4 @@ def serve_in_key_order(
             held = held + chosen.resources
             left[best[1]] -= 1
             continue
-        yield _placement(chosen.app.app_id, best_prio)
+        yield placement(chosen.app.app_id, best_prio)

@@ -7,27 +7,36 @@ not a walk over every pending application. On a cluster without the feed (a test
 double), on another cluster than before, and when the cluster's capacity changed (every
 share-based key moves), the helper rebuilds from ``pending_apps()`` instead.
 
-``ByShape`` holds entries, tuples in a total order whose last field names their item (an
-application or a group), each filed under every shape its item asks for; ``first(shapes)``
-is the smallest entry filed under any of ``shapes`` (the ones that fit the node). Sorted
-Python lists with ``bisect`` (the standard library's): a list holds one entry per pending
-application asking for that shape, hundreds to tens of thousands, where inserting is a
-memmove in C, cheaper than a tree's Python-level rebalancing (``sortedcontainers``, the
-well-kept option, is itself a list of lists of about a thousand items each), and it
-adds no dependency.
+``SortedGroups`` keeps totally ordered entries in named groups (a shape, a queue, ...),
+each group a sorted list; ``first(groups)`` is the smallest entry of any of ``groups``.
+An entry is a tuple led by what orders it, a float key (remaining work, a share) or a
+submission number, whose next fields break ties, so that the order never depends on when
+an entry was filed. ``ByShape`` is a ``SortedGroups`` by shape that also remembers each
+item's entry, to file an application (or a group of them) under every shape it asks for
+and move it in one call.
+
+Sorted Python lists with ``bisect`` (the standard library's): a list holds one entry per
+pending application asking for that shape, hundreds to tens of thousands, where
+inserting is a memmove in C, cheaper than a tree's Python-level rebalancing
+(``sortedcontainers``, the well-kept option, is itself a list of lists of about a
+thousand items each), and it adds no dependency. Filing or unfiling an entry costs
+O(log n) comparisons plus that memmove.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.resources import Accumulator, Resources
 
 #: An entry: a totally ordered tuple whose last field is its item's name.
 Entry = tuple[Any, ...]
+
+G = TypeVar("G", bound=Hashable)
+E = TypeVar("E", bound=tuple[Any, ...])
 
 
 class Changes:
@@ -104,13 +113,63 @@ def shapes_of(app: AppView) -> tuple[Resources, ...]:
     return tuple(dict.fromkeys([a.resources for a in asks]))
 
 
-class ByShape:
-    """Entries filed by shape; see the module docstring."""
+class SortedGroups(Generic[G, E]):
+    """Entries in order, in named groups; see the module docstring. ``lists`` maps each
+    group to its entries, sorted, and holds no empty group: a group emptied is dropped
+    (filing into it again adds it last, so iterating ``lists`` is deterministic)."""
 
-    __slots__ = ("items", "lists")
+    __slots__ = ("lists",)
 
     def __init__(self) -> None:
-        self.lists: dict[Resources, list[Entry]] = {}
+        self.lists: dict[G, list[E]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.lists)
+
+    def clear(self) -> None:
+        self.lists.clear()
+
+    def file(self, group: G, entry: E) -> None:
+        """Add ``entry`` to ``group`` (in order; an equal entry already there stays
+        before it)."""
+        lst = self.lists.get(group)
+        if lst is None:
+            self.lists[group] = [entry]
+        else:
+            insort(lst, entry)
+
+    def unfile(self, group: G, entry: E) -> None:
+        """Take ``entry`` out of ``group``; it must be there (filed and not unfiled)."""
+        lst = self.lists[group]
+        if len(lst) == 1:
+            del self.lists[group]
+        else:
+            del lst[bisect_left(lst, entry)]
+
+    def get(self, group: G) -> list[E]:
+        """``group``'s entries in order (empty: none filed); read, never change, them."""
+        return self.lists.get(group) or []
+
+    def first(self, groups: Iterable[G]) -> E | None:
+        """The smallest entry filed under any of ``groups``."""
+        best: E | None = None
+        lists = self.lists
+        for g in groups:
+            lst = lists.get(g)
+            if lst is not None:
+                head = lst[0]
+                if best is None or head < best:
+                    best = head
+        return best
+
+
+class ByShape(SortedGroups[Resources, Entry]):
+    """Items' entries filed by shape; see the module docstring."""
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        super().__init__()
         #: Per item: its entry and its shapes.
         self.items: dict[Hashable, tuple[Entry, tuple[Resources, ...]]] = {}
 
@@ -135,15 +194,15 @@ class ByShape:
                     return
                 for s in old_shapes:
                     if s not in shapes:
-                        self._unfile(s, entry)
+                        self.unfile(s, entry)
                 for s in shapes:
                     if s not in old_shapes:
-                        self._file(s, entry)
+                        self.file(s, entry)
                 self.items[name] = (entry, shapes)
                 return
             for s in old_shapes:
-                self._unfile(s, old_entry)
-        for s in shapes:
+                self.unfile(s, old_entry)
+        for s in shapes:  # ``file``, inlined: the hot path
             lst = lists.get(s)
             if lst is None:
                 lists[s] = [entry]
@@ -152,24 +211,11 @@ class ByShape:
         self.items[name] = (entry, shapes)
 
     def remove(self, name: Hashable) -> None:
+        """Unfile ``name`` (nothing if it is not filed)."""
         old = self.items.pop(name, None)
         if old is not None:
             for s in old[1]:
-                self._unfile(s, old[0])
-
-    def _file(self, shape: Resources, entry: Entry) -> None:
-        lst = self.lists.get(shape)
-        if lst is None:
-            self.lists[shape] = [entry]
-        else:
-            insort(lst, entry)
-
-    def _unfile(self, shape: Resources, entry: Entry) -> None:
-        lst = self.lists[shape]
-        if len(lst) == 1:
-            del self.lists[shape]
-        else:
-            del lst[bisect_left(lst, entry)]
+                self.unfile(s, old[0])
 
     def fitting(self, free: Resources) -> list[Resources]:
         """The shapes filed that fit in ``free``."""
@@ -190,18 +236,6 @@ class ByShape:
             if accept(shape):
                 return lst[0]
         return None
-
-    def first(self, shapes: Iterable[Resources]) -> Entry | None:
-        """The smallest entry filed under any of ``shapes``."""
-        best: Entry | None = None
-        lists = self.lists
-        for s in shapes:
-            lst = lists.get(s)
-            if lst is not None:
-                head = lst[0]
-                if best is None or head < best:
-                    best = head
-        return best
 
 
 def _head(item: tuple[Resources, list[Entry]]) -> Entry:
