@@ -10,7 +10,7 @@ expiry is 10 min), and an NM starts each grant once.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from treadle.rpc.v1 import (
     application_master_pb2 as am_pb,
@@ -19,7 +19,21 @@ from treadle.rpc.v1 import (
 )
 
 if TYPE_CHECKING:
-    from rm.server.service import RmServer
+    from rm.core.facade import ResourceManager
+    from treadle.live.clock import EmulatedClock
+    from treadle.live.gate import Gate
+
+
+class RmServer(Protocol):
+    """What the grants use of the RM server (``rm.server.service.RmServer``)."""
+
+    gate: Gate
+    clock: EmulatedClock
+    rm: ResourceManager
+    task_bounds: dict[str, float]  # app id -> its grants' max_duration_s
+
+    def now(self) -> float: ...
+
 
 #: How long (wall s) a grant may wait before the NM refuses to start it.
 GRANT_TTL_WALL_S = 600.0
