@@ -207,8 +207,8 @@ async def main_async(argv: list[str]) -> int:
     except (OSError, RuntimeError) as e:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
     if restarted:
-        state.await_containers(open_containers(log_.records))
-        rm.redeliver_ended(ended_containers(log_.records))
+        rm.recovery.await_containers(open_containers(log_.records), state.now())
+        rm.recovery.redeliver_ended(ended_containers(log_.records))
     http: HttpServer | None = None
     if metrics is not None:
         from rm.server.http import start_http
