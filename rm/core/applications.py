@@ -11,8 +11,8 @@ from rm.core.blinding import blind_ask, blind_job
 from rm.core.containers import ContainerLifecycle
 from rm.core.effects import Outbox
 from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
-from rm.core.scheduling import AM_PRIORITY, Scheduler
-from rm.core.state import Application, AppRecord, AppState, ClusterState
+from rm.core.scheduling import Scheduler
+from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (

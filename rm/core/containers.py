@@ -57,11 +57,10 @@ class ContainerLifecycle:
         """An NM says these containers ended: ``done`` for each that ``node`` holds, at
         its finish time."""
         containers = node.containers
-        done = self.done
         for status in statuses:
             c = containers.get(status.container_id)
             if c is not None:
-                done(c, status, status.finish_s)
+                self.done(c, status, status.finish_s)
 
     def done(self, c: Container, status: ContainerStatus, t: float) -> None:
         """``c`` ended on its node (completed, failed, lost or preempted) at ``t``."""

@@ -42,8 +42,8 @@ from rm.core.hints import SchedulingHints
 from rm.core.nodes import NodeTracker
 from rm.core.recovery import Recovery
 from rm.core.reports import Reports
-from rm.core.scheduling import AM_PRIORITY, MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridden
-from rm.core.state import Application, AppRecord, AppState, ClusterState
+from rm.core.scheduling import MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridden
+from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from rm.policy import Policy
 from treadle.errors import ConflictError
 from treadle.events import EventLog

@@ -2,7 +2,24 @@
 and the node could fit one, the policy yields placements and each is checked and applied
 at once, so the policy's next decision sees it. A placement that is impossible (unknown
 or finished application, no such ask, a lost node, not enough room) is rejected and
-logged, never applied."""
+logged, never applied.
+
+One heartbeat, one way down and back out:
+
+1. the NM core builds it (``nm.core.NodeManager.beat``); the server's adapter decodes it
+   (``rm.server.service``, ``treadle.live.wire``), the simulator hands it over as is;
+2. ``ResourceManager.node_heartbeat`` -> ``NodeTracker.heartbeat`` (``rm.core.nodes``):
+   a stale or repeated one is answered at once; the containers it reports started or
+   ended are applied (``rm.core.containers``, which frees them in ``rm.core.state``);
+3. if a pending ask could fit the node: ``Scheduler.schedule`` (here) asks the policy,
+   ``Policy.on_node_heartbeat``, for placements;
+4. ``Scheduler._apply`` checks each and applies it in one call,
+   ``ClusterState.place_container`` (the container, the ask one fewer, the node's room,
+   the books, the pending index);
+5. back in ``NodeTracker.heartbeat``: the attempts of AM containers that ended fail
+   (``Applications.settle_am_exits``); the answer carries the containers to stop, and
+   the outbox the AM containers to launch (``ResourceManager.take_effects``).
+"""
 
 from __future__ import annotations
 
@@ -12,16 +29,13 @@ from typing import Any
 import structlog
 
 from rm.core.effects import Outbox
-from rm.core.state import ClusterState, Node
+from rm.core.state import AM_PRIORITY, ClusterState, Node
 from rm.policy import Placement, Policy
 from treadle.errors import PluginError
 from treadle.events import EventLog
 from treadle.resources import Resources
 
 log = structlog.get_logger("rm")
-
-#: The priority of the RM's own ask for a managed AM's container (served before tasks).
-AM_PRIORITY = -1
 
 #: Stop consuming a policy's placements for one heartbeat after this many rejections.
 MAX_REJECTIONS_PER_HEARTBEAT = 32
@@ -93,8 +107,8 @@ class Scheduler:
         return False
 
     def _apply(self, node: Node, p: Placement, now: float) -> bool:
-        """Check ``p`` against the state and apply it (``ClusterState.place``), or reject
-        it with nothing changed."""
+        """Check ``p`` against the state and apply it (``ClusterState.place_container``),
+        or reject it with nothing changed."""
         if type(p) is not Placement and not isinstance(p, Placement):
             return self._reject(node, p, "not a Placement", now)
         st = self._state
@@ -109,14 +123,10 @@ class Scheduler:
         res = ask.resources
         if not node._free.covers(res):
             return self._reject(node, p, f"{res} does not fit free {node.free}", now)
-        c = st.place(node, app, ask)
-        app_id = app.app_id
+        c = st.place_container(node, app, ask)
         if c.priority == AM_PRIORITY:
-            app.am_container = c.container_id
             self._outbox.am_launches.append(c)
-        else:
-            app.undelivered.append(c)
-            st.tell(app_id)
+        app_id = app.app_id
         log_ = self._log
         if not app.started:
             app.started = True

@@ -30,6 +30,9 @@ from treadle.messages import (
 from treadle.model import JobSpec, QueueSpec, UserSpec
 from treadle.resources import ZERO, Accumulator, Resources
 
+#: The priority of the RM's own ask for a managed AM's container (served before tasks).
+AM_PRIORITY = -1
+
 _new = object.__new__
 _c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
     Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
@@ -227,11 +230,12 @@ class Application:
             del self.asks[ask.priority]
         self._sorted_asks = self._demand = None
 
-    def take(self, ask: Ask, node_id: str) -> Container:
+    def grant(self, ask: Ask, node_id: str) -> Container:
         """One container of ``ask`` (one of this application's) granted on ``node_id``:
-        the new container, and the ask one fewer. The application stays pending unless
-        that was its last container; ``sorted_asks()`` follows without a sort (a new list:
-        one handed out is never changed)."""
+        the new container (its AM's own, or one for the AM to hear of), and the ask one
+        fewer. The application stays pending unless that was its last container;
+        ``sorted_asks()`` follows without a sort (a new list: one handed out is never
+        changed)."""
         n = self.next_container
         self.next_container = n + 1
         prio = ask.priority
@@ -242,6 +246,10 @@ class Application:
         _c_prio(c, prio)
         _c_res(c, ask.resources)
         _c_kind(c, ask.kind)
+        if prio == AM_PRIORITY:
+            self.am_container = c.container_id
+        else:
+            self.undelivered.append(c)
         count = ask.count
         by_prio = self._sorted_asks
         if count > 1:
@@ -448,12 +456,18 @@ class ClusterState:
         return self.apps.get(app_id) or self.finished.get(app_id)
 
     # ------------------------------------------------------------------ containers
-    def place(self, node: Node, app: Application, ask: Ask) -> Container:
+    def place_container(self, node: Node, app: Application, ask: Ask) -> Container:
         """One container of ``app``'s ``ask`` (which ``node`` has room for) on ``node``:
-        granted (``Application.take``) and held (``hold``); the pending index hears of it."""
-        c = app.take(ask, node.node_id)
+        granted (``Application.grant``) and held (``hold``); the pending index hears of it,
+        and the AM of a task's container (``news``)."""
+        c = app.grant(ask, node.node_id)
         self.hold(node, app, c)
-        self.pending.granted(app, c.priority)
+        prio = c.priority
+        if prio != AM_PRIORITY:
+            news = self.news
+            if news is not None:  # ``tell``
+                news[app.app_id] = None
+        self.pending.granted(app, prio)
         return c
 
     def hold(self, node: Node, app: Application, c: Container) -> None:
