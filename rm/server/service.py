@@ -87,7 +87,7 @@ class RmServer:
         #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
         self.store = store
         self.persister = Persister(store, rm, self.gate) if store else None
-        rm.admission.max_pending_tasks = settings.limits.max_pending_tasks
+        rm.admission.max_pending_tasks = settings.limits.max_pending_tasks  # the core's bound
         if store is not None:
             store.save_clock(self.clock.epoch, self.clock.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
@@ -407,8 +407,8 @@ class ClientServicer(client_grpc.ClientServicer):
             raise InvalidRequestError("user must not be empty")
         s.gate.may_act_for(caller, request.user, "submit applications")
         tasks = await off_loop(big, submissions.check_limits, request, s.settings.limits)
-        s.rm.admission.check(tasks)  # before decoding (submitting checks again: others
-        # may have been admitted meanwhile)
+        # Before decoding; submitting checks again (others may be admitted meanwhile).
+        s.rm.admission.check(tasks)
         job, strategy, params = await off_loop(big, submissions.decode, request, now)
         sub = AppSubmission(
             job.name,

@@ -51,6 +51,22 @@ a class-level default and its own object). Event mode itself, on the 200-node ca
 300 s of arrivals: 2.4-2.9x the CPU of heartbeat mode (about three AM calls per task: the
 callback on its end, the next asks, the callback on the grant), the last job ending
 2 s sooner.
+
+Measured on 2026-12-02, branch i31/rmcore (the heartbeat one way through the RM core: a
+façade verb ``node_heartbeat`` instead of an alias, no callback into the façade, a
+placement's and a completion's bookkeeping in the modules that own it instead of inlined
+in the scheduler and the container lifecycle) against 0f33e71 (the same code before rm/
+was moved into floors). Instructions of the whole process under ``valgrind
+--tool=cachegrind --cache-sim=no`` with ``PYTHONHASHSEED=0`` at 200 nodes, 300 s of
+arrivals (14,300 tasks, 15,510 heartbeats), imports (a 1 s span) 2.315 G before, 2.322 G
+after: fifo 5.354 G -> 5.444 G, the loop +2.7% (3.040 G -> 3.122 G); drf 7.774 G ->
+7.859 G, the loop +1.6%. The cost is some ten Python calls more per task
+(``ClusterState.place_container``, ``Application.grant``, ``BookLedger.add``/``sub``,
+``PendingIndex.granted``/``touch``, ``ContainerLifecycle.done``,
+``ClusterState.free_container``), each 500 to 900 instructions on this interpreter, and
+one per heartbeat. ``--against`` at 1,000 nodes (5 runs per side, load average 8-14 on 2
+cores: single runs wandered from 9 to 26 simulated s per wall s) could not resolve it:
+see the figures below.
 """
 
 from __future__ import annotations
