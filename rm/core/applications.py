@@ -9,9 +9,10 @@ from collections.abc import Sequence
 
 from rm.core.blinding import blind_ask, blind_job
 from rm.core.containers import ContainerLifecycle
+from rm.core.effects import Outbox
 from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
-from rm.core.scheduling import AM_PRIORITY, Scheduler
-from rm.core.state import Application, AppRecord, AppState, ClusterState
+from rm.core.scheduling import Scheduler
+from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (
@@ -41,6 +42,7 @@ class Applications:
         log: EventLog,
         containers: ContainerLifecycle,
         scheduler: Scheduler,
+        outbox: Outbox,
         *,
         am_expiry_s: float,
         max_am_attempts: int,
@@ -52,6 +54,7 @@ class Applications:
         self._log = log
         self._containers = containers
         self._scheduler = scheduler
+        self._outbox = outbox
         self.am_expiry_s = am_expiry_s
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
@@ -237,6 +240,18 @@ class Applications:
             self.finish(app_id, FinalStatus.FAILED, now)
         elif app.managed_am:
             self._ask_am_container(app)
+
+    def settle_am_exits(self, now: float) -> None:
+        """AM containers that ended during the call (``ContainerLifecycle``) fail their
+        attempts, once the call's other work is done (the completions of the same
+        heartbeat, the other containers of a lost node); that may end their applications
+        or ask for new AM containers."""
+        exits = self._outbox.am_exits
+        apps = self._state.apps
+        while exits:
+            app_id, reason, counts = exits.pop(0)
+            if app_id in apps:
+                self.fail_attempt(app_id, reason, now, counts=counts)
 
     def _clear_asks(self, app: Application) -> None:
         was_pending = app.pending > 0

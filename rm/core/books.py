@@ -68,14 +68,24 @@ class BookLedger:
 
     def add(self, app: Any, r: Resources) -> None:
         """A container of ``r`` counts in ``app``'s books from now on."""
-        if self.on and self._count(app, r, 1):
-            return
+        if self.on:
+            if app._book_shape is r:  # the usual case: another of its shape (``_count``)
+                app._book_n += 1
+                self.pending[app] = None
+                return
+            if self._count(app, r, 1):
+                return
         add_to_all(app._all_books, r)
 
     def sub(self, app: Any, r: Resources) -> None:
         """A container of ``r`` no longer counts in ``app``'s books."""
-        if self.on and self._count(app, r, -1):
-            return
+        if self.on:
+            if app._book_shape is r:
+                app._book_n -= 1
+                self.pending[app] = None
+                return
+            if self._count(app, r, -1):
+                return
         sub_from_all(app._all_books, r)
 
     def _count(self, app: Any, r: Resources, n: int) -> bool:

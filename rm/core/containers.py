@@ -14,14 +14,13 @@ from treadle.events import EventLog
 from treadle.messages import (
     EXIT_ABORTED,
     EXIT_KILLED_BY_AM,
+    EXIT_PREEMPTED,
     NOT_AM_FAILURES,
     Container,
     ContainerState,
     ContainerStatus,
 )
-from treadle.resources import sub_from_all
 
-_COMPLETE = ContainerState.COMPLETE
 #: States that never count against the AM (whatever exit status an NM put on them).
 _NOT_AM_STATES = (ContainerState.LOST, ContainerState.PREEMPTED)
 #: ``Policy.on_container_finished`` when the policy overrides it (else None: not called).
@@ -56,61 +55,12 @@ class ContainerLifecycle:
 
     def report_completed(self, node: Node, statuses: list[ContainerStatus]) -> None:
         """An NM says these containers ended: ``done`` for each that ``node`` holds, at
-        its finish time (one call per heartbeat; ``done``'s steps inlined for a live node's
-        own containers)."""
+        its finish time."""
         containers = node.containers
-        nid = node.node_id
-        st = self._state
-        apps = st.apps
-        pending = st.pending
-        started = self.started
-        log_finished = self._log.container_finished
-        hook = self._on_finished
         for status in statuses:
             c = containers.get(status.container_id)
-            if c is None:
-                continue
-            if not node.alive or c.node_id != nid:
+            if c is not None:
                 self.done(c, status, status.finish_s)
-                continue
-            # ``free_container``: off the node, out of its application's books.
-            cid = c.container_id
-            del containers[cid]
-            res = c.resources
-            node._free.add(res)
-            app_id = c.app_id
-            app = apps.get(app_id)
-            if app is not None and app.containers.pop(cid, None) is not None:
-                ledger = st.ledger  # its books (``BookLedger.sub``, inlined)
-                if not ledger.on:
-                    sub_from_all(app._all_books, res)
-                elif app._book_shape is res:
-                    app._book_n -= 1
-                    ledger.pending[app] = None
-                else:
-                    ledger.sub(app, res)
-                st.version += 1
-                for w in pending.watchers:  # PendingIndex.touch
-                    w[app_id] = app
-                if pending.priority_watchers:
-                    pending.priorities_changed(app_id, (c.priority,))
-            started.discard(cid)
-            state = status.state
-            t = status.finish_s
-            log_finished(t, app_id, cid, nid, str(state), status.exit_status)
-            if hook is not None:
-                hook(c, status, self._view)
-            if app is None:
-                continue
-            if cid == app.am_container:
-                self._am_ended(app, status)
-            else:
-                app.completed_reports.append(status)
-                news = st.news
-                if news is not None:  # ClusterState.tell
-                    news[app_id] = None
-                if state is _COMPLETE and status.exit_status == 0:
-                    app.stage_book.task_done(c.priority, t)
 
     def done(self, c: Container, status: ContainerStatus, t: float) -> None:
         """``c`` ended on its node (completed, failed, lost or preempted) at ``t``."""
@@ -165,6 +115,24 @@ class ContainerLifecycle:
             self._log.container_released(now, c.app_id, cid, c.node_id)
         if self._on_finished is not None:
             self._on_finished(c, status, self._view)
+
+    def preempt(self, container_id: str, now: float) -> bool:
+        """The policy takes ``container_id`` back: it ends PREEMPTED and its NM is told to
+        stop it; False if no node holds it."""
+        st = self._state
+        for node in st.nodes.values():
+            c = node.containers.get(container_id)
+            if c is not None:
+                app = st.apps.get(c.app_id)
+                queue = app.queue if app is not None else ""
+                self._log.container_preempted(now, c.app_id, container_id, node.node_id, queue)
+                status = ContainerStatus(
+                    container_id, ContainerState.PREEMPTED, EXIT_PREEMPTED, now, now
+                )
+                self.done(c, status, now)
+                self.stop_on(node, container_id)
+                return True
+        return False
 
     def stop_on(self, node: Node, container_id: str) -> None:
         node.to_stop.append(container_id)

@@ -1,13 +1,17 @@
 """YARN's ResourceTracker protocol, RM side: nodes register, heartbeat (reporting the
 containers that started and ended, and getting back those to stop) and are expired when
-silent. Each heartbeat runs the scheduling pass for its node."""
+silent. Each heartbeat runs the scheduling pass for its node (``rm.core.scheduling``).
+Each call fails, at its end, the attempts of the AM containers that ended in it
+(``Applications.settle_am_exits``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+from rm.core.applications import Applications
 from rm.core.containers import ContainerLifecycle
 from rm.core.effects import Outbox
+from rm.core.recovery import Recovery
 from rm.core.scheduling import Scheduler
 from rm.core.state import ClusterState, Node
 from treadle.errors import ConflictError, InvalidRequestError
@@ -37,8 +41,9 @@ class NodeTracker:
         log: EventLog,
         containers: ContainerLifecycle,
         scheduler: Scheduler,
+        apps: Applications,
+        recovery: Recovery,
         outbox: Outbox,
-        settle: Callable[[float], None],
         *,
         heartbeat_s: float,
         expiry_s: float,
@@ -47,15 +52,21 @@ class NodeTracker:
         self._log = log
         self._containers = containers
         self._scheduler = scheduler
+        self._apps = apps
+        self._recovery = recovery
         self._outbox = outbox
-        #: Fails the attempts of AM containers that ended in the call (``ResourceManager``).
-        self._settle = settle
         self.heartbeat_s = heartbeat_s
         self.expiry_s = expiry_s
-        #: Containers whose end a previous run of this RM logged: never recovered.
-        self.ended_before: set[str] = set()
 
     def register(self, reg: NodeRegistration, now: float) -> None:
+        """Register a node; a live node registering again is a new incarnation whose old
+        containers end as lost (``_new_incarnation``)."""
+        self._register(reg, now)
+        if reg.containers:
+            self._recovery.reported(reg.containers)
+        self._apps.settle_am_exits(now)
+
+    def _register(self, reg: NodeRegistration, now: float) -> None:
         st = self._state
         if reg.resources.is_zero() or reg.resources.any_negative():
             raise InvalidRequestError(f"node {reg.node_id!r}: resources must be positive")
@@ -90,21 +101,19 @@ class NodeTracker:
         st = self._state
         free = node._free
         hook = self._scheduler.policy.on_container_allocated
+        ended_before = self._recovery.ended_before
         for c in containers:
             cid = c.container_id
             app = None if known else st.apps.get(c.app_id)
             if (
                 app is None
                 or cid in app.containers
-                or cid in self.ended_before
+                or cid in ended_before
                 or not free.covers(c.resources)
             ):
                 node.to_stop.append(cid)
                 continue
-            free.sub(c.resources)
-            node.containers[cid] = c
-            app.containers[cid] = c
-            st.ledger.add(app, c.resources)
+            st.hold(node, app, c)
             app.started = True
             self._containers.started.add(cid)  # its start is in the log already
             st.pending.touch(app, c.priority)
@@ -147,7 +156,7 @@ class NodeTracker:
             if node._free.covers(m if m is not None else pending.lower_bound()):
                 self._scheduler.schedule(node, now)
         if self._outbox.am_exits:
-            self._settle(now)
+            self._apps.settle_am_exits(now)
         stop = node.to_stop
         node.to_stop = []
         resp: NodeHeartbeatResponse = _new(NodeHeartbeatResponse)  # (stop, False, interval)
@@ -164,7 +173,8 @@ class NodeTracker:
             n for n in self._state.nodes.values() if n.alive and now - n.last_heartbeat_s > limit
         ]
         for node in lost:
-            self.lose(node.node_id, now)
+            self._lose(node, now)
+        self._apps.settle_am_exits(now)
         return [n.node_id for n in lost]
 
     def overdue(self, now: float) -> list[tuple[str, float]]:
@@ -177,10 +187,15 @@ class NodeTracker:
         ]
 
     def lose(self, node_id: str, now: float) -> None:
+        """Mark a live node LOST; its containers fail."""
+        node = self._state.nodes.get(node_id)
+        if node is not None and node.alive:
+            self._lose(node, now)
+            self._apps.settle_am_exits(now)
+
+    def _lose(self, node: Node, now: float) -> None:
         st = self._state
-        node = st.nodes.get(node_id)
-        if node is None or not node.alive:
-            return
+        node_id = node.node_id
         node.alive = False
         # Summed afresh rather than subtracted, so float error cannot accumulate.
         st.capacity = total([n.capacity for n in st.nodes.values() if n.alive])

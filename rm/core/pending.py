@@ -107,6 +107,18 @@ class PendingIndex(Generic[Application]):
         if self.priority_watchers:
             self.priorities_changed(app.app_id, None if priority is None else (priority,))
 
+    def granted(self, app: Application, priority: int) -> None:
+        """``app`` got a container of its ask at ``priority`` (``update`` if that was its
+        last pending one, else ``touch``)."""
+        if app.pending <= 0:
+            self.update(app, True, (priority,))
+            return
+        app_id = app.app_id
+        for w in self.watchers:
+            w[app_id] = app
+        if self.priority_watchers:
+            self.priorities_changed(app_id, (priority,))
+
     def priorities_changed(self, app_id: str, priorities: Iterable[int] | None) -> None:
         """Tell the priority watchers (only them) that ``app_id`` changed at
         ``priorities`` (None: at any)."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rm.core.scheduling import Scheduler
 from rm.core.state import Application, AppState, ClusterState, Queue
+from treadle.errors import NotFoundError
 from treadle.resources import ZERO, Resources
 
 
@@ -74,6 +76,52 @@ def cluster_report(state: ClusterState, policy: str, heartbeat_s: float) -> Clus
         finished_apps=len(state.finished),
         pending_containers=sum(a.pending for a in state.apps.values()),
     )
+
+
+class Reports:
+    """The RM's reports (``ResourceManager.reports``): YARN's ApplicationClientProtocol
+    reads, and the scheduler's counts."""
+
+    __slots__ = ("_scheduler", "_state", "heartbeat_s")
+
+    def __init__(self, state: ClusterState, scheduler: Scheduler, heartbeat_s: float) -> None:
+        self._state = state
+        self._scheduler = scheduler
+        self.heartbeat_s = heartbeat_s
+
+    @property
+    def policy_name(self) -> str:
+        return self._scheduler.policy_name
+
+    @property
+    def rejected_placements(self) -> int:
+        """Placements of the policy that the RM refused."""
+        return self._scheduler.rejected_placements
+
+    @property
+    def policy_failures(self) -> int:
+        """Heartbeats on which the policy raised."""
+        return self._scheduler.policy_failures
+
+    def application(self, app_id: str) -> AppReport:
+        app = self._state.app(app_id)
+        if app is None:
+            raise NotFoundError(f"unknown application {app_id!r}")
+        return app_report(app)
+
+    def applications(self, *, awaiting_am_only: bool = False) -> list[AppReport]:
+        """Ended applications in the order they ended, then running ones in submission
+        order; or only running unmanaged ones whose next AM attempt has not registered."""
+        st = self._state
+        if awaiting_am_only:
+            return [app_report(a) for a in st.apps.values() if a.awaiting_am]
+        return [app_report(a) for a in (*st.finished.values(), *st.apps.values())]
+
+    def is_running(self, app_id: str) -> bool:
+        return app_id in self._state.apps
+
+    def cluster(self) -> ClusterReport:
+        return cluster_report(self._state, self.policy_name, self.heartbeat_s)
 
 
 # ---------------------------------------------------------------------- the HTTP views

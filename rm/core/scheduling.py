@@ -2,7 +2,24 @@
 and the node could fit one, the policy yields placements and each is checked and applied
 at once, so the policy's next decision sees it. A placement that is impossible (unknown
 or finished application, no such ask, a lost node, not enough room) is rejected and
-logged, never applied."""
+logged, never applied.
+
+One heartbeat, one way down and back out:
+
+1. the NM core builds it (``nm.core.NodeManager.beat``); the server's adapter decodes it
+   (``rm.server.service``, ``treadle.live.wire``), the simulator hands it over as is;
+2. ``ResourceManager.node_heartbeat`` -> ``NodeTracker.heartbeat`` (``rm.core.nodes``):
+   a stale or repeated one is answered at once; the containers it reports started or
+   ended are applied (``rm.core.containers``, which frees them in ``rm.core.state``);
+3. if a pending ask could fit the node: ``Scheduler.schedule`` (here) asks the policy,
+   ``Policy.on_node_heartbeat``, for placements;
+4. ``Scheduler._apply`` checks each and applies it in one call,
+   ``ClusterState.place_container`` (the container, the ask one fewer, the node's room,
+   the books, the pending index);
+5. back in ``NodeTracker.heartbeat``: the attempts of AM containers that ended fail
+   (``Applications.settle_am_exits``); the answer carries the containers to stop, and
+   the outbox the AM containers to launch (``ResourceManager.take_effects``).
+"""
 
 from __future__ import annotations
 
@@ -12,27 +29,16 @@ from typing import Any
 import structlog
 
 from rm.core.effects import Outbox
-from rm.core.netting import ask_with_count
-from rm.core.state import ClusterState, Node
+from rm.core.state import AM_PRIORITY, ClusterState, Node
 from rm.policy import Placement, Policy
 from treadle.errors import PluginError
 from treadle.events import EventLog
-from treadle.frozen import slot_setters
-from treadle.messages import Container
-from treadle.resources import Resources, add_to_all
+from treadle.resources import Resources
 
 log = structlog.get_logger("rm")
 
-#: The priority of the RM's own ask for a managed AM's container (served before tasks).
-AM_PRIORITY = -1
-
 #: Stop consuming a policy's placements for one heartbeat after this many rejections.
 MAX_REJECTIONS_PER_HEARTBEAT = 32
-
-_new = object.__new__
-_c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
-    Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
-)
 
 
 def overridden(policy: Policy, name: str) -> Any:
@@ -101,89 +107,33 @@ class Scheduler:
         return False
 
     def _apply(self, node: Node, p: Placement, now: float) -> bool:
+        """Check ``p`` against the state and apply it (``ClusterState.place_container``),
+        or reject it with nothing changed."""
         if type(p) is not Placement and not isinstance(p, Placement):
             return self._reject(node, p, "not a Placement", now)
         st = self._state
         app = st.apps.get(p.app_id)
         if app is None:
             return self._reject(node, p, "unknown or finished application", now)
-        asks = app.asks
-        prio = p.priority
-        ask = asks.get(prio)
+        ask = app.asks.get(p.priority)
         if ask is None:
             return self._reject(node, p, "no outstanding ask at that priority", now)
         if not node.alive:
             return self._reject(node, p, "node is not alive", now)
         res = ask.resources
-        free = node._free
-        if not free.covers(res):
+        if not node._free.covers(res):
             return self._reject(node, p, f"{res} does not fit free {node.free}", now)
-        n = app.next_container
-        cid = f"{app._cid_prefix}{n:06d}"
-        app.next_container = n + 1
-        app_id = app.app_id
-        node_id = node.node_id
-        kind = ask.kind
-        c: Container = _new(Container)  # Container(cid, app_id, ...), faster
-        _c_id(c, cid)
-        _c_app(c, app_id)
-        _c_node(c, node_id)
-        _c_prio(c, prio)
-        _c_res(c, res)
-        _c_kind(c, kind)
-        free.sub(res)
-        node.containers[cid] = c
-        app.containers[cid] = c
-        if prio == AM_PRIORITY:
-            app.am_container = cid
+        c = st.place_container(node, app, ask)
+        if c.priority == AM_PRIORITY:
             self._outbox.am_launches.append(c)
-        else:
-            app.undelivered.append(c)
-            news = st.news
-            if news is not None:
-                news[app_id] = None
-        # One container of the ask is granted: the same ask with one fewer (set_ask,
-        # inlined: the application stays pending unless that was its last container).
-        # ``sorted_asks()`` follows without a sort: a new list (one handed out is never
-        # changed) with the ask replaced or dropped.
-        count = ask.count
-        by_prio = app._sorted_asks
-        if count > 1:
-            asks[prio] = fewer = ask_with_count(ask, count - 1)
-            if by_prio is not None:
-                if len(by_prio) == 1:
-                    by_prio = [fewer]
-                else:
-                    by_prio = [fewer if a is ask else a for a in by_prio]
-        else:
-            del asks[prio]
-            if by_prio is not None:
-                by_prio = [a for a in by_prio if a is not ask]
-        app._sorted_asks = by_prio
-        app.pending -= 1
-        app._demand = None
-        pending = st.pending
-        if app.pending <= 0:
-            pending.update(app, True, (prio,))
-        else:  # PendingIndex.touch, inlined
-            for w in pending.watchers:
-                w[app_id] = app
-            if pending.priority_watchers:
-                pending.priorities_changed(app_id, (prio,))
-        ledger = st.ledger  # the application's books (``BookLedger.add``, inlined)
-        if not ledger.on:
-            add_to_all(app._all_books, res)
-        elif app._book_shape is res:
-            app._book_n += 1
-            ledger.pending[app] = None
-        else:
-            ledger.add(app, res)
-        st.version += 1
+        app_id = app.app_id
         log_ = self._log
         if not app.started:
             app.started = True
             log_.job_started(now, app_id, app.user, app.queue)
-        log_.container_allocated(now, app_id, cid, node_id, res, prio, str(kind))
+        log_.container_allocated(
+            now, app_id, c.container_id, node.node_id, res, c.priority, str(c.kind)
+        )
         if self._on_allocated is not None:
             self._on_allocated(c, self._view)
         return True

@@ -15,8 +15,10 @@ from itertools import islice
 from typing import Any
 
 from rm.core.books import Book, BookLedger
+from rm.core.netting import ask_with_count
 from rm.core.pending import PendingIndex
 from rm.core.stagebook import StageBook
+from treadle.frozen import slot_setters
 from treadle.messages import (
     AllocateResponse,
     AppSubmission,
@@ -27,6 +29,14 @@ from treadle.messages import (
 )
 from treadle.model import JobSpec, QueueSpec, UserSpec
 from treadle.resources import ZERO, Accumulator, Resources
+
+#: The priority of the RM's own ask for a managed AM's container (served before tasks).
+AM_PRIORITY = -1
+
+_new = object.__new__
+_c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
+    Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
+)
 
 
 class AppState(StrEnum):
@@ -220,6 +230,44 @@ class Application:
             del self.asks[ask.priority]
         self._sorted_asks = self._demand = None
 
+    def grant(self, ask: Ask, node_id: str) -> Container:
+        """One container of ``ask`` (one of this application's) granted on ``node_id``:
+        the new container (its AM's own, or one for the AM to hear of), and the ask one
+        fewer. The application stays pending unless that was its last container;
+        ``sorted_asks()`` follows without a sort (a new list: one handed out is never
+        changed)."""
+        n = self.next_container
+        self.next_container = n + 1
+        prio = ask.priority
+        c: Container = _new(Container)  # Container(cid, app_id, ...), faster
+        _c_id(c, f"{self._cid_prefix}{n:06d}")
+        _c_app(c, self.app_id)
+        _c_node(c, node_id)
+        _c_prio(c, prio)
+        _c_res(c, ask.resources)
+        _c_kind(c, ask.kind)
+        if prio == AM_PRIORITY:
+            self.am_container = c.container_id
+        else:
+            self.undelivered.append(c)
+        count = ask.count
+        by_prio = self._sorted_asks
+        if count > 1:
+            self.asks[prio] = fewer = ask_with_count(ask, count - 1)
+            if by_prio is not None:
+                if len(by_prio) == 1:
+                    by_prio = [fewer]
+                else:
+                    by_prio = [fewer if a is ask else a for a in by_prio]
+        else:
+            del self.asks[prio]
+            if by_prio is not None:
+                by_prio = [a for a in by_prio if a is not ask]
+        self._sorted_asks = by_prio
+        self.pending -= 1
+        self._demand = None
+        return c
+
     def clear_asks(self) -> None:
         self.asks.clear()
         self.pending = 0
@@ -408,6 +456,31 @@ class ClusterState:
         return self.apps.get(app_id) or self.finished.get(app_id)
 
     # ------------------------------------------------------------------ containers
+    def place_container(self, node: Node, app: Application, ask: Ask) -> Container:
+        """One container of ``app``'s ``ask`` (which ``node`` has room for) on ``node``:
+        granted (``Application.grant``) and held (``hold``); the pending index hears of it,
+        and the AM of a task's container (``news``)."""
+        c = app.grant(ask, node.node_id)
+        self.hold(node, app, c)
+        prio = c.priority
+        if prio != AM_PRIORITY:
+            news = self.news
+            if news is not None:  # ``tell``
+                news[app.app_id] = None
+        self.pending.granted(app, prio)
+        return c
+
+    def hold(self, node: Node, app: Application, c: Container) -> None:
+        """``c`` (which fits) runs on ``node`` for ``app``: off the node's free space, into
+        the application's books (``free_container`` undoes it)."""
+        res = c.resources
+        node._free.sub(res)
+        cid = c.container_id
+        node.containers[cid] = c
+        app.containers[cid] = c
+        self.ledger.add(app, res)
+        self.version += 1
+
     def free_container(self, c: Container) -> Application | None:
         """Take ``c`` off its node and out of its application's books; its application
         if that is still running."""

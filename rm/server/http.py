@@ -125,11 +125,13 @@ class RmHttp:
     # ------------------------------------------------------------------ handlers
     async def info(self, request: web.Request) -> web.Response:
         self.caller(request)
-        return web.json_response(yj.cluster_info(self.clock(), self.s.rm.policy_name))
+        return web.json_response(yj.cluster_info(self.clock(), self.s.rm.reports.policy_name))
 
     async def cluster_metrics(self, request: web.Request) -> web.Response:
         self.caller(request)
-        return web.json_response(yj.cluster_metrics(self.s.rm.cluster(), self.apps(), self.s.now()))
+        return web.json_response(
+            yj.cluster_metrics(self.s.rm.reports.cluster(), self.apps(), self.s.now())
+        )
 
     async def list_apps(self, request: web.Request) -> web.Response:
         caller = self.caller(request)
@@ -183,7 +185,7 @@ class RmHttp:
             accounts, price = list(rm.accounts.infos()), rm.accounts.price()
         root: QueueReport = queue_reports(rm.state, rm.scheduler.share_of)
         return web.json_response(
-            yj.scheduler_json(root, rm.state.capacity, rm.policy_name, accounts, price)
+            yj.scheduler_json(root, rm.state.capacity, rm.reports.policy_name, accounts, price)
         )
 
     async def utilization(self, request: web.Request) -> web.Response:
@@ -211,7 +213,7 @@ class RmHttp:
 
     # ------------------------------------------------------------------ sampling
     def sample(self) -> None:
-        c = self.s.rm.cluster()
+        c = self.s.rm.reports.cluster()
         self.history.append(
             {
                 "t": round(time.time() * 1000),

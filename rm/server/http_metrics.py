@@ -170,7 +170,7 @@ class _StateCollector(Collector):
         for st, n in by_state.items():
             g.add_metric((st,), n)
         yield g
-        c = rm.cluster()
+        c = rm.reports.cluster()
         nodes = GaugeMetricFamily("treadle_rm_nodes", "Nodes by state", labels=("state",))
         nodes.add_metric(("RUNNING",), c.nodes)
         nodes.add_metric(("LOST",), c.lost_nodes)
@@ -191,11 +191,11 @@ class _StateCollector(Collector):
         )  # fmt: skip
         yield CounterMetricFamily(
             "treadle_rm_policy_failures", "Heartbeats on which the policy raised",
-            value=rm.policy_failures,
+            value=rm.reports.policy_failures,
         )  # fmt: skip
         yield CounterMetricFamily(
             "treadle_rm_rejected_placements", "Placements of the policy the RM refused",
-            value=rm.rejected_placements,
+            value=rm.reports.rejected_placements,
         )  # fmt: skip
         yield GaugeMetricFamily(
             "treadle_rm_emulated_time_seconds", "The RM's emulated clock", value=s.now()

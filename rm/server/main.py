@@ -14,8 +14,15 @@ import structlog
 
 from rm.core.facade import ResourceManager
 from rm.server.config import LIMITS, RmLimits, load_rm_config
-from rm.server.service import RmSettings, serve
-from rm.server.store import ended_containers, open_containers, open_state, restore
+from rm.server.service import RmServer, RmSettings, serve
+from rm.server.store import (
+    StateStore,
+    StoredState,
+    ended_containers,
+    open_containers,
+    open_state,
+    restore,
+)
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import lag
@@ -31,10 +38,12 @@ from treadle.live.proc import (
     setup_logging,
     write_port_file,
 )
-from treadle.live.rpcutil import configure
+from treadle.live.rpcutil import TlsFiles, configure
 from treadle.registry import build, parse_settings
 
 if TYPE_CHECKING:
+    import grpc
+
     from rm.server.http import HttpServer
     from rm.server.http_metrics import RmMetrics
 
@@ -198,59 +207,105 @@ async def main_async(argv: list[str]) -> int:
     settings = RmSettings(
         dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
     )
-    restarted = False
-    if store is not None and stored is not None and not stored.empty:
-        restarted = True
-        settings.epoch = restore(stored, rm, gate, args.dilation)
-        store.save_restarts(stored.restarts + 1)
-        log.info(
-            "rm_restored",
-            state_dir=args.state_dir,
-            restarts=stored.restarts + 1,
-            running=len(rm.state.apps),
-            ended=len(rm.state.finished),
-            nodes_known=len(stored.node_tokens),
-        )
-    metrics: RmMetrics | None = None
-    if args.http_port is not None:  # aiohttp and prometheus_client: only when asked for
-        from rm.server.http_metrics import RmMetrics
-
-        metrics = RmMetrics()
+    restarted = _restored(args, store, stored, rm, gate, settings)
+    metrics = _metrics() if args.http_port is not None else None
     hooks = [metrics.interceptor()] if metrics is not None else []
     try:
         server, state, port = await serve(rm, settings, args.listen, gate, hooks, store=store)
     except (OSError, RuntimeError) as e:
         fail(PROG, f"cannot serve on {args.listen}: {e}", 1)
     if restarted:
-        state.await_containers(open_containers(log_.records))
-        rm.redeliver_ended(ended_containers(log_.records))
-    http: HttpServer | None = None
-    if metrics is not None:
-        from rm.server.http import start_http
-
-        metrics.attach(state)
-        host = args.listen.rsplit(":", 1)[0].strip("[]")
-        try:
-            http = await start_http(state, metrics, host, args.http_port, peer.tls)
-        except OSError as e:
-            fail(PROG, f"--http-port: cannot serve on {host}:{args.http_port}: {e}", 1)
-        write_port_file(args.http_port_file, http.url)
+        rm.recovery.await_containers(open_containers(log_.records), state.now())
+        rm.recovery.redeliver_ended(ended_containers(log_.records))
+    http = await _start_http(args, state, metrics, peer.tls) if metrics is not None else None
     address = host_port(args.listen, port)
     settings.advertise = args.advertise or address
-    # The RM's own stream starts when it does; nodes join later (a replay driver writes the
-    # run's record with the cluster it found). A restarted RM's stream goes on.
-    if not restarted:
-        log_.run_started(
-            state.now(),
-            policy=args.policy,
-            workload=None,
-            mode="local",
-            seed=None,
-            dilation=args.dilation,
-            heartbeat_s=heartbeat_s,
-            nodes=0,
-            capacity={},
-        )
+    if not restarted:  # a restarted RM's stream goes on
+        _stream_started(log_, args, state.now(), heartbeat_s)
+    await _serve_until_stopped(args, server, state, http, address)
+    log_.flush()
+    if sink is not None:
+        sink.close()
+    if store is not None:
+        store.close()
+    log.info("rm_stopped", events=len(log_), lag=lag.PROCESS.summary())
+    return 0
+
+
+def _metrics() -> RmMetrics:
+    """The HTTP port's metrics (aiohttp and prometheus_client: imported only when asked
+    for)."""
+    from rm.server.http_metrics import RmMetrics
+
+    return RmMetrics()
+
+
+def _stream_started(log_: ev.EventLog, args: argparse.Namespace, now: float, hb: float) -> None:
+    """The RM's own event stream starts when it does; nodes join later (a replay driver
+    writes the run's record with the cluster it found)."""
+    log_.run_started(
+        now,
+        policy=args.policy,
+        workload=None,
+        mode="local",
+        seed=None,
+        dilation=args.dilation,
+        heartbeat_s=hb,
+        nodes=0,
+        capacity={},
+    )
+
+
+def _restored(
+    args: argparse.Namespace,
+    store: StateStore | None,
+    stored: StoredState | None,
+    rm: ResourceManager,
+    gate: Gate,
+    settings: RmSettings,
+) -> bool:
+    """Reload what the state store kept of a previous run, if it kept any; whether it did
+    (the clock then goes on from the stored one)."""
+    if store is None or stored is None or stored.empty:
+        return False
+    settings.epoch = restore(stored, rm, gate, args.dilation)
+    store.save_restarts(stored.restarts + 1)
+    log.info(
+        "rm_restored",
+        state_dir=args.state_dir,
+        restarts=stored.restarts + 1,
+        running=len(rm.state.apps),
+        ended=len(rm.state.finished),
+        nodes_known=len(stored.node_tokens),
+    )
+    return True
+
+
+async def _start_http(
+    args: argparse.Namespace, state: RmServer, metrics: RmMetrics, tls: TlsFiles | None
+) -> HttpServer:
+    """The HTTP port (YARN's REST API, /metrics, the live page) on the --listen host."""
+    from rm.server.http import start_http
+
+    metrics.attach(state)
+    host = args.listen.rsplit(":", 1)[0].strip("[]")
+    try:
+        http = await start_http(state, metrics, host, args.http_port, tls)
+    except OSError as e:
+        fail(PROG, f"--http-port: cannot serve on {host}:{args.http_port}: {e}", 1)
+    write_port_file(args.http_port_file, http.url)
+    return http
+
+
+async def _serve_until_stopped(
+    args: argparse.Namespace,
+    server: grpc.aio.Server,
+    state: RmServer,
+    http: HttpServer | None,
+    address: str,
+) -> None:
+    """Serve, with the housekeeping loop, until a stop signal; then stop serving and write
+    what the state store still lacks."""
     stop = asyncio.Event()
     from treadle.live.rpcutil import install_stop_signals
 
@@ -277,13 +332,6 @@ async def main_async(argv: list[str]) -> int:
     housekeeping.cancel()
     lag_log.cancel()
     state.persist()
-    log_.flush()
-    if sink is not None:
-        sink.close()
-    if store is not None:
-        store.close()
-    log.info("rm_stopped", events=len(log_), lag=lag.PROCESS.summary())
-    return 0
 
 
 def main() -> None:

@@ -24,12 +24,12 @@ from rm.server import admin as admin_service, grants, submissions
 from rm.server.config import RmLimits
 from rm.server.store import Persister, StateStore
 from treadle import events as ev
-from treadle.errors import InvalidRequestError, LimitExceededError
+from treadle.errors import InvalidRequestError
 from treadle.live import auth, lag, wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Caller, Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
-from treadle.messages import AppSubmission, FinalStatus
+from treadle.messages import AppSubmission, ContainerLaunch, FinalStatus
 from treadle.rpc.v1 import (
     admin_pb2_grpc as admin_grpc,
     application_master_pb2 as am_pb,
@@ -87,18 +87,12 @@ class RmServer:
         #: Where the RM keeps what a restart needs (None: nowhere; a restart starts empty).
         self.store = store
         self.persister = Persister(store, rm, self.gate) if store else None
-        # After a restart: the previous run's open containers, until their nodes report
-        # them (container id -> application, node, started), and until when to wait.
-        self.unrecovered: dict[str, tuple[str, str, bool]] = {}
-        self.recovery_deadline = 0.0
+        rm.admission.max_pending_tasks = settings.limits.max_pending_tasks  # the core's bound
         if store is not None:
             store.save_clock(self.clock.epoch, self.clock.dilation)
         self.addresses: dict[str, str] = {}  # node id -> ContainerManager address
         self.task_bounds: dict[str, float] = {}  # app id -> its grants' max_duration_s
         self._tasks: set[asyncio.Task[None]] = set()  # AM launches under way
-        # At least the tasks of running applications not yet done: grows with each
-        # admission, counted afresh only when it would refuse one (so rarely).
-        self._pending_bound = 0
         #: Registrations of nodes already known (NM restarts): a metric (rm.server.http_metrics).
         self.node_restarts = 0
         #: The RM's own stalls, in emulated s (``housekeeping``).
@@ -126,14 +120,10 @@ class RmServer:
     async def _launch_am(self, container_id: str, app_id: str, node_id: str) -> None:
         address = self.addresses.get(node_id, "")
         command = [*self.settings.am_command, "--rm", self.settings.advertise, "--app-id", app_id]
-        if not self.rm.is_running(app_id):
+        if not self.rm.reports.is_running(app_id):
             return
-        launch = cm_pb.ContainerLaunch(
-            container_id=container_id,
-            app_id=app_id,
-            node_id=node_id,
-            resources=wire.resources_to_pb(self.rm.am_resources),
-            command=command,
+        launch = wire.launch_to_pb(
+            ContainerLaunch(container_id, app_id, node_id, self.rm.am_resources, 0.0), command
         )
         token = self.gate.am_tokens.get(app_id)
         if token:
@@ -157,45 +147,14 @@ class RmServer:
         """Refuse a submission over one of the RM's limits (``RmLimits``), before anything
         is decoded into the core's objects or changed; return its task count."""
         tasks = submissions.check_limits(request, self.settings.limits)
-        self.check_pending(tasks)
+        self.rm.admission.check(tasks)
         return tasks
-
-    def check_pending(self, tasks: int) -> None:
-        """Refuse ``tasks`` more if the RM would hold more than ``max_pending_tasks``."""
-        cap = self.settings.limits.max_pending_tasks
-        if self._pending_bound + tasks > cap:
-            self._pending_bound = sum(
-                a.tasks - len(a.done_tasks) for a in self.rm.state.apps.values()
-            )
-            if self._pending_bound + tasks > cap:
-                raise LimitExceededError(
-                    f"submission has {tasks} tasks and the RM holds {self._pending_bound} "
-                    f"pending; the RM's limit max_pending_tasks is {cap}"
-                )
-
-    def admitted(self, tasks: int) -> None:
-        self._pending_bound += tasks
 
     # ------------------------------------------------------------------ the state store
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
         """Write what changed to the store, if there is one (``Persister.persist``)."""
         if self.persister is not None:
             self.persister.persist(app_ids, every_s=every_s)
-
-    def await_containers(self, open_: dict[str, tuple[str, str, bool]]) -> None:
-        """After a restart, wait one node expiry for the nodes to report these containers
-        (``recover``); the AMs of those still unreported then hear that they were lost."""
-        self.unrecovered = dict(open_)
-        self.recovery_deadline = self.now() + self.rm.nodes.expiry_s
-
-    def recover(self, now: float) -> None:
-        """End the containers no node reported by the deadline (``await_containers``)."""
-        if not self.unrecovered or now < self.recovery_deadline:
-            return
-        lost, self.unrecovered = self.unrecovered, {}
-        for cid, (app_id, node_id, started) in lost.items():
-            self.rm.end_unrecovered(app_id, cid, node_id, started, now)
-        log.warning("containers_not_recovered", count=len(lost))
 
     def persist_balances(self) -> None:
         """Write the budget accounts' balances if they changed (whichever call did it)."""
@@ -246,7 +205,9 @@ class RmServer:
                 log.warning("am_attempt_expired", app=app, grace_s=round(grace, 3))
                 expired.add(("am", app))
             self.count_deferred(now, grace, expired)
-            self.recover(now)
+            lost = rm.recovery.end_unreported(now)
+            if lost:
+                log.warning("containers_not_recovered", count=lost)
             if now >= next_tick:
                 rm.tick(now)
                 next_tick = now + (tick or 0.0)
@@ -299,8 +260,6 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
             s.node_restarts += node is not None
             s.overdue.discard(("node", reg.node_id))  # a restart, not a late heartbeat
             s.addresses[reg.node_id] = reg.address
-            for c in reg.containers:
-                s.unrecovered.pop(c.container_id, None)
             if s.store is not None and token and token != request.node_token:
                 s.store.save_node_token(reg.node_id, token)
             log.info(
@@ -324,7 +283,7 @@ class ResourceTrackerServicer(rt_grpc.ResourceTrackerServicer):
     def _heartbeat(self, request: rt_pb.NodeHeartbeatRequest) -> rt_pb.NodeHeartbeatResponse:
         # The hottest call of the RM: no per-call log context (errors name the node anyway).
         hb = wire.heartbeat_from_pb(request)
-        return wire.hb_response_to_pb(self.s.rm.on_node_heartbeat(hb, self.s.now()))
+        return wire.hb_response_to_pb(self.s.rm.node_heartbeat(hb, self.s.now()))
 
     async def NodeHeartbeatBatch(
         self, request: rt_pb.NodeHeartbeatBatchRequest, context: Any
@@ -363,7 +322,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
             allocate_interval_s=s.settings.am_interval_s,
             attempt=reg.attempt,
             completed_tasks=[am_pb.CompletedTask(stage=a, task=b) for a, b in reg.completed_tasks],
-            cluster=wire.resources_to_pb(s.rm.cluster().capacity),
+            cluster=wire.resources_to_pb(s.rm.reports.cluster().capacity),
             ask_strategy=pb.AskStrategy(name=reg.ask_strategy, params_json=reg.ask_params_json),
             user=reg.user,
             queue=reg.queue,
@@ -444,9 +403,9 @@ class ClientServicer(client_grpc.ClientServicer):
             raise InvalidRequestError("user must not be empty")
         s.gate.may_act_for(caller, request.user, "submit applications")
         tasks = await off_loop(big, submissions.check_limits, request, s.settings.limits)
-        s.check_pending(tasks)
+        # Before decoding; submitting checks again (others may be admitted meanwhile).
+        s.rm.admission.check(tasks)
         job, strategy, params = await off_loop(big, submissions.decode, request, now)
-        s.check_pending(tasks)  # again: others may have been admitted meanwhile
         sub = AppSubmission(
             job.name,
             request.user,
@@ -459,7 +418,6 @@ class ClientServicer(client_grpc.ClientServicer):
             params,
         )
         app_id = s.rm.submit_application(sub, now)
-        s.admitted(tasks)
         token = s.gate.issue_am_token(app_id)
         s.persist([app_id])  # before the answer: an acknowledged submission survives
         s.after_core_calls()
@@ -470,7 +428,7 @@ class ClientServicer(client_grpc.ClientServicer):
         self, request: client_pb.GetApplicationReportRequest, context: Any
     ) -> client_pb.ApplicationReport:
         caller = self._caller("GetApplicationReport", request, context)
-        app = self.s.rm.application(request.app_id)
+        app = self.s.rm.reports.application(request.app_id)
         self.s.gate.may_act_for(caller, app.user, "read the applications")
         return self._report(caller, app)
 
@@ -478,7 +436,7 @@ class ClientServicer(client_grpc.ClientServicer):
         self, request: client_pb.ListApplicationsRequest, context: Any
     ) -> client_pb.ListApplicationsResponse:
         caller = self._caller("ListApplications", request, context)
-        apps = self.s.rm.applications(awaiting_am_only=request.awaiting_am_only)
+        apps = self.s.rm.reports.applications(awaiting_am_only=request.awaiting_am_only)
         if not caller.admin:
             apps = [a for a in apps if a.user == caller.user]
         return client_pb.ListApplicationsResponse(
@@ -490,7 +448,7 @@ class ClientServicer(client_grpc.ClientServicer):
     ) -> client_pb.ClusterMetrics:
         s = self.s
         self._caller("GetClusterMetrics", request, context)
-        c = s.rm.cluster()
+        c = s.rm.reports.cluster()
         return client_pb.ClusterMetrics(
             nodes=c.nodes,
             lost_nodes=c.lost_nodes,
@@ -510,7 +468,9 @@ class ClientServicer(client_grpc.ClientServicer):
     ) -> client_pb.KillApplicationResponse:
         s = self.s
         caller = self._caller("KillApplication", request, context)
-        s.gate.may_act_for(caller, s.rm.application(request.app_id).user, "kill the applications")
+        s.gate.may_act_for(
+            caller, s.rm.reports.application(request.app_id).user, "kill the applications"
+        )
         now = s.now()
         s.rm.finish_application(
             request.app_id, FinalStatus.KILLED, now, f"killed by {caller.user or 'a client'}"

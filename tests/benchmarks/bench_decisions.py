@@ -14,7 +14,7 @@ Setup, per case (pending tasks P, nodes N), deterministic (seeded):
   (untimed) follow, in which the policies catch up on those re-asks;
 - each measured heartbeat: 1-3 random containers of one random node are released (its AMs
   give them back), the jobs that got containers on the previous heartbeat ask for their
-  100 tasks again (P stays constant), and ``rm.on_node_heartbeat`` of that node is timed:
+  100 tasks again (P stays constant), and ``rm.node_heartbeat`` of that node is timed:
   the policy's decision plus the RM applying its placements, i.e. everything a heartbeat
   costs the RM. Timed in CPU time of this thread (``time.thread_time_ns``; ``--clock
   wall`` for ``perf_counter_ns``): on a machine shared with other work, wall time adds
@@ -215,7 +215,7 @@ class Case:
         self.seq[node_id] += 1
         containers = self.rm.state.nodes[node_id].containers
         before = set(containers)
-        self.rm.on_node_heartbeat(NodeHeartbeat(node_id, self.seq[node_id]), self.now)
+        self.rm.node_heartbeat(NodeHeartbeat(node_id, self.seq[node_id]), self.now)
         return [c.app_id for cid, c in containers.items() if cid not in before]
 
     def pending(self) -> int:

@@ -99,7 +99,7 @@ class Cluster:
         return rt_grpc.ResourceTrackerStub(ch)
 
     def state(self, app_id: str) -> str:
-        return self.rm.application(app_id).state
+        return self.rm.reports.application(app_id).state
 
     async def submit(self, user: str, name: str = "job") -> tuple[str, str]:
         job = pb.JobSpec(
@@ -226,7 +226,7 @@ async def test_a_user_cannot_submit_as_another_user(tmp_path: Path) -> None:
         job = one_task_job()
         req = client_pb.SubmitApplicationRequest(user="alice", job=job)
         await refused(DENIED, c.client("bob").SubmitApplication(req))
-        assert c.rm.applications() == []
+        assert c.rm.reports.applications() == []
 
 
 @aio
@@ -283,7 +283,7 @@ async def test_an_admin_does_what_users_cannot(tmp_path: Path) -> None:
         assert any('"job_submitted"' in r for r in events.records)
         job = one_task_job()
         sub = await root.SubmitApplication(client_pb.SubmitApplicationRequest(user="bob", job=job))
-        assert c.rm.application(sub.app_id).user == "bob"
+        assert c.rm.reports.application(sub.app_id).user == "bob"
         await root.KillApplication(client_pb.KillApplicationRequest(app_id=app))
         assert c.state(app) == "KILLED"
         # The owner may kill its own job too.
@@ -365,7 +365,7 @@ async def test_a_rogue_nm_cannot_register_without_the_node_secret(tmp_path: Path
         await refused(
             DENIED, rt_grpc.ResourceTrackerStub(alice).RegisterNode(registration("rogue"))
         )
-        assert c.rm.cluster().nodes == 1
+        assert c.rm.reports.cluster().nodes == 1
 
 
 @aio

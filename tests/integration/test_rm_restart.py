@@ -275,8 +275,9 @@ def test_applications_and_their_done_tasks_survive_an_rm_restart(tmp_path: Path)
                 assert {(t.stage, t.task) for t in again.completed_tasks} == {(0, 0), (0, 2)}
                 # A container of the old run that no node reports within a node expiry
                 # ends as lost: the AM hears it and runs the task again.
-                state.await_containers({"container_00001_000001": (one, "n1", True)})
-                state.recover(state.recovery_deadline)
+                recovery = state.rm.recovery
+                recovery.await_containers({"container_00001_000001": (one, "n1", True)}, 0.0)
+                recovery.end_unreported(recovery.deadline)
                 req = am_pb.AllocateRequest(app_id=one, attempt=1, response_id=0)
                 resp = await am.Allocate(req, timeout=10)
                 assert [(s.container_id, s.exit_status) for s in resp.completed] == [

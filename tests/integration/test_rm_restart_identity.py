@@ -139,7 +139,9 @@ def test_an_attempt_lost_to_a_node_loss_still_does_not_count_after_a_restart(
         try:
             assert await register(port, app_id) == 2
             rm.apps.fail_attempt(app_id, "AM missed Allocate calls", state.now())  # counts
-            assert rm.application(app_id).state == "RUNNING", rm.application(app_id).diagnostics
+            assert rm.reports.application(app_id).state == "RUNNING", rm.reports.application(
+                app_id
+            ).diagnostics
             assert await register(port, app_id) == 3
         finally:
             await server.stop(None)

@@ -402,7 +402,7 @@ async def test_fixed_restarted_nm_is_ignored_after_registering_again() -> None:
     ``existing.last_heartbeat_s = now; return``): a node that registers again with the same
     id and resources (an NM process restarted before its node expired) keeps ``last_seq``
     of its previous incarnation, so the new NM's heartbeats (seq 1, 2, ...) are all dropped
-    as duplicates by on_node_heartbeat (``if hb.seq <= node.last_seq``), without a resync:
+    as duplicates by node_heartbeat (``if hb.seq <= node.last_seq``), without a resync:
     its completions are lost and the node is declared LOST after node_expiry_s although it
     heartbeats. YARN resets the response id when a known node registers again
     (RMNodeReconnectEvent). Fix: reset ``existing.last_seq = -1`` (and refresh

@@ -123,7 +123,7 @@ def test_the_rm_allows_for_its_own_stall(server: ServerThread) -> None:
         assert roles.slowest >= STALL_S * 0.9  # the stall did hold up their calls
         assert _events(server, ev.NODE_LOST) == []
         assert _events(server, ev.ATTEMPT_FAILED) == []
-        assert server.rm.application(app).state == "RUNNING"
+        assert server.rm.reports.application(app).state == "RUNNING"
         assert server.state is not None
         print(f"RM stalled {roles.slowest:.2f} s (expiry {EXPIRY_S} s): no node or AM expired")
 
@@ -154,7 +154,7 @@ def test_an_expiry_the_stall_deferred_is_counted_as_lag() -> None:
     grace = 5.0  # the RM stalled lately: both are past their expiry, neither expires yet
     assert rm.expire_nodes(12.0, grace) == []
     srv.count_deferred(12.0, grace, set())
-    rm.on_node_heartbeat(NodeHeartbeat("alive", 1, [], []), 12.5)
+    rm.node_heartbeat(NodeHeartbeat("alive", 1, [], []), 12.5)
     srv.count_deferred(13.0, grace, set())
     assert lag.PROCESS.deferred_expiries["node"] == before + 1  # "alive" came back
 

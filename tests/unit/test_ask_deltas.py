@@ -69,7 +69,7 @@ class Side:
         completed = [
             ContainerStatus(c, ContainerState.COMPLETE, EXIT_SUCCESS, now - 1.0, now) for c in ended
         ]
-        self.rm.on_node_heartbeat(NodeHeartbeat("n1", self.seq, [], completed), now)
+        self.rm.node_heartbeat(NodeHeartbeat("n1", self.seq, [], completed), now)
 
     @property
     def held(self) -> dict[int, Ask]:

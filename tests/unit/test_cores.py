@@ -103,7 +103,7 @@ class Beater:
     ) -> Any:
         self.seq += 1
         hb = NodeHeartbeat(self.node_id, self.seq, list(started), list(completed))
-        return self.rm.on_node_heartbeat(hb, now)
+        return self.rm.node_heartbeat(hb, now)
 
 
 def of(rm: ResourceManager, event: str) -> list[dict[str, Any]]:
@@ -183,7 +183,7 @@ def test_register_node_needs_positive_resources(resources: Resources) -> None:
 
 def test_heartbeat_from_unknown_node_asks_for_resync() -> None:
     rm = make_rm()
-    resp = rm.on_node_heartbeat(NodeHeartbeat("ghost", 1), 1.0)
+    resp = rm.node_heartbeat(NodeHeartbeat("ghost", 1), 1.0)
     assert resp.resync
     assert resp.stop == []
     assert "ghost" not in rm.state.nodes
@@ -192,11 +192,11 @@ def test_heartbeat_from_unknown_node_asks_for_resync() -> None:
 def test_heartbeat_from_lost_node_asks_for_resync_and_it_may_come_back() -> None:
     rm = make_rm()
     rm.lose_node("n1", 1.0)
-    assert rm.on_node_heartbeat(NodeHeartbeat("n1", 1), 2.0).resync
+    assert rm.node_heartbeat(NodeHeartbeat("n1", 1), 2.0).resync
     rm.register_node(NodeRegistration("n1", NODE), 3.0)
     assert rm.state.nodes["n1"].alive
     assert rm.state.capacity == NODE
-    assert not rm.on_node_heartbeat(NodeHeartbeat("n1", 1), 4.0).resync
+    assert not rm.node_heartbeat(NodeHeartbeat("n1", 1), 4.0).resync
 
 
 @pytest.mark.parametrize("late_seq", [1, 2], ids=["reordered", "duplicate"])
@@ -207,14 +207,14 @@ def test_out_of_order_heartbeat_is_ignored(late_seq: int) -> None:
     beat = Beater(rm)
     beat(1.0)  # seq 1: allocates the container
     (c,) = rm.state.apps[app].undelivered
-    rm.on_node_heartbeat(NodeHeartbeat("n1", 2), 2.0)
+    rm.node_heartbeat(NodeHeartbeat("n1", 2), 2.0)
     late = NodeHeartbeat(
         "n1",
         late_seq,
         started=[ContainerStatus(c.container_id, ContainerState.COMPLETE, 0, 1.0)],
         completed=[done(c.container_id)],
     )
-    resp = rm.on_node_heartbeat(late, 3.0)
+    resp = rm.node_heartbeat(late, 3.0)
     assert not resp.resync
     node = rm.state.nodes["n1"]
     assert c.container_id in node.containers  # its report was not applied
@@ -271,7 +271,7 @@ def test_allocate_after_finish_conflicts(status: FinalStatus) -> None:
     assert fin["status"] == str(status)
     assert (of(rm, ev.JOB_FINISHED) == []) is (status is not FinalStatus.SUCCEEDED)
     assert (
-        rm.application(app).state
+        rm.reports.application(app).state
         == {
             FinalStatus.SUCCEEDED: "FINISHED",
             FinalStatus.FAILED: "FAILED",
@@ -593,7 +593,7 @@ def test_failed_attempt_restarts_with_the_completed_tasks() -> None:
     assert fin["status"] == "FAILED"
     assert "AM crashed again" in fin["diagnostics"]
     assert [r["attempt"] for r in of(rm, ev.ATTEMPT_FAILED)] == [1, 2]
-    assert "AM crashed again" in rm.application(app).diagnostics
+    assert "AM crashed again" in rm.reports.application(app).diagnostics
 
 
 def test_managed_am_gets_a_container_first_and_its_exit_fails_the_attempt() -> None:
@@ -676,7 +676,7 @@ def test_an_am_containers_exit_status_decides_whether_the_attempt_counts(
     )
     assert len(of(rm, ev.ATTEMPT_FAILED)) == 1
     assert len(of(rm, ev.JOB_FAILED)) == (1 if counts else 0)
-    assert rm.application(app).state == ("FAILED" if counts else "RUNNING")
+    assert rm.reports.application(app).state == ("FAILED" if counts else "RUNNING")
 
 
 # ----------------------------------------------------------------------------------
@@ -711,7 +711,7 @@ def test_bad_placements_are_rejected_and_logged(make: Callable[[str], Any], reas
     (rej,) = of(rm, ev.PLACEMENT_REJECTED)
     assert reason in rej["reason"]
     assert (rej["t"], rej["node"]) == (1.0, "n1")
-    assert rm.rejected_placements == 1
+    assert rm.reports.rejected_placements == 1
     assert a.asks == asks_before
     assert a.undelivered == []
     assert rm.state.nodes["n1"].free == NODE
@@ -756,7 +756,7 @@ def test_an_endless_stream_of_bad_placements_is_cut_off() -> None:
     app = submit(rm)
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 1)]), 0.0)
     Beater(rm)(1.0)
-    assert rm.rejected_placements == MAX_REJECTIONS_PER_HEARTBEAT
+    assert rm.reports.rejected_placements == MAX_REJECTIONS_PER_HEARTBEAT
 
 
 def test_placements_stop_when_nothing_is_pending() -> None:
@@ -800,7 +800,7 @@ def test_policy_that_raises_is_a_plugin_error() -> None:
     with pytest.raises(PluginError, match=r"policy .* failed on the heartbeat of node 'n1'") as ei:
         Beater(rm)(1.0)
     assert isinstance(ei.value.__cause__, _Boom)
-    assert rm.policy_failures == 1
+    assert rm.reports.policy_failures == 1
     assert rm.state.apps[app].asks[0].count == 1
     assert rm.state.nodes["n1"].free == NODE
 
@@ -812,7 +812,7 @@ def test_policy_that_raises_is_logged_and_the_rm_keeps_working() -> None:
     beat = Beater(rm)
     resp = beat(1.0)  # the policy raises: logged, nothing placed
     assert not resp.resync
-    assert rm.policy_failures == 1
+    assert rm.reports.policy_failures == 1
     assert not of(rm, ev.CONTAINER_ALLOCATED)
     beat(2.0)  # the policy behaves again
     assert len(of(rm, ev.CONTAINER_ALLOCATED)) == 1
@@ -908,7 +908,7 @@ def test_expire_nodes_loses_silent_nodes() -> None:
     rm = ResourceManager(FifoPolicy(), heartbeat_s=1.0)  # expiry: 10 heartbeats
     rm.register_node(NodeRegistration("n1", NODE), 0.0)
     rm.register_node(NodeRegistration("n2", NODE), 0.0)
-    rm.on_node_heartbeat(NodeHeartbeat("n2", 1), 9.0)
+    rm.node_heartbeat(NodeHeartbeat("n2", 1), 9.0)
     assert rm.expire_nodes(10.0) == []
     assert rm.expire_nodes(10.5) == ["n1"]
     assert rm.state.nodes["n2"].alive
@@ -1061,8 +1061,8 @@ def test_nm_duplicate_reports_are_applied_once_by_the_rm() -> None:
     nm = NodeManager("n1", NODE)
     nm.seq = 1  # the Beater used seq 1
     nm.start_container(ContainerLaunch(c.container_id, app, "n1", SMALL, 1.0), 0.5)
-    rm.on_node_heartbeat(nm.heartbeat(2.0), 2.0)  # answered, but the answer is lost
-    rm.on_node_heartbeat(nm.heartbeat(3.0), 3.0)  # the same reports again
+    rm.node_heartbeat(nm.heartbeat(2.0), 2.0)  # answered, but the answer is lost
+    rm.node_heartbeat(nm.heartbeat(3.0), 3.0)  # the same reports again
     assert len(of(rm, ev.CONTAINER_STARTED)) == 1
     assert len(of(rm, ev.CONTAINER_FINISHED)) == 1
     assert rm.state.nodes["n1"].free == NODE
@@ -1336,7 +1336,7 @@ def test_cores_run_a_two_stage_job_end_to_end() -> None:
             nm.start_container(launch_, t)
         t += 0.5
         hb = nm.heartbeat(t)
-        resp = rm.on_node_heartbeat(hb, t)
+        resp = rm.node_heartbeat(hb, t)
         nm.acknowledge(hb.seq)
         for cid in resp.stop:
             nm.stop_container(cid, t)
@@ -1391,8 +1391,8 @@ def test_an_ending_am_container_fails_its_attempt_after_the_heartbeats_other_rep
         (ev.ATTEMPT_FAILED, None, None),
         (ev.CONTAINER_RELEASED, task2.container_id, None),
     ]
-    assert rm.application(app).attempt == 1
-    assert rm.application(app).state == "RUNNING"
+    assert rm.reports.application(app).attempt == 1
+    assert rm.reports.application(app).state == "RUNNING"
     assert rm.state.apps[app].asks[-1] == Ask(-1, am_res, 1)  # the next attempt's container
     assert rm.take_effects().touched_nodes == ("n1",)  # task2 is to be stopped there
 
@@ -1407,8 +1407,8 @@ def test_a_finished_application_reports_full_progress(status: FinalStatus, progr
     rm.register_application_master(app, 0.0)
     rm.on_allocate(AllocateRequest(app, [], progress=0.5), 1.0)
     rm.finish_application(app, status, 2.0)
-    assert rm.application(app).progress == progress
-    assert rm.applications()[0].progress == progress
+    assert rm.reports.application(app).progress == progress
+    assert rm.reports.applications()[0].progress == progress
 
 
 # ----------------------------------------------------------------------------------
@@ -1487,7 +1487,7 @@ def test_a_policy_sees_the_submission_time_when_an_application_arrives() -> None
 def test_a_restarted_rm_does_not_take_back_a_container_whose_end_it_logged() -> None:
     """The RM logged a container's end and died before its NM heard the answer: the NM
     resyncs with it still held. The restarted RM (told of logged ends by
-    ``redeliver_ended``) stops it instead of recovering it, so its end is logged once."""
+    ``Recovery.redeliver_ended``) stops it instead of recovering it, so its end is logged once."""
     rm = make_rm()
     app = submit(rm)
     rm.on_allocate(AllocateRequest(app, [Ask(0, SMALL, 2)]), 0.0)
@@ -1496,7 +1496,7 @@ def test_a_restarted_rm_does_not_take_back_a_container_whose_end_it_logged() -> 
     restarted = ResourceManager(FifoPolicy())
     restarted.restore(rm.app_records(), 2.0)
     status = ContainerStatus(done.container_id, ContainerState.COMPLETE, 0, 1.0, 2.0)
-    restarted.redeliver_ended([(app, status)])
+    restarted.recovery.redeliver_ended([(app, status)])
     restarted.register_node(NodeRegistration("n1", NODE, containers=(done, running)), 3.0)
     assert list(restarted.state.apps[app].containers) == [running.container_id]
     assert restarted.state.nodes["n1"].to_stop == [done.container_id]

@@ -399,7 +399,7 @@ def test_the_am_hears_of_a_preemption_in_its_allocate_response() -> None:
     app = rm.submit_application(AppSubmission("j", "u", "default", 1), 0.0)
     rm.register_application_master(app, 0.0)
     rm.on_allocate(AllocateRequest(app, [Ask(0, TASK, 1)]), 0.0)
-    rm.on_node_heartbeat(NodeHeartbeat("n1", 1), 1.0)
+    rm.node_heartbeat(NodeHeartbeat("n1", 1), 1.0)
     (c,) = rm.on_allocate(AllocateRequest(app), 1.0).allocated
     assert rm.preempt_container(c.container_id, 2.0)
     (rec,) = rm.log.of(ev.CONTAINER_PREEMPTED)

@@ -61,7 +61,7 @@ def test_applications_map_to_yarn_states_and_filters() -> None:
 def test_cluster_metrics_nodes_and_scheduler() -> None:
     rm = _rm()
     apps = app_details(rm.state, rm.scheduler.share_of)
-    m = yj.cluster_metrics(rm.cluster(), apps, 9.0)["clusterMetrics"]
+    m = yj.cluster_metrics(rm.reports.cluster(), apps, 9.0)["clusterMetrics"]
     assert (m["appsSubmitted"], m["appsRunning"], m["appsPending"], m["appsKilled"]) == (3, 1, 1, 1)
     assert (m["totalMB"], m["totalVirtualCores"], m["activeNodes"]) == (16384, 16, 2)
 

@@ -484,13 +484,13 @@ def _play(twin: Twin, history: list[tuple[Any, ...]]) -> list[list[tuple[str, st
                 status = ContainerStatus(c.container_id, ContainerState.COMPLETE, 0, t - 1.0, t)
                 twin.seq[c.node_id] += 1
                 beat = NodeHeartbeat(c.node_id, twin.seq[c.node_id], completed=[status])
-                rm.on_node_heartbeat(beat, t)
+                rm.node_heartbeat(beat, t)
         elif kind == "tick":
             rm.tick(t)
         else:
             node_id = f"n{event[2]}"
             twin.seq[node_id] += 1
-            rm.on_node_heartbeat(NodeHeartbeat(node_id, twin.seq[node_id]), t)
+            rm.node_heartbeat(NodeHeartbeat(node_id, twin.seq[node_id]), t)
         out.append(twin.placed_since(start))
     return out
 
@@ -540,7 +540,7 @@ def test_the_priority_feed_names_the_priorities_that_changed() -> None:
     rm.on_allocate(AllocateRequest(app_id, asks=asks), 0.1)
     assert feed == {app_id: {3, 5}}
     feed.clear()
-    rm.on_node_heartbeat(NodeHeartbeat("n0", 1), 0.2)  # places all three
+    rm.node_heartbeat(NodeHeartbeat("n0", 1), 0.2)  # places all three
     assert feed == {app_id: {3, 5}}
     feed.clear()
     cid = sorted(rm.state.apps[app_id].containers)[0]

@@ -70,7 +70,7 @@ class Rig:
         """(job, priority) of each container placed, in order."""
         self.seq[node_id] += 1
         start = len(self.rm.log.records)
-        self.rm.on_node_heartbeat(NodeHeartbeat(node_id, self.seq[node_id]), 0.0)
+        self.rm.node_heartbeat(NodeHeartbeat(node_id, self.seq[node_id]), 0.0)
         return [
             (self.names[r["job"]], r["priority"])
             for r in self.rm.log.records[start:]

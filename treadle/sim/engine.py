@@ -156,7 +156,7 @@ class Simulation:
         #: AMs asleep: app id -> (AM, its last call, which was skipped).
         self._sleeping: dict[str, tuple[ApplicationMaster, AmKey]] = {}
         self._busy: set[str] = set()  # nodes running containers
-        self._on_node_heartbeat = self.rm.on_node_heartbeat
+        self._on_node_heartbeat = self.rm.node_heartbeat
         #: The account changes this run makes (None: the workload makes none).
         self._accounts: AccountTimeline | None = None
         if workload.has_account_timeline:

@@ -28,7 +28,7 @@ def logging_decisions(policy: Policy, name: str, rm: ResourceManager) -> Any:
             yield p
 
     policy.on_node_heartbeat = on_node_heartbeat  # type: ignore[method-assign]
-    heartbeat = rm.on_node_heartbeat
+    heartbeat = rm.node_heartbeat
 
     def timed(hb: Any, t: float) -> Any:
         now[0] = t

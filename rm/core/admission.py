@@ -1,0 +1,39 @@
+"""Which submissions the RM takes: at most ``max_pending_tasks`` tasks of running
+applications not yet done, the submission's own included (the host's limits; the other
+limits of a request are checked on its wire form, before it is decoded). Refused with a
+``LimitExceededError`` that names the limit, before anything changes.
+
+The tasks held are bounded from above, cheaply: the bound grows with each admission and
+is counted afresh only when it would refuse one (so rarely)."""
+
+from __future__ import annotations
+
+from rm.core.state import ClusterState
+from treadle.errors import LimitExceededError
+
+
+class Admission:
+    __slots__ = ("_bound", "_state", "max_pending_tasks")
+
+    def __init__(self, state: ClusterState, max_pending_tasks: int | None = None) -> None:
+        self._state = state
+        #: None: no bound (the simulator admits every job of its workload).
+        self.max_pending_tasks = max_pending_tasks
+        #: At least the tasks of running applications not yet done.
+        self._bound = 0
+
+    def check(self, tasks: int) -> None:
+        """Refuse ``tasks`` more if the RM would then hold more than the limit."""
+        cap = self.max_pending_tasks
+        if cap is None or self._bound + tasks <= cap:
+            return
+        self._bound = sum(a.tasks - len(a.done_tasks) for a in self._state.apps.values())
+        if self._bound + tasks > cap:
+            raise LimitExceededError(
+                f"submission has {tasks} tasks and the RM holds {self._bound} "
+                f"pending; the RM's limit max_pending_tasks is {cap}"
+            )
+
+    def admit(self, tasks: int) -> None:
+        """``tasks`` more were admitted (``check`` passed)."""
+        self._bound += tasks
