@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import sqlite3
 import time
@@ -342,7 +343,7 @@ class Persister:
         st = rm.state
         self._stored = {a.app_id: _sig(a) for a in (*st.finished.values(), *st.apps.values())}
         self._balances = dict(rm.accounts.balances()) if rm.accounts.enabled else None
-        self._at = 0.0  # time.monotonic() of the last periodic write
+        self._at = -math.inf  # time.monotonic() of the last periodic write (none yet)
         self._uncounted = rm.apps.uncounted_failures
 
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
