@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -28,7 +29,9 @@ from treadle.metrics.scan import EventSource, FloatArray, IntArray, LogFacts, sc
 JAIN_WINDOW_S = 60.0
 
 
-def _cells(k: IntArray, e: IntArray, v: FloatArray, nent: int) -> tuple[IntArray, FloatArray]:
+def _cells(
+    k: IntArray, e: IntArray, v: FloatArray | IntArray, nent: int
+) -> tuple[IntArray, FloatArray]:
     """Sum ``v`` per (k, e) cell, adding in the order given; cells sorted by (k, e)."""
     key = k * nent + e
     cells, inv = np.unique(key, return_inverse=True)
@@ -79,6 +82,193 @@ def _times(v: FloatArray, k: IntArray) -> FloatArray:
     return np.concatenate(parts) if parts else np.empty(0)
 
 
+@dataclass(frozen=True, slots=True)
+class _Grid:
+    """The horizon's windows: ``nwin`` of ``window_s`` from ``start`` (the last may be
+    shorter)."""
+
+    start: float
+    window_s: float
+    nwin: int
+
+    def of(self, t: FloatArray) -> IntArray:
+        """The window holding t (t in [start, end])."""
+        out: IntArray = np.clip(
+            np.floor((t - self.start) / self.window_s), 0, self.nwin - 1
+        ).astype(np.int64)
+        return out
+
+    def before(self, t: FloatArray) -> IntArray:
+        """The window holding the instant before t."""
+        out: IntArray = np.clip(
+            np.ceil((t - self.start) / self.window_s) - 1, 0, self.nwin - 1
+        ).astype(np.int64)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Changes:
+    """Per window and entity, what changes there: activity (+1 at an entity's job's first
+    window, -1 after its last), partial service (the ends of a container, in its first and
+    last windows) and the rate of whole-window service (a difference map)."""
+
+    act_w: IntArray
+    act_e: IntArray
+    act_d: IntArray
+    part_w: IntArray
+    part_e: IntArray
+    part_v: FloatArray
+    rate_w: IntArray
+    rate_e: IntArray
+    rate_v: FloatArray
+
+
+def _entities(
+    log: LogFacts, by: Literal["user", "job"], weights: Mapping[str, float] | None
+) -> tuple[IntArray, FloatArray]:
+    """Each job's entity (its user, or itself) and each entity's weight (1 unless given)."""
+    key = log.user if by == "user" else log.job
+    names, ent_of_job = np.unique(key.astype(str), return_inverse=True)
+    w_of = np.ones(max(1, len(names)))
+    if weights:
+        index = {str(n): i for i, n in enumerate(names)}
+        for k, w in weights.items():
+            if not w > 0:
+                raise ValueError(f"jain_over_windows: weight of {k!r} must be > 0, got {w}")
+            if k in index:
+                w_of[index[k]] = float(w)
+    return ent_of_job, w_of
+
+
+def _changes(log: LogFacts, ent_of_job: IntArray, grid: _Grid, end: float) -> _Changes:
+    """The windows where each entity's activity and service change (see ``_Changes``)."""
+    start, window_s = grid.start, grid.window_s
+    a = np.maximum(log.submit, start)
+    b = np.minimum(np.where(np.isfinite(log.end), log.end, end), end)
+    act = b > a
+    act_e = ent_of_job[act]
+    act_w = np.concatenate([grid.of(a[act]), grid.before(b[act]) + 1])
+    act_d = np.concatenate([np.ones(len(act_e), np.int64), -np.ones(len(act_e), np.int64)])
+    act_e = np.concatenate([act_e, act_e])
+
+    # The windows between a container's first and last are whole: they get a rate.
+    sp = log.spans
+    ok = (sp.job >= 0) & (sp.share > 0)
+    sa, sb, ds = sp.a[ok], sp.b[ok], sp.share[ok]
+    se = ent_of_job[sp.job[ok]] if len(ent_of_job) else np.empty(0, np.int64)
+    wa, wb = grid.of(sa), grid.before(sb)
+    one = wa == wb
+    # per span: [first part, last part], in span order
+    p_w = np.stack([wa, wb], axis=1)
+    first = np.where(one, (sb - sa) * ds, (start + (wa + 1) * window_s - sa) * ds)
+    last = (sb - (start + wb * window_s)) * ds
+    p_v = np.stack([first, last], axis=1)
+    p_use = np.stack([np.ones(len(sa), bool), ~one], axis=1)
+    p_e = np.stack([se, se], axis=1)
+    rate = wb - wa > 1
+    r_w = np.stack([wa + 1, wb], axis=1)[rate]
+    r_v = np.stack([ds, -ds], axis=1)[rate]
+    r_e = np.stack([se, se], axis=1)[rate]
+    return _Changes(
+        act_w, act_e, act_d, p_w[p_use], p_e[p_use], p_v[p_use],
+        r_w.ravel(), r_e.ravel(), r_v.ravel(),
+    )  # fmt: skip
+
+
+def _active_cells(ch: _Changes, busy: IntArray, nent: int, nwin: int) -> tuple[IntArray, IntArray]:
+    """The active (busy index, entity) cells, sorted by entity then index: per entity, its
+    count after each of its changes, held until its next change."""
+    nb = len(busy)
+    keep = ch.act_w < nwin
+    cells, dsum = _cells(
+        np.searchsorted(busy, ch.act_w[keep]), ch.act_e[keep], ch.act_d[keep], nent
+    )
+    ck, ce = cells // nent, cells % nent
+    order = np.lexsort((ck, ce))
+    ck, ce, dsum = ck[order], ce[order], dsum[order].astype(np.int64)
+    count = np.cumsum(dsum)
+    seg_start = np.r_[True, ce[1:] != ce[:-1]]
+    base = np.maximum.accumulate(np.where(seg_start, np.arange(len(ce)), 0))
+    count = count - np.r_[0, np.cumsum(dsum)][base]
+    nxt = np.r_[ck[1:], nb]
+    nxt[np.r_[ce[1:] != ce[:-1], True]] = nb
+    on = count > 0
+    return _expand(ck[on], nxt[on], ce[on])
+
+
+def _cell_rates(
+    ch: _Changes, busy: IntArray, nent: int, cell_k: IntArray, cell_e: IntArray
+) -> FloatArray:
+    """Each cell's rate of whole-window service: the difference map summed per cell, then
+    added up window after window."""
+    nb = len(busy)
+    rk = np.searchsorted(busy, ch.rate_w)
+    rcells, rsum = _cells(rk, ch.rate_e, ch.rate_v, nent)
+    rk2, re2 = rcells // nent, rcells % nent
+    order = np.lexsort((rk2, re2))
+    rk2, re2 = rk2[order], re2[order]
+    rcum = _segmented_cumsum(rsum[order], re2)
+    rkey = re2 * (nb + 1) + rk2
+    ckey = cell_e * (nb + 1) + cell_k
+    j = np.searchsorted(rkey, ckey, side="right") - 1
+    has = j >= 0
+    has[has] = re2[j[has]] == cell_e[has]
+    rates: FloatArray = (
+        np.where(has, rcum[np.maximum(j, 0)], 0.0) if len(rcum) else np.zeros(len(j))
+    )
+    return rates
+
+
+def _cell_partials(
+    ch: _Changes, busy: IntArray, nent: int, cell_k: IntArray, cell_e: IntArray
+) -> FloatArray:
+    """Each cell's partial service: the ends of containers in its busy window."""
+    pk = np.searchsorted(busy, ch.part_w)
+    pcells, psum = _cells(pk, ch.part_e, ch.part_v, nent)
+    pos = np.searchsorted(pcells, cell_k * nent + cell_e)
+    found = pos < len(pcells)
+    found[found] = pcells[pos[found]] == (cell_k * nent + cell_e)[found]
+    partial: FloatArray = (
+        np.where(found, psum[np.minimum(pos, len(pcells) - 1)], 0.0)
+        if len(pcells)
+        else np.zeros(len(cell_k))
+    )
+    return partial
+
+
+def _indices(
+    ch: _Changes, busy: IntArray, grid: _Grid, w_of: FloatArray
+) -> tuple[list[FloatArray], list[IntArray]]:
+    """Jain's index of each busy window and of each stretch of alike windows after one
+    (counted as many times as it has windows), where at least two entities are active."""
+    nb, nent, nwin = len(busy), len(w_of), grid.nwin
+    cell_k, cell_e = _active_cells(ch, busy, nent, nwin)
+    rates = _cell_rates(ch, busy, nent, cell_k, cell_e)
+    partial = _cell_partials(ch, busy, nent, cell_k, cell_e)
+    n_k = np.bincount(cell_k, minlength=nb)
+    gap = np.r_[busy[1:], nwin] - busy - 1
+    weight = w_of[cell_e]
+    busy_x = np.maximum(0.0, partial + rates * grid.window_s) / weight
+    gap_x = np.maximum(0.0, 0.0 + rates * grid.window_s) / weight
+    runs_v: list[FloatArray] = []
+    runs_k: list[IntArray] = []
+    for x, counted, times in (
+        (busy_x, n_k >= 2, np.ones(nb, np.int64)),
+        (gap_x, (n_k >= 2) & (gap > 0), gap),
+    ):
+        order = np.lexsort((x, cell_k))  # each window's values in increasing order
+        xs, ks = x[order], cell_k[order]
+        s = np.zeros(nb)
+        s2 = np.zeros(nb)
+        np.add.at(s, ks, xs)
+        np.add.at(s2, ks, xs * xs)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            idx = np.where(s2 == 0, 1.0, np.minimum(1.0, (s * s) / (n_k * s2)))
+        runs_v.append(idx[counted])
+        runs_k.append(times[counted])
+    return runs_v, runs_k
+
+
 def jain_from(
     log: LogFacts,
     by: Literal["user", "job"],
@@ -100,129 +290,16 @@ def jain_from(
     if hz is None or hz[1] <= hz[0]:
         return neutral
     start, end = hz
-    nwin = max(1, math.ceil((end - start) / window_s))
-
-    def win(t: FloatArray) -> IntArray:  # the window holding t (t in [start, end])
-        out: IntArray = np.clip(np.floor((t - start) / window_s), 0, nwin - 1).astype(np.int64)
-        return out
-
-    def win_before(t: FloatArray) -> IntArray:  # the window holding the instant before t
-        out: IntArray = np.clip(np.ceil((t - start) / window_s) - 1, 0, nwin - 1).astype(np.int64)
-        return out
-
-    # Entities: per user or per job; each job's entity.
-    key = log.user if by == "user" else log.job
-    names, ent_of_job = np.unique(key.astype(str), return_inverse=True)
-    nent = max(1, len(names))
-    w_of = np.ones(nent)
-    if weights:
-        index = {str(n): i for i, n in enumerate(names)}
-        for k, w in weights.items():
-            if not w > 0:
-                raise ValueError(f"jain_over_windows: weight of {k!r} must be > 0, got {w}")
-            if k in index:
-                w_of[index[k]] = float(w)
-
-    # Activity: +1 at the job's first window, -1 after its last.
-    a = np.maximum(log.submit, start)
-    b = np.minimum(np.where(np.isfinite(log.end), log.end, end), end)
-    act = b > a
-    act_e = ent_of_job[act]
-    act_w = np.concatenate([win(a[act]), win_before(b[act]) + 1])
-    act_d = np.concatenate([np.ones(len(act_e), np.int64), -np.ones(len(act_e), np.int64)])
-    act_e = np.concatenate([act_e, act_e])
-
-    # Service: the ends of a container go to its first and last windows (partials); the
-    # windows in between are whole, so they get a rate through a difference map.
-    sp = log.spans
-    ok = (sp.job >= 0) & (sp.share > 0)
-    sa, sb, ds = sp.a[ok], sp.b[ok], sp.share[ok]
-    se = ent_of_job[sp.job[ok]] if len(ent_of_job) else np.empty(0, np.int64)
-    wa, wb = win(sa), win_before(sb)
-    one = wa == wb
-    # per span: [first part, last part], in span order
-    p_w = np.stack([wa, wb], axis=1)
-    first = np.where(one, (sb - sa) * ds, (start + (wa + 1) * window_s - sa) * ds)
-    last = (sb - (start + wb * window_s)) * ds
-    p_v = np.stack([first, last], axis=1)
-    p_use = np.stack([np.ones(len(sa), bool), ~one], axis=1)
-    p_e = np.stack([se, se], axis=1)
-    rate = wb - wa > 1
-    r_w = np.stack([wa + 1, wb], axis=1)[rate]
-    r_v = np.stack([ds, -ds], axis=1)[rate]
-    r_e = np.stack([se, se], axis=1)[rate]
-
-    busy = np.unique(np.concatenate([act_w, p_w[p_use], r_w.ravel()]))
-    busy = busy[busy < nwin]
-    nb = len(busy)
-    runs_v: list[FloatArray] = []
-    runs_k: list[IntArray] = []
-    if nb:
-        # Active (busy index, entity) cells: per entity, its count after each of its
-        # changes, held until its next change.
-        keep = act_w < nwin
-        cells, dsum = _cells(np.searchsorted(busy, act_w[keep]), act_e[keep], act_d[keep], nent)
-        ck, ce = cells // nent, cells % nent
-        order = np.lexsort((ck, ce))
-        ck, ce, dsum = ck[order], ce[order], dsum[order].astype(np.int64)
-        count = np.cumsum(dsum)
-        seg_start = np.r_[True, ce[1:] != ce[:-1]]
-        base = np.maximum.accumulate(np.where(seg_start, np.arange(len(ce)), 0))
-        count = count - np.r_[0, np.cumsum(dsum)][base]
-        nxt = np.r_[ck[1:], nb]
-        nxt[np.r_[ce[1:] != ce[:-1], True]] = nb
-        on = count > 0
-        cell_k, cell_e = _expand(ck[on], nxt[on], ce[on])
-
-        # Rates: the difference map summed per cell, then added up window after window.
-        rk = np.searchsorted(busy, r_w.ravel())
-        rcells, rsum = _cells(rk, r_e.ravel(), r_v.ravel(), nent)
-        rk2, re2 = rcells // nent, rcells % nent
-        order = np.lexsort((rk2, re2))
-        rk2, re2 = rk2[order], re2[order]
-        rcum = _segmented_cumsum(rsum[order], re2)
-        rkey = re2 * (nb + 1) + rk2
-        ckey = cell_e * (nb + 1) + cell_k
-        j = np.searchsorted(rkey, ckey, side="right") - 1
-        has = j >= 0
-        has[has] = re2[j[has]] == cell_e[has]
-        rates = np.where(has, rcum[np.maximum(j, 0)], 0.0) if len(rcum) else np.zeros(len(j))
-
-        # Partials of the busy windows.
-        pk = np.searchsorted(busy, p_w[p_use])
-        pcells, psum = _cells(pk, p_e[p_use], p_v[p_use], nent)
-        pos = np.searchsorted(pcells, cell_k * nent + cell_e)
-        found = pos < len(pcells)
-        found[found] = pcells[pos[found]] == (cell_k * nent + cell_e)[found]
-        partial = (
-            np.where(found, psum[np.minimum(pos, len(pcells) - 1)], 0.0)
-            if len(pcells)
-            else np.zeros(len(cell_k))
-        )
-
-        n_k = np.bincount(cell_k, minlength=nb)
-        gap = np.r_[busy[1:], nwin] - busy - 1
-        weight = w_of[cell_e]
-        busy_x = np.maximum(0.0, partial + rates * window_s) / weight
-        gap_x = np.maximum(0.0, 0.0 + rates * window_s) / weight
-        for x, counted, times in (
-            (busy_x, n_k >= 2, np.ones(nb, np.int64)),
-            (gap_x, (n_k >= 2) & (gap > 0), gap),
-        ):
-            order = np.lexsort((x, cell_k))  # each window's values in increasing order
-            xs, ks = x[order], cell_k[order]
-            s = np.zeros(nb)
-            s2 = np.zeros(nb)
-            np.add.at(s, ks, xs)
-            np.add.at(s2, ks, xs * xs)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                idx = np.where(s2 == 0, 1.0, np.minimum(1.0, (s * s) / (n_k * s2)))
-            runs_v.append(idx[counted])
-            runs_k.append(times[counted])
+    grid = _Grid(start, window_s, max(1, math.ceil((end - start) / window_s)))
+    ent_of_job, w_of = _entities(log, by, weights)
+    ch = _changes(log, ent_of_job, grid, end)
+    busy = np.unique(np.concatenate([ch.act_w, ch.part_w, ch.rate_w]))
+    busy = busy[busy < grid.nwin]
+    runs_v, runs_k = _indices(ch, busy, grid, w_of) if len(busy) else ([], [])
     values = np.concatenate(runs_v) if runs_v else np.empty(0)
     counts = np.concatenate(runs_k) if runs_k else np.empty(0, np.int64)
     if stats is not None:
-        stats["windows"] = nwin
+        stats["windows"] = grid.nwin
         stats["computed"] = len(values)
     if not len(values):
         return neutral

@@ -154,8 +154,46 @@ def to_table(source: EventSource) -> tuple[pa.Table, dict[str, Any] | None]:
     return ec.table_from_records(recs), run
 
 
-def scan(source: EventSource) -> LogFacts:
-    """Gather the facts of one event log (rows in any order)."""
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """The event table (every column the metrics read present) and the columns each part
+    of ``scan`` reads: times, event kinds, job and container codes."""
+
+    table: pa.Table
+    t: FloatArray
+    kinds: IntArray
+    code: dict[str, int]  # event name -> its code in ``kinds``
+    jcode: IntArray
+    jobs_dict: pa.Array
+    ccode: IntArray
+    cids: pa.Array
+
+    def mask(self, *events: str) -> npt.NDArray[np.bool_]:
+        """The rows of any of ``events``."""
+        ids = [self.code[e] for e in events if e in self.code]
+        return np.isin(self.kinds, ids) if ids else np.zeros(len(self.t), dtype=bool)
+
+
+@dataclass(frozen=True, slots=True)
+class _Jobs:
+    """Per submitted job in the order of its dictionary code: its submission row and what
+    that row and its first records say."""
+
+    rows: IntArray
+    index_of_code: IntArray  # job dictionary code -> index here, -1 if never submitted
+    job_ids: ObjArray
+    name: ObjArray
+    user: ObjArray
+    queue: ObjArray
+    tasks: IntArray
+    alone: FloatArray
+    alone_none: npt.NDArray[np.bool_]
+    submit: FloatArray
+    start: FloatArray
+
+
+def _columns(source: EventSource) -> tuple[_Columns, dict[str, Any] | None]:
+    """The columns of ``source``, and the run_started record when ``source`` is records."""
     table, run = to_table(source)
     full = ec.arrow_schema([])
     for name in COLUMNS:
@@ -163,24 +201,23 @@ def scan(source: EventSource) -> LogFacts:
             table = table.append_column(
                 full.field(name), pa.nulls(table.num_rows, full.field(name).type)
             )
-    names = table.schema.names
-    n = table.num_rows
     t = _np(table, "t").astype(float)
     kinds, kind_names = _strings(table.column("event"))
     code = {str(k): i for i, k in enumerate(kind_names.to_pylist())}
-
-    def mask(*events: str) -> npt.NDArray[np.bool_]:
-        ids = [code[e] for e in events if e in code]
-        return np.isin(kinds, ids) if ids else np.zeros(n, dtype=bool)
-
-    last_t = float(t.max()) if n else None
     jcode, jobs_dict = _strings(table.column("job"))
     ccode, cids = _strings(table.column("container"))
+    return _Columns(table, t, kinds, code, jcode, jobs_dict, ccode, cids), run
 
-    # ---- capacity
+
+def _capacity(
+    cols: _Columns, run: dict[str, Any] | None
+) -> tuple[dict[str, float], dict[str, Any] | None]:
+    """The capacity (see the module's rule) and the run_started record's fields."""
+    table, t = cols.table, cols.t
+    names = table.schema.names
     cap_cols = ec.resources_of(names, "capacity")
     res_names = ec.resources_of(names, "resources")
-    is_run = mask(ev.RUN_STARTED)
+    is_run = cols.mask(ev.RUN_STARTED)
     capacity: dict[str, float] | None = None
     if is_run.any():
         rows = np.flatnonzero(is_run)
@@ -193,7 +230,7 @@ def scan(source: EventSource) -> LogFacts:
             capacity = {k: float(v) for k, v in vals.items() if v}
     if capacity is None:  # the latest registration of every node (the last row on ties)
         capacity = {}
-        reg = np.flatnonzero(mask(ev.NODE_REGISTERED))
+        reg = np.flatnonzero(cols.mask(ev.NODE_REGISTERED))
         if len(reg):
             ncode, _ = _strings(table.column("node"))
             order = np.lexsort((-reg, -t[reg], ncode[reg]))
@@ -206,10 +243,13 @@ def scan(source: EventSource) -> LogFacts:
                 total = float(np.cumsum(v)[-1])
                 if total > 0:
                     capacity[r] = total
-    cap_names = sorted(capacity)
+    return capacity, run
 
-    # ---- jobs: the earliest submission of each
-    sub = np.flatnonzero(mask(ev.JOB_SUBMITTED) & (jcode >= 0))
+
+def _jobs(cols: _Columns, is_alloc: npt.NDArray[np.bool_]) -> _Jobs:
+    """The jobs: the earliest submission of each, its fields, its start."""
+    table, t, jcode, jobs_dict = cols.table, cols.t, cols.jcode, cols.jobs_dict
+    sub = np.flatnonzero(cols.mask(ev.JOB_SUBMITTED) & (jcode >= 0))
     sub_keys, sub_rows = _first_per_group(jcode[sub], t[sub])
     rows = sub[sub_rows]
     nj = len(rows)
@@ -227,14 +267,10 @@ def scan(source: EventSource) -> LogFacts:
         out[empty] = default[empty] if isinstance(default, np.ndarray) else default
         return out
 
-    names_ = text("name", job_ids)
-    users = text("user", "")
-    queues = text("queue", "")
     tasks = _np(table, "tasks", 0).astype(np.int64)[rows] if nj else np.empty(0, np.int64)
     alone_col = table.column("alone_jct_s").take(pa.array(rows))
     alone_none = pc.is_null(alone_col).to_numpy(zero_copy_only=False)
     alone = alone_col.fill_null(np.nan).to_numpy(zero_copy_only=False).astype(float)
-    submit = t[rows]
 
     def per_job_min(m: npt.NDArray[np.bool_]) -> FloatArray:
         sel = m & (jcode >= 0)
@@ -242,46 +278,73 @@ def scan(source: EventSource) -> LogFacts:
         ok = idx >= 0
         return _min_per(idx[ok], t[sel][ok], nj)
 
-    started = per_job_min(mask(ev.JOB_STARTED))
-    is_alloc = mask(ev.CONTAINER_ALLOCATED)
+    started = per_job_min(cols.mask(ev.JOB_STARTED))
     first_alloc = per_job_min(is_alloc)
     start = np.where(np.isfinite(started), started, first_alloc)
     start[~np.isfinite(start)] = np.nan
+    return _Jobs(
+        rows, index_of_code, job_ids, text("name", job_ids), text("user", ""),
+        text("queue", ""), tasks, alone, alone_none, t[rows], start,
+    )  # fmt: skip
 
-    # ---- job ends: the earliest job_finished / job_failed, and its status
+
+def _job_ends(cols: _Columns, index_of_code: IntArray, nj: int) -> tuple[FloatArray, ObjArray]:
+    """Each job's end and status: its earliest job_finished / job_failed and the status
+    that carries."""
+    t, jcode = cols.t, cols.jcode
     end = np.full(nj, np.nan)
     status = np.full(nj, UNFINISHED, dtype=object)
-    fin = np.flatnonzero(mask(ev.JOB_FINISHED, ev.JOB_FAILED) & (jcode >= 0))
+    fin = np.flatnonzero(cols.mask(ev.JOB_FINISHED, ev.JOB_FAILED) & (jcode >= 0))
     if len(fin):
         keys, first = _first_per_group(jcode[fin], t[fin])
         frows = fin[first]
         idx = index_of_code[keys]
         ok = idx >= 0
         end[idx[ok]] = t[frows[ok]]
-        st = table.column("status").take(pa.array(frows[ok])).to_pylist()
-        failed = kinds[frows[ok]] == code.get(ev.JOB_FAILED, -2)
+        st = cols.table.column("status").take(pa.array(frows[ok])).to_pylist()
+        failed = cols.kinds[frows[ok]] == cols.code.get(ev.JOB_FAILED, -2)
         status[idx[ok]] = [
             s if s else (FAILED if f else SUCCEEDED) for s, f in zip(st, failed, strict=True)
         ]
+    return end, status
 
-    # ---- horizon
-    horizon: tuple[float, float] | None = None
-    if nj:
-        lo = float(submit.min())
-        ended = end[np.isfinite(end)]
-        hi = float(ended.max()) if len(ended) else last_t
-        if hi is not None and hi >= lo:
-            horizon = (lo, hi)
+
+def _horizon(
+    submit: FloatArray, end: FloatArray, last_t: float | None
+) -> tuple[float, float] | None:
+    """[first submission, last job end] (the last record when no job ended)."""
+    if not len(submit):
+        return None
+    lo = float(submit.min())
+    ended = end[np.isfinite(end)]
+    hi = float(ended.max()) if len(ended) else last_t
+    return (lo, hi) if hi is not None and hi >= lo else None
+
+
+def scan(source: EventSource) -> LogFacts:
+    """Gather the facts of one event log (rows in any order)."""
+    cols, run = _columns(source)
+    t = cols.t
+    last_t = float(t.max()) if len(t) else None
+    capacity, run = _capacity(cols, run)
+    cap_names = sorted(capacity)
+    is_alloc = cols.mask(ev.CONTAINER_ALLOCATED)
+    jobs = _jobs(cols, is_alloc)
+    nj = len(jobs.rows)
+    end, status = _job_ends(cols, jobs.index_of_code, nj)
+    horizon = _horizon(jobs.submit, end, last_t)
 
     # ---- containers: the earliest allocation of each, held until its earliest end
-    ranks = (_rank(jobs_dict), _rank(cids))
+    ranks = (_rank(cols.jobs_dict), _rank(cols.cids))
     spans = _spans(
-        table, t, jcode, ccode, ranks, is_alloc, mask, horizon, last_t, capacity, cap_names
-    )
-    spans_job = index_of_code[spans.job]
+        cols.table, t, cols.jcode, cols.ccode, ranks, is_alloc, cols.mask, horizon, last_t,
+        capacity, cap_names,
+    )  # fmt: skip
+    spans_job = jobs.index_of_code[spans.job]
     spans = Spans(spans.a, spans.b, spans.res, spans.share, spans_job)
 
     # jobs in (submit, job) order
+    job_ids, submit = jobs.job_ids, jobs.submit
     order = np.lexsort((np.unique(job_ids.astype(str), return_inverse=True)[1], submit))
     if nj:
         remap = np.empty(nj, dtype=np.int64)
@@ -294,14 +357,14 @@ def scan(source: EventSource) -> LogFacts:
         capacity=capacity,
         last_t=last_t,
         job=job_ids[order],
-        name=names_[order],
-        user=users[order],
-        queue=queues[order],
-        tasks=tasks[order],
+        name=jobs.name[order],
+        user=jobs.user[order],
+        queue=jobs.queue[order],
+        tasks=jobs.tasks[order],
         submit=submit[order],
-        alone=alone[order],
-        alone_none=alone_none[order],
-        start=start[order],
+        alone=jobs.alone[order],
+        alone_none=jobs.alone_none[order],
+        start=jobs.start[order],
         end=end[order],
         status=status[order],
         horizon=horizon,

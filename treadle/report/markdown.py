@@ -165,8 +165,21 @@ def _markdown(
     paper_compat: bool,
 ) -> str:
     lines = [f"# {title or 'Policy comparison'}", ""]
+    lines += _run_parameters(runs)
+    lines += _results(runs)
+    lines += _groups_and_users(runs)
+    if reference is not None:
+        lines += _versus_reference(runs, extra, reference)
+    if paper_compat:
+        lines += _paper_compat(extra, reference)
+    if baseline is not None:
+        lines += _improvement(runs, foi, baseline)
+    lines += _plots()
+    return "\n".join(lines)
 
-    lines += ["## Run parameters", ""]
+
+def _run_parameters(runs: Mapping[str, RunMetrics]) -> list[str]:
+    """Each run parameter: its one value, or each policy's when they differ."""
     params = []
     for key, label in _PARAMS:
         values = {name: param(run.summary.get(key)) for name, run in runs.items()}
@@ -174,8 +187,11 @@ def _markdown(
             params.append([label, next(iter(values.values()))])
         else:
             params.append([label, "; ".join(f"{n}: {v}" for n, v in values.items())])
-    lines += [*_table(["parameter", "value"], params, numeric=False), ""]
+    return ["## Run parameters", "", *_table(["parameter", "value"], params, numeric=False), ""]
 
+
+def _results(runs: Mapping[str, RunMetrics]) -> list[str]:
+    """The comparison table: one row of headline figures per policy."""
     resources = sorted({r for run in runs.values() for r in run.summary.get("utilization", {})})
     header = [
         "policy",
@@ -213,8 +229,11 @@ def _markdown(
                 num(s.get("jain_jobs_mean"), 3),
             ]
         )
-    lines += ["## Results", "", *_table(header, rows), ""]
-    lines += [
+    return [
+        "## Results",
+        "",
+        *_table(header, rows),
+        "",
         "JCT, slowdown and wait are over the jobs that succeeded. Utilization is the mean "
         "allocated fraction of capacity from the first submission to the last job end. "
         "Jain is the mean of Jain's index of dominant-share-seconds over "
@@ -222,40 +241,42 @@ def _markdown(
         "",
     ]
 
-    lines += _groups_and_users(runs)
-    if reference is not None:
-        lines += _versus_reference(runs, extra, reference)
-    if paper_compat:
-        lines += _paper_compat(extra, reference)
 
-    if baseline is not None:
-        lines += [f"## Factor of improvement vs {baseline}", ""]
-        if baseline not in runs:
-            lines += [f"Baseline {baseline!r} is not among the runs compared.", ""]
-        elif not foi:
-            lines += ["No other policy to compare.", ""]
-        else:
-            frows = [
-                [
-                    name,
-                    num(f["jobs"]),
-                    num(f["mean"], 3),
-                    num(f["p50"], 3),
-                    num(f["p95"], 3),
-                    num(f["min"], 3),
-                    num(f["max"], 3),
-                ]
-                for name, f in foi.items()
+def _improvement(
+    runs: Mapping[str, RunMetrics], foi: Mapping[str, Mapping[str, Any]], baseline: str
+) -> list[str]:
+    """The factor of improvement of each policy over ``baseline``."""
+    lines = [f"## Factor of improvement vs {baseline}", ""]
+    if baseline not in runs:
+        lines += [f"Baseline {baseline!r} is not among the runs compared.", ""]
+    elif not foi:
+        lines += ["No other policy to compare.", ""]
+    else:
+        frows = [
+            [
+                name,
+                num(f["jobs"]),
+                num(f["mean"], 3),
+                num(f["p50"], 3),
+                num(f["p95"], 3),
+                num(f["min"], 3),
+                num(f["max"], 3),
             ]
-            lines += [
-                *_table(["policy", "jobs", "mean", "P50", "P95", "min", "max"], frows),
-                "",
-                f"Factor = JCT under {baseline} / JCT under the policy, per job succeeded in "
-                "both (> 1 is faster than the baseline).",
-                "",
-            ]
+            for name, f in foi.items()
+        ]
+        lines += [
+            *_table(["policy", "jobs", "mean", "P50", "P95", "min", "max"], frows),
+            "",
+            f"Factor = JCT under {baseline} / JCT under the policy, per job succeeded in "
+            "both (> 1 is faster than the baseline).",
+            "",
+        ]
+    return lines
 
-    lines += [
+
+def _plots() -> list[str]:
+    """Where the plots and the rest of the report are."""
+    return [
         "## Plots",
         "",
         f"More in `{REPORT_HTML}` (one page, opens offline): every policy's parameters, "
@@ -267,7 +288,6 @@ def _markdown(
         f"![Cluster utilization]({UTILIZATION_PNG})",
         "",
     ]
-    return "\n".join(lines)
 
 
 #: Show each user's mean JCT per policy when there are at most this many users.

@@ -38,9 +38,21 @@ def render(
     logs: Mapping[str, LogExtras],
     notes: str = "",
 ) -> str:
-    names = list(runs)
-    t_max = h.horizon(runs)
     page = h.Page()
+    _add_tables(page, runs, inputs, foi, extra)
+    _add_charts(page, runs, logs)
+    _add_families(page, runs, inputs, extra, logs, notes)
+    return page.render(inputs.title or "Policy comparison")
+
+
+def _add_tables(
+    page: h.Page,
+    runs: Mapping[str, RunMetrics],
+    inputs: ReportInputs,
+    foi: Mapping[str, Mapping[str, Any]],
+    extra: Mapping[str, Mapping[str, Any]],
+) -> None:
+    """The sections every report has, from the parameters to the distributions."""
     page.add("parameters", "Run parameters", *h.parameters(runs, inputs))
     page.add("results", "Results", *h.results(runs))
     page.add("groups", "Response-time groups and users", *h.groups(runs))
@@ -53,6 +65,13 @@ def render(
         )
     page.add("cdfs", "Distributions", *h.cdfs(runs, foi, baseline))
 
+
+def _add_charts(
+    page: h.Page, runs: Mapping[str, RunMetrics], logs: Mapping[str, LogExtras]
+) -> None:
+    """The sections of one chart per policy: Jain's index, utilization, timeline."""
+    names = list(runs)
+    t_max = h.horizon(runs)
     no_log = [n for n in names if logs.get(n, LogExtras()).log is None]
     missing = h._note(f"No event log (--events none): {', '.join(no_log)}.") if no_log else ""
     page.add(
@@ -99,6 +118,19 @@ def render(
             "container, then coloured by queue until it ends (red: failed or killed)."
         ),
     )
+
+
+def _add_families(
+    page: h.Page,
+    runs: Mapping[str, RunMetrics],
+    inputs: ReportInputs,
+    extra: Mapping[str, Mapping[str, Any]],
+    logs: Mapping[str, LogExtras],
+    notes: str,
+) -> None:
+    """The sections a report has when its runs have their figures: against the
+    reference, as the paper counts, estimation, DP accounts, the live runs' fidelity."""
+    names = list(runs)
     reference = inputs.reference
     if reference is not None and any((extra.get(n) or {}).get("vs_reference") for n in names):
         page.add(
@@ -112,9 +144,8 @@ def render(
     if any(logs[n].estimates for n in names if n in logs):
         page.add("estimation", "Estimation error", *families.estimation(names, logs))
     if any(logs[n].dp for n in names if n in logs):
-        page.add("dp-accounts", "DP accounts", *families.dp_accounts(runs, logs, t_max))
+        page.add("dp-accounts", "DP accounts", *families.dp_accounts(runs, logs, h.horizon(runs)))
     if notes.strip():
         page.add(
             "fidelity", "Lag and fidelity of the live runs", f"<pre>{h._e(notes.strip())}</pre>"
         )
-    return page.render(inputs.title or "Policy comparison")

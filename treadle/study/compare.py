@@ -361,7 +361,34 @@ def compare(
     options = options or RunOptions()
     choices = list(policies)
     backend.prepare(workload, choices, options, out_dir)  # bad settings fail before any run
-    workers = min(workers, len(choices))
+    done = _run_all(
+        backend, workload, choices, options, out_dir,
+        workers=min(workers, len(choices)), cluster=cluster, on_policy=on_policy,
+        on_finished=on_finished,
+    )  # fmt: skip
+    results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
+    runs = {c.name: done[c.name][1] for c in choices}
+    path = _write_report(
+        runs, workload, choices, options, out_dir, backend,
+        baseline=baseline, reference=reference, paper_compat=paper_compat,
+    )  # fmt: skip
+    return Comparison(runs, results, path)
+
+
+def _run_all(
+    backend: Backend,
+    workload: Workload,
+    choices: list[PolicyChoice],
+    options: RunOptions,
+    out_dir: Path,
+    *,
+    workers: int,
+    cluster: str | None,
+    on_policy: Callable[[str], ProgressFn | None] | None,
+    on_finished: OnFinished | None,
+) -> dict[str, tuple[RunResult, metrics.RunMetrics]]:
+    """Every policy's run, by policy name in completion order: on the Dask scheduler
+    ``cluster``, in up to ``workers`` local processes, or one after another in this one."""
     local_parallel = cluster is None and workers > 1 and backend.parallel
     connection = None
     if cluster is not None:  # an unreachable scheduler fails before the references
@@ -375,32 +402,57 @@ def compare(
         alone = alone_jcts(workload, options) if options.slowdown else {}
         progress = {c.name: on_policy(c.name) if on_policy else None for c in choices}
         if connection is not None:
-            done = dask_runs.run_on_cluster(
+            return dask_runs.run_on_cluster(
                 connection, backend, workload, choices, options, alone, out_dir, progress,
                 on_finished,
             )  # fmt: skip
-        elif ctx is not None:
-            done = run_in_processes(
+        if ctx is not None:
+            return run_in_processes(
                 backend, workload, choices, options, alone, out_dir, workers, progress,
                 on_finished, ctx=ctx, all_started=_load_report,
             )  # fmt: skip
-        else:
-            done = {}
-            for c in choices:
-                done[c.name] = backend.run(
-                    workload, c, options, alone, progress[c.name], out_dir / c.name
-                )
-                if on_finished is not None:
-                    on_finished(c.name, *done[c.name])
+        return _run_here(backend, workload, choices, options, alone, out_dir, progress, on_finished)
     finally:
         if connection is not None:
             connection.close()
-    results = {c.name: done[c.name][0] for c in choices}  # the order given, not of completion
-    runs = {c.name: done[c.name][1] for c in choices}
+
+
+def _run_here(
+    backend: Backend,
+    workload: Workload,
+    choices: list[PolicyChoice],
+    options: RunOptions,
+    alone: dict[str, float],
+    out_dir: Path,
+    progress: dict[str, ProgressFn | None],
+    on_finished: OnFinished | None,
+) -> dict[str, tuple[RunResult, metrics.RunMetrics]]:
+    """Every policy's run in this process, one after another, in the order given."""
+    done = {}
+    for c in choices:
+        done[c.name] = backend.run(workload, c, options, alone, progress[c.name], out_dir / c.name)
+        if on_finished is not None:
+            on_finished(c.name, *done[c.name])
+    return done
+
+
+def _write_report(
+    runs: dict[str, metrics.RunMetrics],
+    workload: Workload,
+    choices: list[PolicyChoice],
+    options: RunOptions,
+    out_dir: Path,
+    backend: Backend,
+    *,
+    baseline: str | None,
+    reference: str | None,
+    paper_compat: bool,
+) -> Path:
+    """The comparison report of ``runs`` (in the order given), written under ``out_dir``."""
     from treadle import report
 
     notes = getattr(backend, "report_notes", None)  # live runs: their lag and fidelity
-    path = report.write_comparison(
+    return report.write_comparison(
         runs,
         out_dir,
         baseline=baseline,
@@ -413,7 +465,6 @@ def compare(
         options=run_options(options),
         notes=notes() if notes is not None else "",
     )
-    return Comparison(runs, results, path)
 
 
 def _load_report() -> None:
