@@ -198,75 +198,88 @@ class _Session:
                 already_done=len(reg.completed_tasks),
                 strategy=reg.ask_strategy.name or "greedy",
             )
-            failing_since: float | None = None
-            reregistered = 0
-            t = clock.now()
-            while not core.finished:
-                if stop.is_set():
-                    log.info("am_stopped", progress=round(core.progress, 4))
-                    return FinalStatus.KILLED
-                now = clock.now()
-                request = self._with_carry(core.allocate_request(now))
-                msg = wire.allocate_to_pb(request)
-                msg.am_token = self.am_token
-                try:
-                    resp = await self.rm.Allocate(msg, timeout=self.timeout)
-                except grpc.aio.AioRpcError as e:
-                    code = e.code()
-                    again = code is grpc.StatusCode.FAILED_PRECONDITION and REGISTER_AGAIN in (
-                        e.details() or ""
-                    )
-                    if again and reregistered < MAX_REREGISTRATIONS:
-                        reregistered += 1
-                        core = await self._register_again(core, request)
-                        if core is None:
-                            return await self._gone(e)
-                        failing_since = None
-                        continue
-                    if code in GONE:
+            return await self._allocate_until_done(core, clock, interval, stop)
+
+    async def _allocate_until_done(
+        self, core: ApplicationMaster, clock: EmulatedClock, interval: float, stop: asyncio.Event
+    ) -> FinalStatus:
+        """Allocate every ``interval`` of emulated time until the job is done, then Finish;
+        the errors as the module says (retried, registered again, gone, rejected, lost)."""
+        failing_since: float | None = None
+        reregistered = 0
+        t = clock.now()
+        while not core.finished:
+            if stop.is_set():
+                log.info("am_stopped", progress=round(core.progress, 4))
+                return FinalStatus.KILLED
+            now = clock.now()
+            request = self._with_carry(core.allocate_request(now))
+            msg = wire.allocate_to_pb(request)
+            msg.am_token = self.am_token
+            try:
+                resp = await self.rm.Allocate(msg, timeout=self.timeout)
+            except grpc.aio.AioRpcError as e:
+                code = e.code()
+                again = code is grpc.StatusCode.FAILED_PRECONDITION and REGISTER_AGAIN in (
+                    e.details() or ""
+                )
+                if again and reregistered < MAX_REREGISTRATIONS:
+                    reregistered += 1
+                    same = await self._register_again(core, request)
+                    if same is None:
                         return await self._gone(e)
-                    if code is grpc.StatusCode.INVALID_ARGUMENT:
-                        why = f"the RM rejected Allocate: {e.details()}"
-                        log.error("allocate_rejected", details=e.details())
-                        return await self.finish(FinalStatus.FAILED, why)
-                    self._carry_releases = request.releases
-                    self._carry_done = request.completed_tasks
-                    core.allocate_failed()  # the RM may hold the asks sent, or not
-                    failing_since = failing_since or time.monotonic()
-                    if time.monotonic() - failing_since > self.rm_lost_s:
-                        raise AmError(
-                            f"lost the RM: Allocate failed for {self.rm_lost_s:g} s "
-                            f"({code.name}: {e.details()})"
-                        ) from None
-                    log.warning("allocate_failed", code=code.name, details=e.details())
-                else:
+                    core = same
                     failing_since = None
-                    reregistered = 0
-                    for c in resp.allocated:
-                        self.addresses[c.container_id] = c.node_address
-                        self.grants[c.container_id] = wire.grant_from_pb(c)
-                    launches = core.on_allocate_response(
-                        wire.allocate_response_from_pb(resp), clock.now()
-                    )
-                    if launches:
-                        await self.launch(core, launches)
-                    for s in resp.completed:
-                        self.addresses.pop(s.container_id, None)
-                        self.grants.pop(s.container_id, None)
-                    if core.finished:
-                        break
-                t += interval
-                if clock.now() > t + interval:
-                    t = clock.now()  # fell behind: no burst of calls to catch up
-                if await _sleep_or_stop(clock, t, stop):
-                    continue  # the loop head reports the stop
-            status = core.final_status
-            log.info(
-                "am_finished",
-                status=str(status),
-                reason=core.failed_reason,
-            )
-            return await self.finish(status, core.failed_reason or "")
+                    continue
+                if code in GONE:
+                    return await self._gone(e)
+                if code is grpc.StatusCode.INVALID_ARGUMENT:
+                    why = f"the RM rejected Allocate: {e.details()}"
+                    log.error("allocate_rejected", details=e.details())
+                    return await self.finish(FinalStatus.FAILED, why)
+                self._carry_releases = request.releases
+                self._carry_done = request.completed_tasks
+                core.allocate_failed()  # the RM may hold the asks sent, or not
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > self.rm_lost_s:
+                    raise AmError(
+                        f"lost the RM: Allocate failed for {self.rm_lost_s:g} s "
+                        f"({code.name}: {e.details()})"
+                    ) from None
+                log.warning("allocate_failed", code=code.name, details=e.details())
+            else:
+                failing_since = None
+                reregistered = 0
+                await self._take_allocation(core, resp, clock)
+                if core.finished:
+                    break
+            t += interval
+            if clock.now() > t + interval:
+                t = clock.now()  # fell behind: no burst of calls to catch up
+            if await _sleep_or_stop(clock, t, stop):
+                continue  # the loop head reports the stop
+        status = core.final_status
+        log.info(
+            "am_finished",
+            status=str(status),
+            reason=core.failed_reason,
+        )
+        return await self.finish(status, core.failed_reason or "")
+
+    async def _take_allocation(
+        self, core: ApplicationMaster, resp: am_pb.AllocateResponse, clock: EmulatedClock
+    ) -> None:
+        """Feed an Allocate answer to the core: note each new container's NM and grant,
+        launch what the core starts, forget the containers completed."""
+        for c in resp.allocated:
+            self.addresses[c.container_id] = c.node_address
+            self.grants[c.container_id] = wire.grant_from_pb(c)
+        launches = core.on_allocate_response(wire.allocate_response_from_pb(resp), clock.now())
+        if launches:
+            await self.launch(core, launches)
+        for s in resp.completed:
+            self.addresses.pop(s.container_id, None)
+            self.grants.pop(s.container_id, None)
 
     async def _register_again(
         self, core: ApplicationMaster, unsent: AllocateRequest

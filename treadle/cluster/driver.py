@@ -64,8 +64,6 @@ RPC_TIMEOUT_S = 30.0
 #: How long a replay outlives its RM's absence (a restart) by default, in wall seconds.
 RM_ABSENT_S = 120.0
 EVENTS_PAGE = 5000
-
-
 #: How long, after a timeout, the driver waits for the RM to hand it the run's events.
 AFTER_TIMEOUT_ABSENT_S = 10.0
 
@@ -327,9 +325,8 @@ async def replay(
         raise TreadleError(f"--timeout-s must be > 0, got {timeout_s:g}")
     if not rm_absent_s >= 0:
         raise TreadleError(f"--rm-absent-s must be >= 0, got {rm_absent_s:g}")
-    params_json = json.dumps(dict(ask_params or {}))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
+    ask = pb.AskStrategy(name=ask_strategy, params_json=json.dumps(dict(ask_params or {})))
+    deadline = asyncio.get_running_loop().time() + timeout_s
     async with channel(rm_address) as ch:
         stub: Any = client_grpc.ClientStub(ch)
         m = await _call(
@@ -340,188 +337,223 @@ async def replay(
             CONNECT_TIMEOUT_S,
         )
         _check_shape(m, workload, rm_address)
-        lag = Lag()  # this replay's own: submissions and polls
-        clock = EmulatedClock(m.clock.epoch_unix_s, m.clock.dilation or 1.0, lag)
-        t0 = clock.now()
-        if poll_s is None:
-            poll_s = min(0.5, max(0.02, clock.wall_seconds(m.heartbeat_interval_s or 1.0)))
-        jobs = sorted(workload.jobs, key=lambda j: j.submit_s)
-        names: dict[str, str] = {}  # app id -> job name
-        accounts: LiveAccounts | None = None
+        run = _Replay(stub, rm_address, workload, m, alone, ask, managed_am, poll_s, rm_absent_s)
         if workload.has_account_timeline:
-            accounts = LiveAccounts(admin_grpc.AdminStub(ch), rm_address, workload)
-            await accounts.start()
-        specs = {j.name: j for j in jobs}
-        ended: set[str] = set()  # app ids seen in a final state
+            run.accounts = LiveAccounts(admin_grpc.AdminStub(ch), rm_address, workload)
+            await run.accounts.start()
+        timed_out = await run.poll_until_done(deadline, timeout_s, progress)
+        absent_s = rm_absent_s if timed_out is None else min(rm_absent_s, AFTER_TIMEOUT_ABSENT_S)
+        everything = await fetch_events(stub, rm_address, absent_s=absent_s)
+    records = run.records(everything, m, mode)
+    if timed_out is not None:
+        submitted = set(run.names.values())
+        raise ReplayTimedOut(timed_out, records, [j for j in run.jobs if j.name not in submitted])
+    return records
 
-        followers = closed_loop_followers(workload)
-        released = {j.name for js in followers.values() for j, _ in js}
 
-        async def admin_all() -> None:
-            assert accounts is not None
-            for action in workload.admin:
-                await clock.sleep_until(t0 + action.at_s)
-                await accounts.apply(accounts.timeline.admin(action))
+class _Replay:
+    """One replay on a reached RM, its phases as methods: ``submit_all`` (closed-loop
+    followers by ``release_after``) and ``admin_all`` run beside ``poll_until_done``, which
+    ends with every job ended or the timeout's kills; then ``records`` of the run."""
 
-        async def submit_all() -> None:
-            # Closed-loop users: a released job waits for its predecessor's end.
-            chains = [asyncio.create_task(release_after(j)) for j in jobs if j.name in followers]
-            try:
-                for job in jobs:
-                    if job.name not in released:
-                        await clock.sleep_until(t0 + job.submit_s)
-                        await submit(job)
-                await asyncio.gather(*chains)
-            finally:
-                for c in chains:
-                    c.cancel()
+    def __init__(
+        self,
+        stub: Any,
+        address: str,
+        workload: Workload,
+        m: client_pb.ClusterMetrics,
+        alone: Mapping[str, float] | None,
+        ask: pb.AskStrategy,  # sent with each submission
+        managed_am: bool,
+        poll_s: float | None,
+        rm_absent_s: float,
+    ) -> None:
+        self.stub, self.address, self.workload = stub, address, workload
+        self.alone, self.ask, self.managed_am = alone, ask, managed_am
+        self.rm_absent_s = rm_absent_s
+        self.lag = Lag()  # this replay's own: submissions and polls
+        self.clock = EmulatedClock(m.clock.epoch_unix_s, m.clock.dilation or 1.0, self.lag)
+        self.t0 = self.clock.now()
+        if poll_s is None:
+            poll_s = min(0.5, max(0.02, self.clock.wall_seconds(m.heartbeat_interval_s or 1.0)))
+        self.poll_s = poll_s
+        self.jobs = sorted(workload.jobs, key=lambda j: j.submit_s)
+        self.names: dict[str, str] = {}  # app id -> job name
+        self.accounts: LiveAccounts | None = None
+        self.specs = {j.name: j for j in self.jobs}
+        self.ended: set[str] = set()  # app ids seen in a final state
+        self.states: dict[str, str] = {}  # app id -> its state at the last poll
+        self.followers = closed_loop_followers(workload)
+        self.released = {j.name for js in self.followers.values() for j, _ in js}
 
-        async def release_after(job: JobSpec) -> None:
-            """Submit the jobs ``job``'s end releases, each its wait after that end."""
-            while job.name not in names.values():
-                await asyncio.sleep(poll_s)
-            app_id = next(a for a, n in names.items() if n == job.name)
-            while True:
-                report = await _call_through_absence(
-                    "GetApplicationReport",
-                    rm_address,
-                    stub.GetApplicationReport,
-                    client_pb.GetApplicationReportRequest(app_id=app_id),
-                    rm_absent_s,
-                )
-                if report.state in FINAL_STATES:
-                    break
-                await asyncio.sleep(poll_s)
-            for nxt, wait_s in sorted(followers[job.name], key=lambda f: f[1]):
-                await clock.sleep_until(report.finish_s + wait_s)
-                await submit(nxt)
+    async def admin_all(self) -> None:
+        assert self.accounts is not None
+        for action in self.workload.admin:
+            await self.clock.sleep_until(self.t0 + action.at_s)
+            await self.accounts.apply(self.accounts.timeline.admin(action))
 
-        async def submit(job: JobSpec) -> None:
-            if accounts is not None:
-                await accounts.apply(accounts.timeline.job_submitted(job))
-            a = (alone or {}).get(job.name)
-            request = client_pb.SubmitApplicationRequest(
-                user=job.user,
-                queue=job.queue,
-                job=wire.job_to_pb(job),
-                alone_jct_s=a if a is not None and math.isfinite(a) else 0.0,
-                has_alone_jct=a is not None and math.isfinite(a),
-                managed_am=managed_am,
-                ask_strategy=pb.AskStrategy(name=ask_strategy, params_json=params_json),
+    async def submit_all(self) -> None:
+        # Closed-loop users: a released job waits for its predecessor's end.
+        followed = [j for j in self.jobs if j.name in self.followers]
+        chains = [asyncio.create_task(self.release_after(j)) for j in followed]
+        try:
+            for job in self.jobs:
+                if job.name not in self.released:
+                    await self.clock.sleep_until(self.t0 + job.submit_s)
+                    await self.submit(job)
+            await asyncio.gather(*chains)
+        finally:
+            for c in chains:
+                c.cancel()
+
+    async def release_after(self, job: JobSpec) -> None:
+        """Submit the jobs ``job``'s end releases, each its wait after that end."""
+        while job.name not in self.names.values():
+            await asyncio.sleep(self.poll_s)
+        app_id = next(a for a, n in self.names.items() if n == job.name)
+        while True:
+            rpc = self.stub.GetApplicationReport
+            request = client_pb.GetApplicationReportRequest(app_id=app_id)
+            report = await _call_through_absence(
+                "GetApplicationReport", self.address, rpc, request, self.rm_absent_s
             )
-            what = f"SubmitApplication of job {job.name!r}"
-            resp = await _call_through_absence(
-                what, rm_address, stub.SubmitApplication, request, rm_absent_s, idempotent=False
-            )
-            names[resp.app_id] = job.name
+            if report.state in FINAL_STATES:
+                break
+            await asyncio.sleep(self.poll_s)
+        for nxt, wait_s in sorted(self.followers[job.name], key=lambda f: f[1]):
+            await self.clock.sleep_until(report.finish_s + wait_s)
+            await self.submit(nxt)
 
-        submitter = asyncio.create_task(submit_all())
+    async def submit(self, job: JobSpec) -> None:
+        if self.accounts is not None:
+            await self.accounts.apply(self.accounts.timeline.job_submitted(job))
+        a = (self.alone or {}).get(job.name)
+        request = client_pb.SubmitApplicationRequest(
+            user=job.user,
+            queue=job.queue,
+            job=wire.job_to_pb(job),
+            alone_jct_s=a if a is not None and math.isfinite(a) else 0.0,
+            has_alone_jct=a is not None and math.isfinite(a),
+            managed_am=self.managed_am,
+            ask_strategy=self.ask,
+        )
+        what, rpc = f"SubmitApplication of job {job.name!r}", self.stub.SubmitApplication
+        resp = await _call_through_absence(
+            what, self.address, rpc, request, self.rm_absent_s, idempotent=False
+        )
+        self.names[resp.app_id] = job.name
+
+    async def poll_until_done(
+        self, deadline: float, timeout_s: float, progress: ProgressFn | None
+    ) -> str | None:
+        """Submit the jobs (and run the admin timeline) while polling the applications
+        every ``poll_s``: None once every job has ended, or past ``deadline`` the message
+        of the timeout (``_time_out``). A failed submission or account change ends it."""
+        loop = asyncio.get_running_loop()
+        submitter = asyncio.create_task(self.submit_all())
         # The timeline runs beside the jobs and stops with them, as in the simulator.
-        admin = asyncio.create_task(admin_all()) if accounts and workload.admin else None
-        states: dict[str, str] = {}
-        timed_out: str | None = None
+        timeline = self.accounts is not None and bool(self.workload.admin)
+        admin = asyncio.create_task(self.admin_all()) if timeline else None
         try:
             while True:
-                due = loop.time() + poll_s
-                await asyncio.sleep(poll_s)
-                lag.record_timer(loop.time() - due)
-                lag.tick()
+                due = loop.time() + self.poll_s
+                await asyncio.sleep(self.poll_s)
+                self.lag.record_timer(loop.time() - due)
+                self.lag.tick()
                 if submitter.done():
                     submitter.result()  # a failed submission ends the replay
                 if admin is not None and admin.done():
                     admin.result()  # so does a refused account change
-                listing = await _call_through_absence(
-                    "ListApplications",
-                    rm_address,
-                    stub.ListApplications,
-                    client_pb.ListApplicationsRequest(),
-                    rm_absent_s,
-                )
-                states = {a.app_id: a.state for a in listing.applications if a.app_id in names}
-                if accounts is not None:
-                    for app_id, state in states.items():
-                        if state in FINAL_STATES and app_id not in ended:
-                            ended.add(app_id)
-                            spec = specs[names[app_id]]
-                            await accounts.apply(accounts.timeline.job_ended(spec))
-                done = sum(1 for s in states.values() if s in FINAL_STATES)
+                self.states = await self._listed_states(self.rm_absent_s)
+                if self.accounts is not None:
+                    await self._apply_ends(self.accounts)
+                done = sum(1 for s in self.states.values() if s in FINAL_STATES)
                 if progress is not None:
-                    progress(done, len(jobs), max(0.0, clock.now() - t0))
-                if submitter.done() and done == len(jobs):
-                    break
+                    progress(done, len(self.jobs), max(0.0, self.clock.now() - self.t0))
+                if submitter.done() and done == len(self.jobs):
+                    return None
                 if loop.time() > deadline:
-                    submitter.cancel()  # no submission after the kills
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await submitter
-                    timed_out = await _give_up(
-                        stub, names, states, rm_address, timeout_s, len(jobs)
-                    )
-                    with contextlib.suppress(TreadleError):  # else: the states last seen
-                        listing = await _call_through_absence(
-                            "ListApplications",
-                            rm_address,
-                            stub.ListApplications,
-                            client_pb.ListApplicationsRequest(),
-                            AFTER_TIMEOUT_ABSENT_S,
-                        )
-                        apps = listing.applications
-                        states = {a.app_id: a.state for a in apps if a.app_id in names}
-                    break
+                    return await self._time_out(submitter, timeout_s)
         except BaseException:
             if not submitter.done():
-                submitter.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await submitter
+                await _cancel(submitter)
             raise
         finally:
             if admin is not None and not admin.done():
-                admin.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await admin
-        absent_s = rm_absent_s if timed_out is None else min(rm_absent_s, AFTER_TIMEOUT_ABSENT_S)
-        everything = await fetch_events(stub, rm_address, absent_s=absent_s)
-    ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
-    end = max((float(r["t"]) for r in ours), default=t0)
-    ours += [r for r in everything if r.get("event") in RUN_EVENTS and t0 <= float(r["t"]) <= end]
-    ours.sort(key=lambda r: float(r["t"]))
-    finished = sum(1 for s in states.values() if s == "FINISHED")
-    tail = ev.EventLog()
-    tail.run_finished(
-        end,
-        finished=finished,
-        unfinished=len(jobs) - finished,
-        stalled=None,
-        submit_timers=lag.summary(),
-    )
-    records = [_run_started(m, workload, mode, t0), *ours, *tail.records]
-    if timed_out is not None:
-        submitted = set(names.values())
-        raise ReplayTimedOut(timed_out, records, [j for j in jobs if j.name not in submitted])
-    return records
+                await _cancel(admin)
+
+    async def _listed_states(self, absent_s: float) -> dict[str, str]:
+        """The state of each of this replay's applications, as the RM lists them."""
+        rpc, request = self.stub.ListApplications, client_pb.ListApplicationsRequest()
+        apps = await _call_through_absence("ListApplications", self.address, rpc, request, absent_s)
+        return {a.app_id: a.state for a in apps.applications if a.app_id in self.names}
+
+    async def _apply_ends(self, accounts: LiveAccounts) -> None:
+        """The account changes of each job newly seen ended (a boosted job's end)."""
+        for app_id, state in self.states.items():
+            if state in FINAL_STATES and app_id not in self.ended:
+                self.ended.add(app_id)
+                spec = self.specs[self.names[app_id]]
+                await accounts.apply(accounts.timeline.job_ended(spec))
+
+    async def _time_out(self, submitter: asyncio.Task[None], timeout_s: float) -> str:
+        """Stop submitting, kill the open applications (``_kill_open``, its message returned)
+        and take their states once more if the RM answers within AFTER_TIMEOUT_ABSENT_S."""
+        await _cancel(submitter)  # no submission after the kills
+        timed_out = await self._kill_open(timeout_s)
+        with contextlib.suppress(TreadleError):  # else: the states last seen
+            self.states = await self._listed_states(AFTER_TIMEOUT_ABSENT_S)
+        return timed_out
+
+    async def _kill_open(self, timeout_s: float) -> str:
+        """Kill the applications not yet ended (leave nothing running on a shared cluster);
+        return the one-line message naming them."""
+        names, states = self.names, self.states
+        open_ = [a for a in names if states.get(a) not in FINAL_STATES]
+        for app_id in open_:
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                request = client_pb.KillApplicationRequest(app_id=app_id)
+                await self.stub.KillApplication(request, timeout=5)
+        never = len(self.jobs) - len(names)
+        listed = [f"{names[a]} ({a}, {states.get(a, 'unknown')})" for a in open_]
+        shown = ", ".join(listed[:10]) + (
+            f" and {len(listed) - 10} more" if len(listed) > 10 else ""
+        )
+        extra = f"; {never} job(s) not submitted" if never else ""
+        return (
+            f"replay on {self.address} timed out after {timeout_s:g} s: "
+            f"{len(open_)} job(s) unfinished, killed: {shown or '-'}{extra}"
+        )
+
+    def records(
+        self, everything: list[ev.Record], m: client_pb.ClusterMetrics, mode: str
+    ) -> list[ev.Record]:
+        """This run's records out of the RM's whole log, between run_started and
+        run_finished (see ``replay``)."""
+        names, t0 = self.names, self.t0
+        ours = [r for r in everything if r.get("job") in names or r.get("event") in NODE_EVENTS]
+        end = max((float(r["t"]) for r in ours), default=t0)
+        ours += [
+            r for r in everything if r.get("event") in RUN_EVENTS and t0 <= float(r["t"]) <= end
+        ]
+        ours.sort(key=lambda r: float(r["t"]))
+        finished = sum(1 for s in self.states.values() if s == "FINISHED")
+        tail = ev.EventLog()
+        tail.run_finished(
+            end,
+            finished=finished,
+            unfinished=len(self.jobs) - finished,
+            stalled=None,
+            submit_timers=self.lag.summary(),
+        )
+        return [_run_started(m, self.workload, mode, t0), *ours, *tail.records]
 
 
-async def _give_up(
-    stub: Any,
-    names: Mapping[str, str],
-    states: Mapping[str, str],
-    address: str,
-    timeout_s: float,
-    total: int,
-) -> str:
-    """Kill the applications not yet ended (leave nothing running on a shared cluster);
-    return the one-line message naming them."""
-    open_ = [a for a in names if states.get(a) not in FINAL_STATES]
-    for app_id in open_:
-        with contextlib.suppress(grpc.aio.AioRpcError):
-            await stub.KillApplication(client_pb.KillApplicationRequest(app_id=app_id), timeout=5)
-    never = total - len(names)
-    listed = [f"{names[a]} ({a}, {states.get(a, 'unknown')})" for a in open_]
-    shown = ", ".join(listed[:10]) + (f" and {len(listed) - 10} more" if len(listed) > 10 else "")
-    extra = f"; {never} job(s) not submitted" if never else ""
-    return (
-        f"replay on {address} timed out after {timeout_s:g} s: "
-        f"{len(open_)} job(s) unfinished, killed: {shown or '-'}{extra}"
-    )
+async def _cancel(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait for its end, whatever it was."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 def finished_count(records: Iterable[Mapping[str, Any]]) -> int:
