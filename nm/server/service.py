@@ -287,10 +287,9 @@ class NodeHost:
         env.update(TREADLE_CONTAINER_ID=cid, TREADLE_NODE_ID=nm.node_id)
         env.update(environment or {})
         argv = [sys.executable if a == "{python}" else a for a in command]
-        account: dict[str, Any] = {}
         if self.run_as is not None:
-            account = dict(user=self.run_as.uid, group=self.run_as.gid, extra_groups=[], cwd="/")
-        proc = await asyncio.create_subprocess_exec(*argv, env=env, **account)
+            argv = [*as_account(self.run_as), *argv]
+        proc = await asyncio.create_subprocess_exec(*argv, env=env)
         self.processes[cid] = proc
         asyncio.get_running_loop().create_task(self._reap(nm, cid, proc))
 
@@ -309,6 +308,21 @@ class Account:
     name: str
     uid: int
     gid: int
+
+
+# Drops to the account, then execs the command. The NM does not ask Popen for user= and
+# group=: those make it fork() rather than vfork(), and a fork of a process with gRPC's
+# threads runs gRPC's fork handlers in the child, which crashed it (SIGSEGV) under load.
+_AS_ACCOUNT = (
+    "import os, sys; uid, gid = int(sys.argv[1]), int(sys.argv[2]); os.setgroups([]); "
+    "os.setgid(gid); os.setuid(uid); os.chdir('/'); os.execvp(sys.argv[3], sys.argv[3:])"
+)
+
+
+def as_account(account: Account) -> list[str]:
+    """The argv prefix that runs a command as ``account``, with no supplementary groups
+    and ``/`` as its working directory (an isolated interpreter: ``-I``)."""
+    return [sys.executable, "-I", "-c", _AS_ACCOUNT, str(account.uid), str(account.gid)]
 
 
 def load_tokens(path: Path) -> dict[str, str]:

@@ -171,7 +171,15 @@ def test_the_rm_killed_mid_run_restarts_from_its_store_and_every_job_finishes(
     # lost, every task ran once.
     assert running_at_kill <= {r["container"] for r in complete}
     assert [r for r in finished if r["state"] == "LOST"] == []
-    assert len(complete) == kinds.count("container_allocated") == TASKS
+    assert len(complete) == TASKS
+    # An allocation not started at the kill (its AM may never have heard of it) is released
+    # one node expiry after the restart, as YARN's work-preserving restart does, and its task
+    # asked for again: the only allocations beyond one per task.
+    allocated = {r["container"] for r in before if r["event"] == "container_allocated"}
+    started = {r["container"] for r in before if r["event"] == "container_started"}
+    released = {r["container"] for r in after if r["event"] == "container_released"}
+    assert released <= allocated - started
+    assert kinds.count("container_allocated") == TASKS + len(released)
     am_log = (cdir / "am.log").read_text()
     assert "am_registered_again" in am_log
     # How long the restarted RM took to come up, and the NMs and AMs to come back to it.
