@@ -67,6 +67,10 @@ class JobSpec:
     #: spending rate is this (Dynamic Priority's boost; see ``AccountAction``); None: the
     #: queue's own rate.
     spending_rate: float | None = None
+    #: The job's priority and scheduling class as a trace records them (the Google
+    #: traces'); kept for analysis, no policy reads them. None: not recorded.
+    priority: int | None = None
+    scheduling_class: int | None = None
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.stages]

@@ -34,6 +34,8 @@ SAMPLES = {
     "alibaba2023": TRACES / "alibaba" / "openb_pod_list_cpu050.csv",
     "alibaba2017": TRACES / "alibaba" / "batch_task_2017.csv",
     "swim": TRACES / "swim" / "FB-2009_samples_24_times_1hr_0_first50jobs.tsv",
+    "google2011": ROOT / "tests/data/google2011/task_events/part-00000-of-00002.csv",
+    "google2019": ROOT / "tests/data/google2019/instance_events.csv",
 }
 """One sample per registered format."""
 

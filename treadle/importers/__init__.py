@@ -44,6 +44,8 @@ class Importer:
     load_with: Callable[[TraceFile, str | None, Mapping[str, Any]], Workload] | None = None
     """Load with importer options (``--homo-filter``, ...), for a format that takes
     any; it names the option in its error when one is unknown or bad."""
+    directories: bool = False
+    """Whether a trace of the format may be a directory (of tables' shards)."""
 
 
 def _lazy(module: str, name: str) -> Callable[..., Any]:
@@ -119,6 +121,21 @@ FORMATS: dict[str, Importer] = {
         _lazy("alibaba2017", "sniff"),
         _lazy("alibaba2017", "load_trace"),
     ),
+    "google2011": Importer(
+        "a Google 2011 task_events shard or trace directory (no 13-field rows of numbers)",
+        (".csv", ".gz"),
+        _lazy("google2011", "sniff"),
+        _lazy("google2011", "load_trace"),
+        _lazy("google2011", "load_trace_with"),
+        directories=True,
+    ),
+    "google2019": Importer(
+        "a Google 2019 instance_events export (no 'time,type,collection_id,instance_index')",
+        (".csv", ".gz", ".jsonl"),
+        _lazy("google2019", "sniff"),
+        _lazy("google2019", "load_trace"),
+        _lazy("google2019", "load_trace_with"),
+    ),
     "swim": Importer(
         "a SWIM workload TSV (no 'job<N><tab>' lines of 6 fields)",
         (".tsv",),
@@ -153,6 +170,15 @@ def load_trace(
 def sniff_format(path: str | Path, source: str = "") -> str:
     """The name of the format of the trace at ``path`` (see ``recognise``)."""
     return recognise(TraceFile(Path(path), source))
+
+
+def directory_format(path: Path, source: str = "") -> str | None:
+    """The first format that reads directories whose sniff accepts ``path``, or None."""
+    trace = TraceFile(path, source)
+    for name, importer in FORMATS.items():
+        if importer.directories and importer.sniff(trace):
+            return name
+    return None
 
 
 def claims(path: Path) -> bool:

@@ -62,7 +62,14 @@ def load_workload(
         raise WorkloadError(arg, None, f"unknown format {fmt!r}; expected one of {expected}")
     path = Path(arg)
     if path.is_dir():
-        raise WorkloadError(arg, None, "is a directory; give a workload file or a built-in name")
+        reader = importers.FORMATS.get(fmt or importers.directory_format(path, arg) or "")
+        if reader is None or not reader.directories:
+            raise WorkloadError(
+                arg, None, "is a directory; give a workload file or a built-in name"
+            )
+        return importers.load_with_options(
+            reader, TraceFile(path, arg), nodes_file, trace_options or {}
+        )
     if not path.is_file():
         if trace_options:
             raise WorkloadError(arg, None, "importer options apply only to trace files")
