@@ -4,7 +4,8 @@ life cycle both traces record, turned into jobs as the events stream by.
 Both traces are tables of task (2019: instance) events in time order, timestamps in
 microseconds, with two special times: 0 (before the trace window) and 2^63 - 1 (after
 it). ``JobStream`` reads ``TaskEvent``s (and, for 2011, ``JobEvent``s) and yields each
-job when it ends, so it holds only the jobs still open; the rule, with
+job when it ends, so it holds only the jobs still open (their tasks, keyed by job and
+task index) and the IDs of the ended ones (to ignore their late events); the rule, with
 ``GoogleOptions``' defaults in brackets:
 
 - a job is submitted at its first SUBMIT (its own or a task's); a task's duration runs
@@ -33,14 +34,14 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
 
 from treadle.errors import WorkloadError
-from treadle.importers.common import default_users
+from treadle.importers.common import TraceFile, default_users
 from treadle.importers.tabular import (
     MAX_TASKS,
     MAX_TASKS_PER_STAGE,
@@ -118,6 +119,26 @@ def options_from(source: str, given: dict[str, Any], base: GoogleOptions) -> Goo
         return replace(base, reshape=reshape, **rest)
     except ValueError as e:
         raise WorkloadError(source, None, str(e)) from None
+
+
+def load_with(
+    trace: TraceFile,
+    nodes_file: str | None,
+    given: Mapping[str, Any],
+    base: GoogleOptions,
+    jobs: Callable[[TraceFile, GoogleOptions], JobStream],
+) -> Workload:
+    """A format's ``load_trace_with``: ``jobs`` of ``trace`` under ``base`` and the
+    importer options ``given`` (``options_from``), as one workload."""
+    if nodes_file is not None:
+        raise WorkloadError(trace.source, None, "a nodes file applies only to SLS and Rumen traces")
+    return workload(trace_name(trace), jobs(trace, options_from(trace.source, dict(given), base)))
+
+
+def trace_name(trace: TraceFile) -> str:
+    """The workload's name: the file's or the directory's, without ``.gz`` and its type."""
+    name = trace.path.name.removesuffix(".gz")
+    return name.rsplit(".", 1)[0] if "." in name and not trace.path.is_dir() else name
 
 
 @dataclass(frozen=True, slots=True)

@@ -116,19 +116,14 @@ def load_trace_with(
 ) -> Workload:
     """With importer options ``nodes``, ``node_vcores``, ``node_memory_mb``, ``failed``
     (drop or keep), ``width_cap`` (0: none)."""
-    if nodes_file is not None:
-        raise WorkloadError(trace.source, None, "a nodes file applies only to SLS and Rumen traces")
-    return google.workload(
-        trace.path.stem, jobs(trace, google.options_from(trace.source, dict(options), OPTIONS))
-    )
+    return google.load_with(trace, nodes_file, options, OPTIONS, jobs)
 
 
 def load_google2011(
     path: str | Path, options: GoogleOptions | None = None, source: str = ""
 ) -> Workload:
     trace = TraceFile(Path(path), source)
-    name = trace.path.name if trace.path.is_dir() else trace.path.stem
-    return google.workload(name.removesuffix(".csv"), jobs(trace, options or OPTIONS))
+    return google.workload(google.trace_name(trace), jobs(trace, options or OPTIONS))
 
 
 def jobs(trace: TraceFile, o: GoogleOptions) -> JobStream:

@@ -111,22 +111,14 @@ def load_trace_with(
 ) -> Workload:
     """With importer options ``nodes``, ``node_vcores``, ``node_memory_mb``, ``failed``
     (drop or keep), ``width_cap`` (0: none)."""
-    if nodes_file is not None:
-        raise WorkloadError(trace.source, None, "a nodes file applies only to SLS and Rumen traces")
-    o = google.options_from(trace.source, dict(options), OPTIONS)
-    return google.workload(_name(trace), jobs(trace, o))
+    return google.load_with(trace, nodes_file, options, OPTIONS, jobs)
 
 
 def load_google2019(
     path: str | Path, options: GoogleOptions | None = None, source: str = ""
 ) -> Workload:
     trace = TraceFile(Path(path), source)
-    return google.workload(_name(trace), jobs(trace, options or OPTIONS))
-
-
-def _name(trace: TraceFile) -> str:
-    name = trace.path.name.removesuffix(".gz")
-    return name.rsplit(".", 1)[0] if "." in name else name
+    return google.workload(google.trace_name(trace), jobs(trace, options or OPTIONS))
 
 
 def jobs(trace: TraceFile, o: GoogleOptions) -> JobStream:
