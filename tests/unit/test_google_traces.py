@@ -239,3 +239,56 @@ def test_2019_json_errors(tmp_path: Path) -> None:
         path.write_text(text + "\n")
         with pytest.raises(WorkloadError, match=expected):
             load_workload(str(path), "google2019")
+
+
+def test_a_directory_that_is_no_trace_is_still_refused(tmp_path: Path) -> None:
+    with pytest.raises(WorkloadError, match="is a directory; give a workload file"):
+        load_workload(str(tmp_path))
+    with pytest.raises(WorkloadError, match="is a directory; give a workload file"):
+        load_workload(str(G2011), "google2019")
+
+
+def test_jobs_stream_before_the_rest_is_read(tmp_path: Path) -> None:
+    rows = SHARDS[0].read_text().splitlines()
+    ended = next(i for i, r in enumerate(rows) if r.startswith("662000000,,101,1,"))
+    path = tmp_path / "part.csv"
+    path.write_text("\n".join([*rows[: ended + 1], "bad row"]) + "\n")
+    stream = iter(jobs2011(TraceFile(path), GoogleOptions()))
+    assert next(stream).name == "job101"  # built as its last task finished
+    with pytest.raises(WorkloadError, match=rf"line {ended + 2}: has 1 fields"):
+        next(stream)
+
+
+def write_table(folder: Path, rows: list[str]) -> None:
+    folder.mkdir(parents=True)
+    (folder / "part-00000-of-00001.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_2011_a_job_ends_at_its_own_kill(tmp_path: Path) -> None:
+    def task(time: int, job: int, index: int, kind: int) -> str:
+        return f"{time}000000,,{job},{index},,{kind},u,0,0,0.5,0.5,0,0"
+
+    tasks = [task(600, 7, 0, 0), task(600, 7, 1, 0), task(601, 7, 0, 1), task(610, 7, 0, 4)]
+    tasks += [task(620, 8, 0, 0), task(621, 8, 0, 1), task(640, 8, 0, 4)]
+    write_table(tmp_path / "task_events", tasks)
+    stream = jobs2011(TraceFile(tmp_path), GoogleOptions(failed="keep"))
+    assert [j.name for j in stream] == ["job8"]
+    # Without job_events, job7's task 1 still waits when the input ends.
+    assert stream.left_out == {"jobs not finished in the trace": 1}
+    write_table(tmp_path / "job_events", ["600000000,,7,0,u,0,n,l", "615000000,,7,5,u,0,n,l"])
+    stream = jobs2011(TraceFile(tmp_path), GoogleOptions())
+    assert [j.name for j in stream] == ["job8"]
+    assert stream.left_out == {"jobs with a task that did not finish": 1}
+    kept = jobs2011(TraceFile(tmp_path), GoogleOptions(failed="keep"))
+    assert [(j.name, j.stages[0].durations) for j in kept] == [("job7", (9.0,)), ("job8", (19.0,))]
+
+
+def test_2019_an_event_after_the_trace_leaves_the_job_out(tmp_path: Path) -> None:
+    lines = CSV2019.read_text().splitlines()
+    path = tmp_path / "after.csv"
+    late = [line.replace("700000000,6,103", f"{(1 << 63) - 1},6,103") for line in lines]
+    path.write_text("\n".join(sorted(late[1:], key=lambda r: int(r.split(",")[0]))) + "\n")
+    path.write_text(lines[0] + "\n" + path.read_text())
+    stream = jobs2019(TraceFile(path), GoogleOptions())
+    assert sorted(j.name for j in stream) == ["job101", "job106"]
+    assert stream.left_out["jobs not finished in the trace"] == 1
