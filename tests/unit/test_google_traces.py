@@ -196,6 +196,8 @@ def test_2011_job_events_alone_and_an_empty_directory(tmp_path: Path) -> None:
     jobs_only.write_text("600000000,,101,0,user,1,name,logical\n")
     with pytest.raises(WorkloadError, match="a job_events shard has no tasks"):
         load_workload(str(jobs_only), "google2011")
+    with pytest.raises(WorkloadError, match=r"task_events: cannot list: No such file"):
+        load_google2011(tmp_path)
     (tmp_path / "task_events").mkdir()
     with pytest.raises(WorkloadError, match=r"task_events: holds no \.csv or \.csv\.gz shard"):
         load_workload(str(tmp_path))

@@ -148,7 +148,10 @@ def jobs(trace: TraceFile, o: GoogleOptions) -> JobStream:
 
 def _shards(trace: TraceFile, table: str) -> list[TraceFile]:
     folder = trace.path / table
-    names = sorted(p.name for p in folder.iterdir() if p.name.endswith(SHARD_SUFFIXES))
+    try:
+        names = sorted(p.name for p in folder.iterdir() if p.name.endswith(SHARD_SUFFIXES))
+    except OSError as e:
+        raise WorkloadError(trace.source, table, f"cannot list: {e.strerror or e}") from None
     return [TraceFile(folder / n, f"{trace.source.rstrip('/')}/{table}/{n}") for n in names]
 
 
