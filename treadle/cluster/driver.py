@@ -28,6 +28,7 @@ import structlog
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
+from treadle.live.backoff import Backoff
 from treadle.live.clock import EmulatedClock
 from treadle.live.lag import Lag
 from treadle.live.rpcutil import channel
@@ -117,12 +118,12 @@ async def _call_through_absence(
     *,
     idempotent: bool = True,
 ) -> Any:
-    """``_call``, retried with backoff (0.1 s doubling to 2 s) while the RM cannot be
-    reached (UNAVAILABLE; a time-out too when the call may be repeated), for up to
+    """``_call``, retried with backoff (0.1 s doubling to 2 s, jittered) while the RM cannot
+    be reached (UNAVAILABLE; a time-out too when the call may be repeated), for up to
     ``absent_s`` wall seconds: an RM being restarted comes back on the same address."""
     loop = asyncio.get_running_loop()
     since: float | None = None
-    delay = 0.1
+    backoff = Backoff(0.1, 2.0)
     while True:
         try:
             return await rpc(request, timeout=RPC_TIMEOUT_S)
@@ -141,9 +142,8 @@ async def _call_through_absence(
                 raise TreadleError(
                     f"{problem} (still after {absent_s:g} s; --rm-absent-s)"
                 ) from None
-        await asyncio.sleep(delay)
-        delay = min(2 * delay, 2.0)
-        if since is not None and delay >= 2.0:
+        await asyncio.sleep(backoff.next())
+        if since is not None and backoff.failures > 5:  # at the cap
             log.info("rm_still_unreachable", rm=address, for_s=round(loop.time() - since, 1))
 
 
