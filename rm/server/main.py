@@ -156,10 +156,6 @@ def _gate(args: argparse.Namespace) -> Gate:
 
 async def main_async(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    # A write past a file size limit (RLIMIT_FSIZE) raises SIGXFSZ, whose default action
-    # kills the process without a word; ignored (as CPython does at start-up), the write
-    # fails with EFBIG instead, and the RM ends with a line naming the file (fatal.py).
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     os.umask(0o077)  # the store, event log and port files are the RM's alone (issue 26)
     setup_logging(args.log_level, PROG)
     if not args.dilation > 0:
@@ -365,6 +361,10 @@ async def _serve_until_stopped(
 
 
 def main() -> None:
+    # A write past a file size limit (RLIMIT_FSIZE) raises SIGXFSZ, whose default action
+    # kills the process without a word; ignored (as CPython does at start-up), the write
+    # fails with EFBIG instead, and the RM ends with a line naming the file (fatal.py).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.exit(asyncio.run(main_async(sys.argv[1:])))
 
 
