@@ -241,7 +241,8 @@ def _stopped_by_write_error() -> int:
     the log cannot be written either) and EX_IOERR; nothing more is written (the event
     log and the store keep what they had: a restart reloads it)."""
     with contextlib.suppress(OSError):
-        log.error("rm_write_failed", error=str(fatal.PROCESS.error), exit=fatal.EX_IOERR)
+        failed = fatal.PROCESS
+        log.error("rm_write_failed", error=str(failed.error), at=failed.at, exit=fatal.EX_IOERR)
     with contextlib.suppress(OSError):
         print(fatal.PROCESS.line(PROG), file=sys.stderr, flush=True)
     return fatal.EX_IOERR

@@ -12,6 +12,7 @@ naming the file and the error (``line``). Other errors keep their status codes.
 from __future__ import annotations
 
 import errno
+import time
 from collections.abc import Callable
 
 #: sysexits.h's EX_IOERR: the exit status of a process stopped by a failed write.
@@ -26,6 +27,7 @@ class FatalWrite:
 
     def __init__(self) -> None:
         self.error: OSError | None = None
+        self.at = 0.0  # unix time of the error
         self._on_fatal: list[Callable[[], None]] = []
         #: Whether a main loop watches (``on_fatal``): else a write error keeps its status.
         self.armed = False
@@ -44,7 +46,7 @@ class FatalWrite:
         if not self.armed or not isinstance(exc, OSError) or exc.errno not in WRITE_ERRNOS:
             return False
         if self.error is None:
-            self.error = exc
+            self.error, self.at = exc, time.time()
             callbacks, self._on_fatal = self._on_fatal, []
             for callback in callbacks:
                 callback()
