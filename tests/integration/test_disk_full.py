@@ -161,3 +161,48 @@ def test_a_file_size_limit_on_the_rm_mid_run_stops_it_and_the_run_reports(
         f"fsize limit: the RM exited {code} {exited - failed[0]['at']:.3f} s after its first "
         f"failed write; jobs.csv: {statuses}; the driver: {message}"
     )
+
+
+def test_with_a_restart_budget_the_supervisor_restarts_the_rm_and_the_run_finishes(
+    tmp_path: Path,
+) -> None:
+    """The RM's exit is what lets its supervisor act: restarted (without the limit, which
+    was its process's alone) from its store, it serves the run to its end."""
+    wl = tmp_path / "six.yaml"
+    wl.write_text(WORKLOAD)
+    cdir, out = tmp_path / "cluster", tmp_path / "out"
+    events = cdir / "rm-events.jsonl"
+    up = cli(["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation",
+              str(DILATION), "--dir", str(cdir), "--no-http", "--max-restarts", "1"],
+             tmp_path)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        state = read_state(cdir)
+        assert state is not None
+        rm = next(p for p in recorded_processes(state) if p.name == "rm")
+        driver = subprocess.Popen(
+            [*TREADLE, "run", str(wl), "--cluster-dir", str(cdir), "--out", str(out),
+             "--no-slowdown", "--rm-absent-s", "60"],
+            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            _wait_for(
+                "a job to finish",
+                lambda: any(r["event"] == "job_finished" for r in read_events(events)),
+            )
+            size = events.stat().st_size
+            resource.prlimit(rm.pid, resource.RLIMIT_FSIZE, (size, size))
+            _, stderr = driver.communicate(timeout=120)
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+                driver.communicate()
+    finally:
+        cli(["cluster", "down", "--dir", str(cdir)], tmp_path)
+    supervised = _json_lines(cdir / "supervisor.log")
+    restarts = [r for r in supervised if r["event"] == "role_restarted"]
+    assert [r["role"] for r in restarts] == ["rm"]  # (not its parent: no exit status)
+    assert f"stopping (exit {EX_IOERR}) so that its supervisor" in Path(rm.log).read_text()
+    assert driver.returncode == 0, stderr
+    with (out / "jobs.csv").open() as f:
+        assert [r["status"] for r in csv.DictReader(f)] == ["SUCCEEDED"] * JOBS
