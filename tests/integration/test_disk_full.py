@@ -73,28 +73,39 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def test_a_file_size_limit_on_the_rm_mid_run_stops_it_and_the_run_reports(
-    tmp_path: Path,
-) -> None:
+def _cluster_up(tmp_path: Path, max_restarts: int) -> tuple[Path, dict[str, Any]]:
+    """A local cluster for the six-job workload (tmp_path/six.yaml): its dir, its state."""
     wl = tmp_path / "six.yaml"
     wl.write_text(WORKLOAD)
-    cdir, out = tmp_path / "cluster", tmp_path / "out"
-    events = cdir / "rm-events.jsonl"
-    with _adopting_orphans():  # no supervisor (no restart budget): the test reaps the RM
-        up = cli(["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation",
-                  str(DILATION), "--dir", str(cdir), "--no-http", "--max-restarts", "0"],
-                 tmp_path)  # fmt: skip
+    cdir = tmp_path / "cluster"
+    up = cli(["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation",
+              str(DILATION), "--dir", str(cdir), "--no-http", "--max-restarts",
+              str(max_restarts)], tmp_path)  # fmt: skip
     assert up.returncode == 0, up.stderr
     state = read_state(cdir)
     assert state is not None
+    return cdir, state
+
+
+def _run(tmp_path: Path, cdir: Path, rm_absent_s: float) -> subprocess.Popen[str]:
+    """``treadle run`` of the six jobs on that cluster, into tmp_path/out."""
+    return subprocess.Popen(
+        [*TREADLE, "run", str(tmp_path / "six.yaml"), "--cluster-dir", str(cdir), "--out",
+         str(tmp_path / "out"), "--no-slowdown", "--rm-absent-s", str(rm_absent_s)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def test_a_file_size_limit_on_the_rm_mid_run_stops_it_and_the_run_reports(
+    tmp_path: Path,
+) -> None:
+    with _adopting_orphans():  # no supervisor (no restart budget): the test reaps the RM
+        cdir, state = _cluster_up(tmp_path, max_restarts=0)
+    out, events = tmp_path / "out", cdir / "rm-events.jsonl"
     roles = recorded_processes(state)
     rm = next(p for p in roles if p.name == "rm")
     try:
-        run = subprocess.Popen(
-            [*TREADLE, "run", str(wl), "--cluster-dir", str(cdir), "--out", str(out),
-             "--no-slowdown", "--rm-absent-s", "3"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        run = _run(tmp_path, cdir, rm_absent_s=3)
         try:
 
             def ended() -> set[str]:
@@ -168,23 +179,11 @@ def test_with_a_restart_budget_the_supervisor_restarts_the_rm_and_the_run_finish
 ) -> None:
     """The RM's exit is what lets its supervisor act: restarted (without the limit, which
     was its process's alone) from its store, it serves the run to its end."""
-    wl = tmp_path / "six.yaml"
-    wl.write_text(WORKLOAD)
-    cdir, out = tmp_path / "cluster", tmp_path / "out"
-    events = cdir / "rm-events.jsonl"
-    up = cli(["cluster", "up", "--workload", str(wl), "--policy", "fifo", "--dilation",
-              str(DILATION), "--dir", str(cdir), "--no-http", "--max-restarts", "1"],
-             tmp_path)  # fmt: skip
-    assert up.returncode == 0, up.stderr
+    cdir, state = _cluster_up(tmp_path, max_restarts=1)
+    out, events = tmp_path / "out", cdir / "rm-events.jsonl"
+    rm = next(p for p in recorded_processes(state) if p.name == "rm")
     try:
-        state = read_state(cdir)
-        assert state is not None
-        rm = next(p for p in recorded_processes(state) if p.name == "rm")
-        driver = subprocess.Popen(
-            [*TREADLE, "run", str(wl), "--cluster-dir", str(cdir), "--out", str(out),
-             "--no-slowdown", "--rm-absent-s", "60"],
-            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        driver = _run(tmp_path, cdir, rm_absent_s=60)
         try:
             _wait_for(
                 "a job to finish",
