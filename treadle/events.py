@@ -65,8 +65,11 @@ class EventLog(RecordBuilders):
         self.records.append(rec)
         sink = self._sink
         if sink is not None:
-            sink.write(dumps(rec))
-            sink.write("\n")
+            try:
+                sink.write(dumps(rec) + "\n")
+            except OSError as e:  # name the file: a failed write ends a live RM
+                e.filename = e.filename or getattr(sink, "name", None)
+                raise
 
     # ------------------------------------------------------------------ reading
     def flush(self) -> None:

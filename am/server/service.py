@@ -7,13 +7,14 @@ job is done and FinishApplicationMaster reports it. ``run_am_host`` hosts the un
 AMs of a cluster: it polls the RM for applications awaiting an AM and runs one attempt
 per application as an asyncio task, each with its own channel and session.
 
-Errors from Allocate: UNAVAILABLE (and other transient codes) are retried at the next
-interval, carrying the unsent releases and completed tasks over (an RM being restarted
-is absent for a while) and the whole ask table (the RM may or may not have applied the
-call); FAILED_PRECONDITION "register again" (the RM restarted and lost this attempt's
-session, YARN's ApplicationMasterNotRegisteredException) makes the attempt
-register again and go on where it was: its running containers (which the restarted RM
-recovers from their nodes, or reports lost) and the tasks done so far; NOT_FOUND and
+Errors from Allocate: UNAVAILABLE (and other transient codes) are retried with backoff
+(an interval, doubling, up to ``BACKOFF_CAP_INTERVALS``), carrying the unsent releases
+and completed tasks over (an RM being restarted is absent for a while) and the whole ask
+table (the RM may or may not have applied the call); FAILED_PRECONDITION "register
+again" (the RM restarted and lost this attempt's session, YARN's
+ApplicationMasterNotRegisteredException) makes the attempt register again and go on
+where it was: its running containers (which the restarted RM recovers from their
+nodes, or reports lost) and the tasks done so far; NOT_FOUND and
 other FAILED_PRECONDITIONs mean the application ended or this attempt was replaced, so
 the AM stops quietly; INVALID_ARGUMENT means the job cannot run as asked, so the AM
 finishes it as FAILED with the RM's reason.
@@ -35,6 +36,7 @@ import structlog
 from am.core import ApplicationMaster
 from treadle.errors import TreadleError
 from treadle.live import lag, wire
+from treadle.live.backoff import Backoff
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Grant
 from treadle.live.rpcutil import channel
@@ -56,6 +58,11 @@ NO_GRANT = Grant("", 0.0, 0.0)
 
 #: In a FAILED_PRECONDITION's details: the RM lost this attempt's session (it restarted).
 REGISTER_AGAIN = "register again"
+#: Failed calls are retried with backoff (treadle.live.backoff) up to this many allocate
+#: intervals apart: well inside the RM's AM expiry (10 intervals by default).
+BACKOFF_CAP_INTERVALS = 4
+#: The AM host's polls of an RM that does not answer back off up to this many wall s.
+HOST_BACKOFF_CAP_S = 2.0
 #: Re-registrations in a row (no Allocate answered between) before the attempt gives up.
 MAX_REREGISTRATIONS = 3
 
@@ -207,8 +214,10 @@ class _Session:
         the errors as the module says (retried, registered again, gone, rejected, lost)."""
         failing_since: float | None = None
         reregistered = 0
+        backoff = Backoff(interval, BACKOFF_CAP_INTERVALS * interval)
         t = clock.now()
         while not core.finished:
+            step = interval
             if stop.is_set():
                 log.info("am_stopped", progress=round(core.progress, 4))
                 return FinalStatus.KILLED
@@ -246,14 +255,16 @@ class _Session:
                         f"lost the RM: Allocate failed for {self.rm_lost_s:g} s "
                         f"({code.name}: {e.details()})"
                     ) from None
+                step = backoff.next()
                 log.warning("allocate_failed", code=code.name, details=e.details())
             else:
                 failing_since = None
                 reregistered = 0
+                backoff.reset()
                 await self._take_allocation(core, resp, clock)
                 if core.finished:
                     break
-            t += interval
+            t += step
             if clock.now() > t + interval:
                 t = clock.now()  # fell behind: no burst of calls to catch up
             if await _sleep_or_stop(clock, t, stop):
@@ -441,13 +452,22 @@ async def run_am_host(
     async with channel(rm_address) as ch:
         client: Any = client_grpc.ClientStub(ch)
         request = client_pb.ListApplicationsRequest(awaiting_am_only=True)
+        backoff = Backoff(poll_s, max(poll_s, HOST_BACKOFF_CAP_S))
         try:
             while not stop.is_set():
+                wait_s = poll_s
                 try:
                     listing = await client.ListApplications(request, timeout=max(poll_s, 5.0))
                 except grpc.aio.AioRpcError as e:
-                    log.warning("list_applications_failed", code=e.code().name, details=e.details())
+                    wait_s = backoff.next()  # an RM that is down is not polled at full rate
+                    log.warning(
+                        "list_applications_failed",
+                        code=e.code().name,
+                        details=e.details(),
+                        retry_in_s=round(wait_s, 3),
+                    )
                 else:
+                    backoff.reset()
                     for report in listing.applications:
                         if report.app_id in running or report.managed_am:
                             continue
@@ -462,9 +482,9 @@ async def run_am_host(
                         )
                         running[report.app_id] = task
                         task.add_done_callback(functools.partial(done, report.app_id))
-                due = time.monotonic() + poll_s
+                due = time.monotonic() + wait_s
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=poll_s)
+                    await asyncio.wait_for(stop.wait(), timeout=wait_s)
                 if not stop.is_set():
                     lag.PROCESS.record_timer(time.monotonic() - due)
         finally:

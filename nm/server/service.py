@@ -37,6 +37,7 @@ from nm.core import NodeManager
 from treadle.errors import InvalidRequestError, NotFoundError
 from treadle.live import auth, wire
 from treadle.live.auth import PermissionDeniedError, UnauthenticatedError
+from treadle.live.backoff import Backoff
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import ContainerVerifier
 from treadle.live.rpcutil import channel, map_errors, peer_for
@@ -50,6 +51,9 @@ from treadle.rpc.v1 import (
 )
 
 log = structlog.get_logger("nm")
+#: Failed heartbeats are retried with backoff (treadle.live.backoff) up to this many
+#: intervals apart: well inside the RM's node expiry (10 intervals by default).
+BACKOFF_CAP_INTERVALS = 4
 
 
 class NodeHost:
@@ -217,21 +221,28 @@ class NodeHost:
         asyncio.get_running_loop().call_later(delay, self.out_of_band, node_id)
 
     async def heartbeat_loop(self, stop: asyncio.Event) -> None:
-        """Heartbeat every interval. The deadlines are times of the clock the last
-        registration handed out: a resync with an RM of another epoch (one restarted
-        without its state) starts them afresh on the new clock, else the loop would sleep
-        for as long as the old clock was ahead."""
+        """Heartbeat every interval; after failures in a row, with backoff (up to
+        ``BACKOFF_CAP_INTERVALS``, inside the RM's node expiry). The deadlines are times
+        of the clock the last registration handed out: a resync with an RM of another
+        epoch (one restarted without its state) starts them afresh on the new clock, else
+        the loop would sleep for as long as the old clock was ahead."""
         clock = self.clock
         t = clock.now()
+        backoff = Backoff(self.interval_s, BACKOFF_CAP_INTERVALS * self.interval_s)
+        step = self.interval_s
         while not stop.is_set():
-            t += self.interval_s
+            t += step
             await clock.sleep_until(t)
+            step = self.interval_s
             try:
                 await self.heartbeat_once()
+                backoff.reset()
             except grpc.aio.AioRpcError as e:
                 log.warning("heartbeat_failed", code=str(e.code()), details=e.details())
                 if e.code() == grpc.StatusCode.UNAUTHENTICATED:
                     await self.register_again()
+                else:  # an RM that is down is not called at full rate
+                    step = backoff.next()
             if self.clock is not clock:
                 clock = self.clock
                 t = clock.now()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -25,7 +27,7 @@ from rm.server.store import (
 )
 from treadle import events as ev
 from treadle.errors import TreadleError
-from treadle.live import lag
+from treadle.live import fatal, lag
 from treadle.live.auth import AclFile, check_private, read_secret
 from treadle.live.gate import Gate
 from treadle.live.proc import (
@@ -223,6 +225,8 @@ async def main_async(argv: list[str]) -> int:
     if not restarted:  # a restarted RM's stream goes on
         _stream_started(log_, args, state.now(), heartbeat_s)
     await _serve_until_stopped(args, server, state, http, address)
+    if fatal.PROCESS.error is not None:
+        return _stopped_by_write_error()
     log_.flush()
     if sink is not None:
         sink.close()
@@ -230,6 +234,24 @@ async def main_async(argv: list[str]) -> int:
         store.close()
     log.info("rm_stopped", events=len(log_), lag=lag.PROCESS.summary())
     return 0
+
+
+def _stopped_by_write_error() -> int:
+    """The RM's end after a write it could not make: one line on stderr (plain, in case
+    the log cannot be written either) and EX_IOERR; nothing more is written (the event
+    log and the store keep what they had: a restart reloads it)."""
+    with contextlib.suppress(OSError):
+        failed = fatal.PROCESS
+        log.error("rm_write_failed", error=str(failed.error), at=failed.at, exit=fatal.EX_IOERR)
+    with contextlib.suppress(OSError):
+        print(fatal.PROCESS.line(PROG), file=sys.stderr, flush=True)
+    return fatal.EX_IOERR
+
+
+def _fatal_if_write_error(task: asyncio.Task[None]) -> None:
+    """A background loop that died of a failed write stops the RM (``treadle.live.fatal``)."""
+    if not task.cancelled() and task.exception() is not None:
+        fatal.PROCESS.note(task.exception())  # type: ignore[arg-type]
 
 
 def _metrics() -> RmMetrics:
@@ -310,7 +332,9 @@ async def _serve_until_stopped(
     from treadle.live.rpcutil import install_stop_signals
 
     install_stop_signals(stop)
+    fatal.PROCESS.on_fatal(stop.set)  # a failed write stops the RM at once
     housekeeping = asyncio.create_task(state.housekeeping(stop))
+    housekeeping.add_done_callback(_fatal_if_write_error)
     lag_log = asyncio.create_task(lag.log_periodically(log, stop))
     write_port_file(args.port_file, address)
     # Start-up objects never die: keep them out of every collection, so a full collection
@@ -325,16 +349,23 @@ async def _serve_until_stopped(
         dilation=args.dilation,
     )
     await stop.wait()
-    log.info("rm_stopping")
+    failed = fatal.PROCESS.error is not None
+    with contextlib.suppress(OSError):
+        log.info("rm_stopping")
     if http is not None:
         await http.stop()
-    await server.stop(grace=2.0)
+    await server.stop(grace=0.0 if failed else 2.0)  # after a failed write: at once
     housekeeping.cancel()
     lag_log.cancel()
-    state.persist()
+    if not failed:
+        state.persist()
 
 
 def main() -> None:
+    # A write past a file size limit (RLIMIT_FSIZE) raises SIGXFSZ, whose default action
+    # kills the process without a word; ignored (as CPython does at start-up), the write
+    # fails with EFBIG instead, and the RM ends with a line naming the file (fatal.py).
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     sys.exit(asyncio.run(main_async(sys.argv[1:])))
 
 

@@ -13,6 +13,7 @@ written yet (see ``RmServer.persist``). Service layer: the cores never see it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -135,22 +136,27 @@ class StateStore:
         return problem
 
     def close(self) -> None:
-        with contextlib.suppress(sqlite3.Error), self._tx():
+        with contextlib.suppress(sqlite3.Error, OSError), self._tx():
             self._put_meta("open", 0)
         self._db.close()
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[None]:
         """One transaction (the connection is in autocommit mode: without it, each row
-        would be a commit of its own)."""
+        would be a commit of its own); a write SQLite could not make raises an OSError
+        naming the file (``_write_error``)."""
         db = self._db
-        db.execute("BEGIN")
         try:
-            yield
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        db.execute("COMMIT")
+            db.execute("BEGIN")
+            try:
+                yield
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            raise _write_error(e, self.path) from e
 
     # ------------------------------------------------------------------ meta
     def _meta(self, key: str) -> Any:
@@ -213,9 +219,10 @@ class StateStore:
 
     def save_replay(self, user: str, newest_ns: int) -> None:
         """A user's newest accepted timestamp (``auth.ReplayWindow.on_accept``)."""
-        self._db.execute(
-            "INSERT OR REPLACE INTO replay (user, newest_ns) VALUES (?, ?)", (user, newest_ns)
-        )
+        with self._tx():
+            self._db.execute(
+                "INSERT OR REPLACE INTO replay (user, newest_ns) VALUES (?, ?)", (user, newest_ns)
+            )
 
     def save_balances(self, balances: Mapping[str, AccountBalance]) -> None:
         with self._tx():
@@ -262,6 +269,17 @@ class StateStore:
         except (sqlite3.Error, ValueError, KeyError, TypeError, TreadleError) as e:
             raise TreadleError(f"{self.path}: unreadable state store: {e}") from None
         return out
+
+
+#: SQLite's primary result codes of a write the disk refused, as errno values
+#: (``treadle.live.fatal``): SQLite reports a size limit (EFBIG) as an I/O error.
+_WRITE_ERRNO = {13: errno.ENOSPC, 10: errno.EIO, 8: errno.EROFS}  # FULL, IOERR, READONLY
+
+
+def _write_error(e: sqlite3.OperationalError, path: Path) -> Exception:
+    """``e`` as an OSError naming the store's file when it is a refused write, else ``e``."""
+    code = _WRITE_ERRNO.get(getattr(e, "sqlite_errorcode", 0) & 0xFF)
+    return e if code is None else OSError(code, f"{e} (SQLite)", str(path))
 
 
 def _private_files(db: Path) -> bool:

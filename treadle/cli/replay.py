@@ -144,7 +144,10 @@ def run_live(
             fail(f"the RM at {rm} runs policy {live.policy!r}, not {expect_policy!r}")
         wl = load(workload, fmt, nodes_file)
         options = RunOptions(asks, params, slowdown=slowdown)
-        replay_args = dict(managed_am=managed_am, timeout_s=timeout_s, rm_absent_s=rm_absent_s)
+        replay_args: dict[str, Any] = dict(
+            managed_am=managed_am, timeout_s=timeout_s, rm_absent_s=rm_absent_s
+        )
+        replay_args["rm_log"] = _recorded_rm_log(cluster_dir, rm)  # names a lost RM's cause
         s, policy = _replay(rm, wl, live.policy, options, replay_args, out_dir, events)
     say(
         f"{policy}: {s['finished']}/{s['jobs']} jobs, makespan {num(s['makespan_s'])} s, "
@@ -167,6 +170,16 @@ def _recorded_rm(cluster_dir: Path) -> str:
     if state is None or not state.get("rm"):
         fail(f"give --rm HOST:PORT (no cluster is recorded in {cluster_dir})", USAGE)
     return str(state["rm"])
+
+
+def _recorded_rm_log(cluster_dir: Path, rm: str) -> Path | None:
+    """The log of the RM at ``rm`` when it is the one --cluster-dir records, else None."""
+    from treadle.cluster.procs import read_state, recorded_processes
+
+    state = read_state(cluster_dir)
+    if state is None or state.get("rm") != rm:
+        return None
+    return next((Path(p.log) for p in recorded_processes(state) if p.name == "rm"), None)
 
 
 def _check_choices(
@@ -228,8 +241,9 @@ def _replay(
     policy = str(records[0].get("policy") or "unknown")
     weights = {name: u.weight for name, u in wl.users.items()}
     analyzed = metrics.analyze(records, policy=policy, user_weights=weights)
-    if timed_out is not None:
+    if timed_out is not None:  # every job appears: those without records marked
         analyzed = with_unsubmitted(analyzed, timed_out.unsubmitted_rows())
+        analyzed = with_unsubmitted(analyzed, timed_out.unrecorded_rows(), metrics.UNFINISHED)
     s = metrics.write_run_outputs(
         records, out_dir, policy=policy, user_weights=weights, run=analyzed, events=events
     )

@@ -20,14 +20,22 @@ import json
 import math
 import signal
 from collections.abc import Coroutine, Iterable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 import structlog
 
 from treadle import events as ev
+from treadle.cluster.outcome import (
+    EVENTS_EVERY_S,
+    ReplayTimedOut as ReplayTimedOut,
+    RmUnreachable,
+    rm_lost,
+)
 from treadle.errors import TreadleError
 from treadle.live import wire
+from treadle.live.backoff import Backoff
 from treadle.live.clock import EmulatedClock
 from treadle.live.lag import Lag
 from treadle.live.rpcutil import channel
@@ -68,24 +76,6 @@ EVENTS_PAGE = 5000
 AFTER_TIMEOUT_ABSENT_S = 10.0
 
 
-class ReplayTimedOut(TreadleError):
-    """A replay ran out of time: the unfinished applications were killed (KILLED, as
-    YARN's own clients do on a timeout: DistributedShell's ``-timeout`` force-kills its
-    application), and ``records`` is the run's log all the same, every submitted job with
-    its end; ``unsubmitted`` the jobs never submitted (their status ``NOT_SUBMITTED``)."""
-
-    def __init__(self, message: str, records: list[ev.Record], unsubmitted: list[JobSpec]):
-        super().__init__(message)
-        self.records = records
-        self.unsubmitted = unsubmitted
-
-    def unsubmitted_rows(self) -> list[tuple[str, str, str, float, int]]:
-        """(name, user, queue, due submission time, tasks) of each job never submitted,
-        as ``treadle.metrics.summary.with_unsubmitted`` takes them."""
-        t0 = float(self.records[0]["t"]) if self.records else 0.0
-        return [(j.name, j.user, j.queue, t0 + j.submit_s, j.tasks) for j in self.unsubmitted]
-
-
 def _rpc_error(what: str, address: str, e: grpc.aio.AioRpcError) -> TreadleError:
     code = e.code()
     name = code.name if code is not None else "UNKNOWN"
@@ -117,12 +107,12 @@ async def _call_through_absence(
     *,
     idempotent: bool = True,
 ) -> Any:
-    """``_call``, retried with backoff (0.1 s doubling to 2 s) while the RM cannot be
-    reached (UNAVAILABLE; a time-out too when the call may be repeated), for up to
+    """``_call``, retried with backoff (0.1 s doubling to 2 s, jittered) while the RM cannot
+    be reached (UNAVAILABLE; a time-out too when the call may be repeated), for up to
     ``absent_s`` wall seconds: an RM being restarted comes back on the same address."""
     loop = asyncio.get_running_loop()
     since: float | None = None
-    delay = 0.1
+    backoff = Backoff(0.1, 2.0)
     while True:
         try:
             return await rpc(request, timeout=RPC_TIMEOUT_S)
@@ -137,13 +127,10 @@ async def _call_through_absence(
                 since = now
                 log.warning("rm_unreachable", rm=address, call=what, code=code.name)
             if now - since >= absent_s:
-                problem = _rpc_error(what, address, e)
-                raise TreadleError(
-                    f"{problem} (still after {absent_s:g} s; --rm-absent-s)"
-                ) from None
-        await asyncio.sleep(delay)
-        delay = min(2 * delay, 2.0)
-        if since is not None and delay >= 2.0:
+                problem = f"{_rpc_error(what, address, e)} (still after {absent_s:g} s"
+                raise RmUnreachable(f"{problem}; --rm-absent-s)") from None
+        await asyncio.sleep(backoff.next())
+        if since is not None and backoff.failures > 5:  # at the cap
             log.info("rm_still_unreachable", rm=address, for_s=round(loop.time() - since, 1))
 
 
@@ -215,12 +202,16 @@ def _check_shape(m: client_pb.ClusterMetrics, workload: Workload, address: str) 
 
 
 async def fetch_events(
-    stub: Any, address: str, page: int = EVENTS_PAGE, absent_s: float = 0.0
+    stub: Any,
+    address: str,
+    page: int = EVENTS_PAGE,
+    absent_s: float = 0.0,
+    since: list[ev.Record] | None = None,
 ) -> list[ev.Record]:
     """The RM's whole event log so far, page by page (through ``absent_s`` wall seconds
-    of the RM's absence)."""
-    out: list[ev.Record] = []
-    offset = 0
+    of the RM's absence); with ``since``, the records after those, appended to it."""
+    out: list[ev.Record] = [] if since is None else since
+    offset = len(out)
     while True:
         resp = await _call_through_absence(
             "GetEvents",
@@ -307,6 +298,7 @@ async def replay(
     mode: str = "live",
     poll_s: float | None = None,
     rm_absent_s: float = RM_ABSENT_S,
+    rm_log: Path | None = None,
 ) -> list[ev.Record]:
     """Replay ``workload``'s jobs on the cluster whose RM listens at ``rm_address``.
 
@@ -315,7 +307,9 @@ async def replay(
     no more jobs are submitted, the unfinished applications are killed, and
     ``ReplayTimedOut`` names them and carries the run's records as far as they went. The replay
     outlives the RM's absence (a restart on the same address) for ``rm_absent_s`` wall
-    seconds at a time, retrying its calls with backoff. Returns this
+    seconds at a time, retrying its calls with backoff; beyond that, ``RmLost`` carries
+    the records fetched so far and names the cause (the RM's last error in ``rm_log``,
+    its log, if given: treadle.cluster.outcome). Returns this
     run's records: ``run_started`` (t = t0) first, then every record of the submitted
     applications, every node event and the policy's books of the run's span, sorted by
     time.
@@ -341,9 +335,13 @@ async def replay(
         if workload.has_account_timeline:
             run.accounts = LiveAccounts(admin_grpc.AdminStub(ch), rm_address, workload)
             await run.accounts.start()
-        timed_out = await run.poll_until_done(deadline, timeout_s, progress)
-        absent_s = rm_absent_s if timed_out is None else min(rm_absent_s, AFTER_TIMEOUT_ABSENT_S)
-        everything = await fetch_events(stub, rm_address, absent_s=absent_s)
+        try:
+            timed_out = await run.poll_until_done(deadline, timeout_s, progress)
+            absent_s = min(rm_absent_s, AFTER_TIMEOUT_ABSENT_S) if timed_out else rm_absent_s
+            everything = await fetch_events(stub, rm_address, absent_s=absent_s)
+        except RmUnreachable as e:
+            records = run.records(run.events, m, mode)
+            raise rm_lost(e, rm_address, records, run.jobs, run.names, rm_log) from None
     records = run.records(everything, m, mode)
     if timed_out is not None:
         submitted = set(run.names.values())
@@ -383,6 +381,7 @@ class _Replay:
         self.specs = {j.name: j for j in self.jobs}
         self.ended: set[str] = set()  # app ids seen in a final state
         self.states: dict[str, str] = {}  # app id -> its state at the last poll
+        self.events: list[ev.Record] = []  # the RM's log as fetched while running
         self.followers = closed_loop_followers(workload)
         self.released = {j.name for js in self.followers.values() for j, _ in js}
 
@@ -454,6 +453,7 @@ class _Replay:
         # The timeline runs beside the jobs and stops with them, as in the simulator.
         timeline = self.accounts is not None and bool(self.workload.admin)
         admin = asyncio.create_task(self.admin_all()) if timeline else None
+        events_at = loop.time()
         try:
             while True:
                 due = loop.time() + self.poll_s
@@ -465,6 +465,10 @@ class _Replay:
                 if admin is not None and admin.done():
                     admin.result()  # so does a refused account change
                 self.states = await self._listed_states(self.rm_absent_s)
+                if loop.time() - events_at >= EVENTS_EVERY_S:  # what a lost RM leaves
+                    events_at = loop.time()
+                    with contextlib.suppress(TreadleError):  # tried again next time
+                        await fetch_events(self.stub, self.address, since=self.events)
                 if self.accounts is not None:
                     await self._apply_ends(self.accounts)
                 done = sum(1 for s in self.states.values() if s in FINAL_STATES)

@@ -30,7 +30,7 @@ from treadle.errors import (
     NotFoundError,
     TreadleError,
 )
-from treadle.live import auth, lag
+from treadle.live import auth, fatal, lag
 
 log = structlog.get_logger("rpc")
 
@@ -67,7 +67,8 @@ def status_for(exc: BaseException) -> grpc.StatusCode:
 
 def map_errors(cls: type[T]) -> type[T]:
     """Class decorator: every async RPC method of a servicer aborts with the status code
-    of the error it raised (unexpected errors: INTERNAL, logged with a traceback), and
+    of the error it raised (unexpected errors: INTERNAL, logged with a traceback; a failed
+    write: UNAVAILABLE, and the process stops, ``treadle.live.fatal``), and
     records in ``lag.PROCESS`` how long its request queued (when the client stamped it)."""
     for name, fn in list(vars(cls).items()):
         if name.startswith("_") or not inspect.iscoroutinefunction(fn):
@@ -85,6 +86,8 @@ def _wrap(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception as e:
+            if fatal.PROCESS.note(e):  # the process is stopping (treadle.live.fatal)
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"stopping: cannot write: {e}")
             code = status_for(e)
             if code in _REFUSALS:
                 _log_refusal(fn.__name__, context, code, e)

@@ -190,19 +190,22 @@ NOT_SUBMITTED = "NOT_SUBMITTED"
 
 
 def with_unsubmitted(
-    run: RunMetrics, jobs: Sequence[tuple[str, str, str, float, int]]
+    run: RunMetrics, jobs: Sequence[tuple[str, str, str, float, int]], status: str = NOT_SUBMITTED
 ) -> RunMetrics:
     """``run`` with these jobs (name, user, queue, due submission time, tasks), which were
     never submitted, listed last with status ``NOT_SUBMITTED`` and no times, and counted
-    in the summary's ``jobs`` and ``not_submitted``: every job of the workload appears."""
+    in the summary's ``jobs`` and ``not_submitted``: every job of the workload appears.
+    With ``status`` UNFINISHED: jobs submitted of which no record was had (a lost RM's),
+    counted in ``unfinished``."""
     if not jobs:
         return run
     nothing = (None, None, None, None, None)  # start, finish, JCT, wait, slowdown
     extra = [
-        JobResult("", n, user, queue, due, *nothing, tasks, NOT_SUBMITTED, None)
+        JobResult("", n, user, queue, due, *nothing, tasks, status, None)
         for n, user, queue, due, tasks in jobs
     ]
     summary = dict(run.summary)
     summary["jobs"] = int(summary["jobs"]) + len(extra)
-    summary["not_submitted"] = len(extra)
+    key = "unfinished" if status == UNFINISHED else "not_submitted"
+    summary[key] = int(summary.get(key) or 0) + len(extra)
     return RunMetrics(summary, [*run.jobs, *extra], run.utilization)
