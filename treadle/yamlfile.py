@@ -69,11 +69,24 @@ class QueueFile(Strict):
         description="A leaf queue's initial spending rate: credits per slot per allocation "
         "interval.",
     )
+    acl_submit_applications: str | None = Field(
+        default=None,
+        description="Who may submit here, YARN's ACL: 'user1,user2 group1,group2', '*' "
+        "everyone, ' ' nobody; inherited by the queues below (treadle.acl).",
+    )
+    acl_administer_queue: str | None = Field(
+        default=None,
+        description="Who administers this queue and those below (may submit, and read and "
+        "kill others' applications), as acl_submit_applications.",
+    )
 
 
 class UserFile(Strict):
     weight: Positive = 1.0
     budget: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    groups: list[Name] = Field(
+        default_factory=list, description="The user's groups, as queue ACLs name them."
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -131,6 +144,8 @@ def _queue(q: QueueFile, where: str, source: str, error: type[E], seen: set[str]
         children,
         budget=q.budget,
         spending_rate=q.spending_rate,
+        submit_acl=q.acl_submit_applications,
+        admin_acl=q.acl_administer_queue,
     )
 
 

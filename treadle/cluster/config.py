@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from treadle.model import ROOT_QUEUE, QueueSpec, Workload
+from treadle.model import ROOT_QUEUE, QueueSpec, UserSpec, Workload
 
 
 def rm_config_for(workload: Workload, comment: str | None = None) -> str:
@@ -20,10 +20,7 @@ def rm_config_for(workload: Workload, comment: str | None = None) -> str:
     doc: dict[str, Any] = {"heartbeat_s": workload.cluster.heartbeat_s}
     if workload.queues.name == ROOT_QUEUE and workload.queues.children:
         doc["queues"] = [_queue_doc(c) for c in workload.queues.children]
-    doc["users"] = {
-        name: {"weight": u.weight, **({"budget": u.budget} if u.budget is not None else {})}
-        for name, u in workload.users.items()
-    }
+    doc["users"] = {name: _user_doc(u) for name, u in workload.users.items()}
     head = "".join(f"# {line}\n" for line in (comment or "").splitlines())
     return head + yaml.safe_dump(doc, sort_keys=False)
 
@@ -38,4 +35,19 @@ def _queue_doc(q: QueueSpec) -> dict[str, Any]:
     for key in ("budget", "spending_rate"):  # a leaf queue's initial account
         if getattr(q, key) is not None:
             doc[key] = getattr(q, key)
+    for key, acl in (
+        ("acl_submit_applications", q.submit_acl),
+        ("acl_administer_queue", q.admin_acl),
+    ):
+        if acl is not None:
+            doc[key] = acl
+    return doc
+
+
+def _user_doc(u: UserSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {"weight": u.weight}
+    if u.budget is not None:
+        doc["budget"] = u.budget
+    if u.groups:
+        doc["groups"] = list(u.groups)
     return doc

@@ -26,7 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from treadle.errors import InputError, TreadleError
+from treadle.errors import (
+    InputError,
+    PermissionDeniedError as PermissionDeniedError,  # its home is errors
+    TreadleError,
+)
 
 USER_KEY = "x-treadle-user"
 TS_KEY = "x-treadle-ts"
@@ -41,10 +45,6 @@ ENV_AM_TOKEN = "TREADLE_AM_TOKEN"  # a managed AM's token, set by the NM that st
 
 class UnauthenticatedError(TreadleError):
     """The caller could not be identified (no, bad or replayed credentials): UNAUTHENTICATED."""
-
-
-class PermissionDeniedError(TreadleError):
-    """The caller is known but may not do this: PERMISSION_DENIED."""
 
 
 @dataclass(frozen=True)
