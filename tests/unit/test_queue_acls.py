@@ -5,6 +5,8 @@ files carry the ACLs and the users' groups."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from plugins.policies.dp import DpPolicy
@@ -13,7 +15,7 @@ from rm.server.config import parse_rm_config
 from treadle import events as ev, registry
 from treadle.acl import Acl, QueueAcls
 from treadle.cluster.config import rm_config_for
-from treadle.errors import PermissionDeniedError, WorkloadError
+from treadle.errors import InputError, PermissionDeniedError, WorkloadError
 from treadle.messages import AllocateRequest, AppSubmission, Ask, NodeHeartbeat, NodeRegistration
 from treadle.model import ROOT_QUEUE, QueueSpec, UserSpec
 from treadle.resources import Resources
@@ -183,3 +185,25 @@ def test_an_rm_configuration_sets_both_acls() -> None:
     assert not acls.may_submit("ops", "a")
     assert not acls.may_submit("bob", "a")
     assert config.users["carl"] == UserSpec("carl", groups=("ops",))
+
+
+def test_a_root_entry_gives_the_roots_acls_and_an_rm_configuration_keeps_them() -> None:
+    """A YAML tree's root is implicit, so sets no ACL (names nobody); an only entry named
+    ``root`` sets its ACLs, and a cluster's RM configuration writes them back."""
+    config = parse_rm_config(
+        "queues:\n"
+        "  - name: root\n"
+        "    acl_administer_queue: ops\n"
+        "    queues: [{name: a, acl_submit_applications: ann}, {name: b}]\n",
+        "rm.yaml",
+    )
+    assert (config.queues.admin_acl, config.queues.submit_acl) == ("ops", None)
+    acls = QueueAcls(config.queues, {})
+    assert acls.may_submit("ops", "b")
+    assert acls.may_submit("ann", "a")
+    assert not acls.may_submit("ann", "b")
+    wl = parse_workload(WORKLOAD, "w.yaml")
+    with_root = dataclasses.replace(wl, queues=config.queues)
+    assert parse_rm_config(rm_config_for(with_root), "again.yaml").queues == config.queues
+    with pytest.raises(InputError, match=r"rm\.yaml: queues\[0\]: the root takes no weight"):
+        parse_rm_config("queues: [{name: root, weight: 2, queues: [{name: a}]}]\n", "rm.yaml")
