@@ -46,6 +46,11 @@ class LimitExceededError(TreadleError):
     """A request exceeds one of the RM's configured limits (RESOURCE_EXHAUSTED)."""
 
 
+class PermissionDeniedError(TreadleError):
+    """The caller is known but may not do this (a queue's ACL, another user's application):
+    PERMISSION_DENIED."""
+
+
 class ConflictError(TreadleError):
     """A request conflicts with current state (finished application, duplicate registration)."""
 

@@ -249,10 +249,9 @@ class QueueSpec:
     reads them; every other policy ignores them, as fifo ignores ``weight``).
 
     A tree imported from a YARN scheduler file (``treadle.importers.yarnqueues``) also
-    carries ``state`` (``STOPPED``: the queue accepts no submissions), ``submit_acl``
-    (YARN's ``acl_submit_applications`` / ``aclSubmitApps``, None when not given) and
-    ``unmodelled``: the file's properties of the queue that treadle does not honour yet,
-    as (property, value) pairs, shown by ``treadle queues``."""
+    carries ``state`` (``STOPPED``: the queue accepts no submissions) and ``unmodelled``:
+    the file's properties of the queue that treadle does not honour yet, as (property,
+    value) pairs, shown by ``treadle queues``."""
 
     name: str
     weight: float = 1.0
@@ -262,7 +261,11 @@ class QueueSpec:
     budget: float | None = None
     spending_rate: float | None = None
     state: str = QUEUE_RUNNING
+    #: YARN's queue ACLs (``treadle.acl``), None when not given: ``submit_acl``
+    #: (``acl_submit_applications`` / ``aclSubmitApps``) and ``admin_acl``
+    #: (``acl_administer_queue`` / ``aclAdministerApps``).
     submit_acl: str | None = None
+    admin_acl: str | None = None
     unmodelled: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -280,6 +283,7 @@ class UserSpec:
     name: str
     weight: float = 1.0
     budget: float | None = None
+    groups: tuple[str, ...] = ()  # what a queue ACL's groups match (``treadle.acl``)
 
 
 ROOT_QUEUE = "root"

@@ -69,11 +69,24 @@ class QueueFile(Strict):
         description="A leaf queue's initial spending rate: credits per slot per allocation "
         "interval.",
     )
+    acl_submit_applications: str | None = Field(
+        default=None,
+        description="Who may submit here, YARN's ACL: 'user1,user2 group1,group2', '*' "
+        "everyone, ' ' nobody; inherited by the queues below (treadle.acl).",
+    )
+    acl_administer_queue: str | None = Field(
+        default=None,
+        description="Who administers this queue and those below (may submit, and read and "
+        "kill others' applications), as acl_submit_applications.",
+    )
 
 
 class UserFile(Strict):
     weight: Positive = 1.0
     budget: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    groups: list[Name] = Field(
+        default_factory=list, description="The user's groups, as queue ACLs name them."
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -88,10 +101,30 @@ def default_queues() -> QueueSpec:
 def queue_tree(declared: Sequence[QueueFile] | None, source: str, error: type[E]) -> QueueSpec:
     """The tree under ``root`` that ``declared`` (a file's ``queues``) describes; without
     it, one leaf queue, ``default``. A problem is an ``error`` naming ``source`` and the
-    entry (``queues[0].queues[1].name``)."""
+    entry (``queues[0].queues[1].name``).
+
+    The root is implicit, unless the only entry is named ``root`` (as a Fair Scheduler
+    file's ``<queue name="root">``), to give the root's ACLs; it takes nothing else."""
     if declared is None:
         return default_queues()
+    if len(declared) == 1 and declared[0].name == ROOT_QUEUE:
+        top = declared[0]
+        extra = top.model_fields_set - {"name", "queues", *ROOT_FIELDS}
+        if extra or not top.queues:
+            problem = f"takes no {sorted(extra)[0]}" if extra else "needs its queues"
+            raise error(source, "queues[0]", f"the root {problem} (only ACLs and queues)")
+        children = _queue_level(top.queues, "queues[0].queues", source, error, set())
+        return QueueSpec(
+            ROOT_QUEUE,
+            children=children,
+            submit_acl=top.acl_submit_applications,
+            admin_acl=top.acl_administer_queue,
+        )
     return QueueSpec(ROOT_QUEUE, children=_queue_level(declared, "queues", source, error, set()))
+
+
+ROOT_FIELDS = ("acl_submit_applications", "acl_administer_queue")
+"""What an explicit ``root`` entry may set besides its queues."""
 
 
 def _queue_level(
@@ -131,6 +164,8 @@ def _queue(q: QueueFile, where: str, source: str, error: type[E], seen: set[str]
         children,
         budget=q.budget,
         spending_rate=q.spending_rate,
+        submit_acl=q.acl_submit_applications,
+        admin_acl=q.acl_administer_queue,
     )
 
 

@@ -1,7 +1,9 @@
-"""Which submissions the RM takes: at most ``max_pending_tasks`` tasks of running
-applications not yet done, the submission's own included (the host's limits; the other
-limits of a request are checked on its wire form, before it is decoded). Refused with a
-``LimitExceededError`` that names the limit, before anything changes.
+"""Which submissions the RM takes: those of a user the queue's ACLs admit
+(``treadle.acl``; refused with a ``PermissionDeniedError`` naming the queue), and at most
+``max_pending_tasks`` tasks of running applications not yet done, the submission's own
+included (the host's limits; the other limits of a request are checked on its wire form,
+before it is decoded; refused with a ``LimitExceededError`` that names the limit). Each
+is refused before anything changes, so a refused submission spends no queue's budget.
 
 The tasks held are bounded from above, cheaply: the bound grows with each admission and
 is counted afresh only when it would refuse one (so rarely)."""
@@ -9,18 +11,31 @@ is counted afresh only when it would refuse one (so rarely)."""
 from __future__ import annotations
 
 from rm.core.state import ClusterState
-from treadle.errors import LimitExceededError
+from treadle.acl import QueueAcls
+from treadle.errors import LimitExceededError, PermissionDeniedError
 
 
 class Admission:
-    __slots__ = ("_bound", "_state", "max_pending_tasks")
+    __slots__ = ("_bound", "_state", "acls", "max_pending_tasks")
 
-    def __init__(self, state: ClusterState, max_pending_tasks: int | None = None) -> None:
+    def __init__(
+        self, state: ClusterState, acls: QueueAcls, max_pending_tasks: int | None = None
+    ) -> None:
         self._state = state
+        #: Who may submit to, and administer, each queue.
+        self.acls = acls
         #: None: no bound (the simulator admits every job of its workload).
         self.max_pending_tasks = max_pending_tasks
         #: At least the tasks of running applications not yet done.
         self._bound = 0
+
+    def check_queue(self, user: str, queue: str) -> None:
+        """Refuse ``user``'s submission to a known ``queue`` its ACLs do not admit (an
+        unknown queue is the submission's own error)."""
+        if self.acls.enabled and queue in self._state.queues:
+            refusal = self.acls.submit_refusal(user, queue)
+            if refusal is not None:
+                raise PermissionDeniedError(refusal)
 
     def check(self, tasks: int) -> None:
         """Refuse ``tasks`` more if the RM would then hold more than the limit."""

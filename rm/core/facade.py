@@ -19,7 +19,7 @@ reads are one object, ``reports``. The parts, one reason to change each:
 - ``rm.core.containers``: how a container ends (completed, lost, preempted, released);
 - ``rm.core.nodes``: the node tracker protocol (register, heartbeat, expiry);
 - ``rm.core.applications``: submission, AM attempts and Register/Allocate/Finish;
-- ``rm.core.admission``: the bound on the tasks the RM holds;
+- ``rm.core.admission``: the queues' ACLs and the bound on the tasks the RM holds;
 - ``rm.core.recovery``: the previous run's containers after a restart;
 - ``rm.core.hints``: what the simulator may ask to skip work that changes nothing;
 - ``rm.core.reports``: read-only reports for hosts.
@@ -45,6 +45,7 @@ from rm.core.reports import Reports
 from rm.core.scheduling import MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridden
 from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from rm.policy import Policy
+from treadle.acl import QueueAcls, user_groups
 from treadle.errors import ConflictError
 from treadle.events import EventLog
 from treadle.messages import (
@@ -88,9 +89,8 @@ class ResourceManager:
         max_pending_tasks: int | None = None,
     ) -> None:
         self.policy = policy
-        self.state = st = ClusterState(
-            queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),)), users or {}
-        )
+        tree = queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
+        self.state = st = ClusterState(tree, users or {})
         self.log = event_log if event_log is not None else EventLog()
         self.heartbeat_s = heartbeat_s
         self._outbox = outbox = Outbox()
@@ -122,8 +122,9 @@ class ResourceManager:
             heartbeat_s=heartbeat_s,
             expiry_s=node_expiry,
         )
-        #: The bound on the tasks the RM holds (``rm.core.admission``; None: no bound).
-        self.admission = Admission(st, max_pending_tasks)
+        #: The queues' ACLs and the bound on the tasks the RM holds (``rm.core.admission``).
+        acls = QueueAcls(tree, user_groups(users or {}))
+        self.admission = Admission(st, acls, max_pending_tasks)
         #: Budget accounts' admin calls (a policy with accounts, e.g. Dynamic Priority).
         self.accounts = Accounts(st, policy, self.scheduler.policy_name)
         #: For discrete-event hosts only (see ``rm.core.hints``).
@@ -165,7 +166,9 @@ class ResourceManager:
 
     # ------------------------------------------------------------------ applications
     def submit_application(self, sub: AppSubmission, now: float) -> str:
-        """Admit (``rm.core.admission``) and submit an application; its id."""
+        """Admit (``rm.core.admission``: the queue's ACLs, the task bound) and submit an
+        application; its id."""
+        self.admission.check_queue(sub.user, sub.queue)
         self.admission.check(sub.tasks)
         app_id = self.apps.submit(sub, now)
         self.admission.admit(sub.tasks)

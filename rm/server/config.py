@@ -139,7 +139,7 @@ def parse_rm_config(text: str, source: str) -> RmConfig:
     except ValidationError as e:
         raise validation_error(e, source, RmConfigFile, InputError) from None
     queues = queue_tree(doc.queues, source, InputError)
-    users = {name: UserSpec(name, u.weight, u.budget) for name, u in doc.users.items()}
+    users = {n: UserSpec(n, u.weight, u.budget, tuple(u.groups)) for n, u in doc.users.items()}
     limits = RmLimits()
     if doc.limits is not None:
         given = {k: v for k, v in doc.limits.model_dump().items() if v is not None}

@@ -111,7 +111,10 @@ class RmHttp:
     def visible(self, caller: Caller, apps: list[AppDetail]) -> list[AppDetail]:
         if caller.admin:
             return apps
-        return [a for a in apps if a.report.user == caller.user]
+        s = self.s
+        return [
+            a for a in apps if a.report.user == caller.user or s.administers(caller, a.report.queue)
+        ]
 
     def queue_abs(self) -> dict[str, float]:
         return {name: q.abs_capacity for name, q in self.s.rm.state.queues.items()}
@@ -147,7 +150,7 @@ class RmHttp:
         app_id = request.match_info["app_id"]
         for a in self.apps():
             if a.report.app_id == app_id:
-                self.gate.may_act_for(caller, a.report.user, "read the applications")
+                self.s.may_act_on(caller, a.report, "read the applications")
                 return a
         raise NotFoundError(f"app with id: {app_id} not found")
 

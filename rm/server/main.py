@@ -113,6 +113,13 @@ def parser() -> ArgumentParser:
         help="how far out of order a user's concurrent calls may arrive (wall s)",
     )
     g.add_argument(
+        "--clock-skew-s",
+        type=float,
+        default=300.0,
+        help="how far ahead of the RM's clock a signed call's timestamp may be (wall s; "
+        "Kerberos' default)",
+    )
+    g.add_argument(
         "--insecure", action="store_true", help="accept every call unauthenticated (tests only)"
     )
     add_security(p, identity=False)
@@ -144,6 +151,8 @@ def _gate(args: argparse.Namespace) -> Gate:
         )
     if not args.replay_window_s >= 0:
         fail(PROG, f"--replay-window-s must be >= 0, got {args.replay_window_s}")
+    if not 0 <= args.clock_skew_s < 10**9:
+        fail(PROG, f"--clock-skew-s must be >= 0, got {args.clock_skew_s}")
     try:
         check_private(args.acl, "ACL file")
         check_private(args.node_secret_file, "node secret")
@@ -151,7 +160,7 @@ def _gate(args: argparse.Namespace) -> Gate:
         secret = read_secret(args.node_secret_file, "node secret")
     except TreadleError as e:
         fail(PROG, str(e))
-    return Gate(acl, secret, replay_window_s=args.replay_window_s)
+    return Gate(acl, secret, replay_window_s=args.replay_window_s, clock_skew_s=args.clock_skew_s)
 
 
 async def main_async(argv: list[str]) -> int:

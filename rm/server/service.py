@@ -30,6 +30,7 @@ from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Caller, Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
 from treadle.messages import AppSubmission, ContainerLaunch, FinalStatus
+from treadle.model import DEFAULT_QUEUE
 from treadle.rpc.v1 import (
     admin_pb2_grpc as admin_grpc,
     application_master_pb2 as am_pb,
@@ -103,6 +104,24 @@ class RmServer:
 
     def now(self) -> float:
         return self.clock.now()
+
+    # ------------------------------------------------------------ queue administrators
+    def administers(self, caller: Caller, queue: str) -> bool:
+        """Whether ``caller`` administers ``queue`` by its ACLs (``treadle.acl``; a tree
+        without ACLs makes no user an administrator)."""
+        acls = self.rm.admission.acls
+        return bool(caller.user) and acls.enabled and acls.may_administer(caller.user, queue)
+
+    def may_act_on(self, caller: Caller, app: AppReport, what: str) -> None:
+        """A user reads and kills its own applications, an administrator of their queue
+        those of the queue (YARN's ``acl_administer_queue``), an admin every one."""
+        if not self.administers(caller, app.queue):
+            self.gate.may_act_for(caller, app.user, what)
+
+    def may_use_queue(self, caller: Caller, queue: str, what: str) -> None:
+        """A queue's account: the user it is named after, its administrators, an admin."""
+        if not self.administers(caller, queue):
+            self.gate.may_use_queue(caller, queue, what)
 
     def clock_pb(self) -> pb.Clock:
         return pb.Clock(epoch_unix_s=self.clock.epoch, dilation=self.clock.dilation)
@@ -402,6 +421,8 @@ class ClientServicer(client_grpc.ClientServicer):
         if not request.user:
             raise InvalidRequestError("user must not be empty")
         s.gate.may_act_for(caller, request.user, "submit applications")
+        # Refused before the work of decoding; submitting checks again.
+        s.rm.admission.check_queue(request.user, request.queue or DEFAULT_QUEUE)
         tasks = await off_loop(big, submissions.check_limits, request, s.settings.limits)
         # Before decoding; submitting checks again (others may be admitted meanwhile).
         s.rm.admission.check(tasks)
@@ -429,7 +450,7 @@ class ClientServicer(client_grpc.ClientServicer):
     ) -> client_pb.ApplicationReport:
         caller = self._caller("GetApplicationReport", request, context)
         app = self.s.rm.reports.application(request.app_id)
-        self.s.gate.may_act_for(caller, app.user, "read the applications")
+        self.s.may_act_on(caller, app, "read the applications")
         return self._report(caller, app)
 
     async def ListApplications(
@@ -438,7 +459,8 @@ class ClientServicer(client_grpc.ClientServicer):
         caller = self._caller("ListApplications", request, context)
         apps = self.s.rm.reports.applications(awaiting_am_only=request.awaiting_am_only)
         if not caller.admin:
-            apps = [a for a in apps if a.user == caller.user]
+            s = self.s
+            apps = [a for a in apps if a.user == caller.user or s.administers(caller, a.queue)]
         return client_pb.ListApplicationsResponse(
             applications=[self._report(caller, a) for a in apps]
         )
@@ -468,9 +490,7 @@ class ClientServicer(client_grpc.ClientServicer):
     ) -> client_pb.KillApplicationResponse:
         s = self.s
         caller = self._caller("KillApplication", request, context)
-        s.gate.may_act_for(
-            caller, s.rm.reports.application(request.app_id).user, "kill the applications"
-        )
+        s.may_act_on(caller, s.rm.reports.application(request.app_id), "kill the applications")
         now = s.now()
         s.rm.finish_application(
             request.app_id, FinalStatus.KILLED, now, f"killed by {caller.user or 'a client'}"

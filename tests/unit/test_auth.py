@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -27,35 +28,72 @@ def test_a_signature_binds_method_user_timestamp_and_body() -> None:
     assert not auth.verify(b"x" * 20, data, sig)
 
 
+NOW = 10_000  # the server's clock, ns: every timestamp here is behind it
+
+
 def test_the_replay_window_accepts_each_timestamp_once() -> None:
     w = auth.ReplayWindow(window_ns=100, floor_ns=1000)
-    assert w.check("alice", 1000) is not None  # not after the server started
-    assert w.check("alice", 1500) is None
-    assert "already used" in (w.check("alice", 1500) or "")
-    assert w.check("alice", 1450) is None  # out of order, inside the window: once
-    assert w.check("alice", 1450) is not None
-    assert "older than the replay window" in (w.check("alice", 1400) or "")
-    assert w.check("bob", 1400) is None  # per user
+    assert w.check("alice", 1000, NOW) is not None  # not after the server started
+    assert w.check("alice", 1500, NOW) is None
+    assert "already used" in (w.check("alice", 1500, NOW) or "")
+    assert w.check("alice", 1450, NOW) is None  # out of order, inside the window: once
+    assert w.check("alice", 1450, NOW) is not None
+    assert "older than the replay window" in (w.check("alice", 1400, NOW) or "")
+    assert w.check("bob", 1400, NOW) is None  # per user
     for t in range(2000, 2200):  # only the window's timestamps are kept
-        assert w.check("alice", t) is None
+        assert w.check("alice", t, NOW) is None
     assert len(w._seen["alice"]) == 100
-    assert w.check("alice", 2099) is not None  # left the window (and forgotten): refused
-    assert w.check("alice", 2100) is not None  # inside it: remembered, refused
+    assert w.check("alice", 2099, NOW) is not None  # left the window (and forgotten): refused
+    assert w.check("alice", 2100, NOW) is not None  # inside it: remembered, refused
 
 
 def test_the_replay_window_goes_on_from_a_previous_runs_newest_timestamps() -> None:
     kept: list[tuple[str, int]] = []
     w = auth.ReplayWindow(window_ns=100, floor_ns=1000)
     w.on_accept = lambda user, ts: kept.append((user, ts))
-    assert w.check("alice", 1500) is None
-    assert w.check("alice", 1450) is None  # out of order: not a new newest, not kept
+    assert w.check("alice", 1500, NOW) is None
+    assert w.check("alice", 1450, NOW) is None  # out of order: not a new newest, not kept
     assert kept == [("alice", 1500)]
     again = auth.ReplayWindow(window_ns=100, floor_ns=1000)  # the restarted server
     again.restore(dict(kept))
-    assert "older than the replay window" in (again.check("alice", 1500) or "")
-    assert again.check("alice", 1450) is not None  # nothing at or below it, window or not
-    assert again.check("alice", 1501) is None
-    assert again.check("bob", 1200) is None  # other users as before
+    assert "older than the replay window" in (again.check("alice", 1500, NOW) or "")
+    assert again.check("alice", 1450, NOW) is not None  # nothing at or below it, window or not
+    assert again.check("alice", 1501, NOW) is None
+    assert again.check("bob", 1200, NOW) is None  # other users as before
+
+
+def test_a_timestamp_beyond_the_clock_skew_is_refused_and_locks_nobody_out() -> None:
+    """A call signed an hour ahead is refused, and its user's next call, signed now, is
+    taken: the refused timestamp did not become the user's newest (nor was it kept)."""
+    kept: list[tuple[str, int]] = []
+    w = auth.ReplayWindow(window_ns=100, floor_ns=1000, max_skew_ns=50)
+    w.on_accept = lambda user, ts: kept.append((user, ts))
+    assert "ahead of the RM's clock" in (w.check("alice", 2051, 2000) or "")
+    assert kept == []
+    assert w.check("alice", 2050, 2000) is None  # at the skew: taken
+    assert w.check("alice", 2001, 2000) is None  # inside the window below it
+
+
+def test_the_gate_refuses_a_call_signed_an_hour_ahead_and_takes_the_next(tmp_path: Path) -> None:
+    """Through the RM's gate, on the wall clock, with its default skew (300 s)."""
+    from treadle.live.gate import Gate
+
+    acl = tmp_path / "acl"
+    acl.write_text("alice user alice-key-0123456789\n")
+    gate = Gate(auth.AclFile(acl), b"node-secret-0123456789")
+    alice = auth.Credentials("alice", b"alice-key-0123456789")
+    method = "/treadle.v1.Client/ListApplications"
+
+    def call(ts: int) -> str:
+        try:
+            return gate.client(method, b"", auth.signed_metadata(alice, method, b"", ts)).user
+        except auth.UnauthenticatedError as e:
+            return str(e)
+
+    now = time.time_ns()
+    assert "3600 s ahead of the RM's clock" in call(now + 3600 * 10**9)
+    assert call(now + 1) == "alice"  # not locked out
+    assert call(now + 240 * 10**9) == "alice"  # a clock 4 minutes fast is taken
 
 
 def test_stamps_strictly_increase() -> None:

@@ -7,6 +7,7 @@ trace directory; the rest are small files written here.
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -317,22 +318,48 @@ def test_stopped_queue_takes_no_submissions(tmp_path: Path) -> None:
         apply_queues(workload(("j2", "u", "b")), q)
 
 
+CLOSED_ROOT = {"root.acl_submit_applications": " ", "root.acl_administer_queue": " "}
+"""The root admits nobody, to submit or to administer: the leaves' ACLs decide."""
+
+
 def test_submit_acls_admit_users_up_the_path(tmp_path: Path) -> None:
-    acls = {
-        "root.acl_submit_applications": " ",  # the root admits nobody: leaf ACLs decide
-        "root.a.acl_submit_applications": "alice,bob staff",
-    }
+    acls = {**CLOSED_ROOT, "root.a.acl_submit_applications": "alice,bob staff"}
     q = load_queues(capacity_xml(tmp_path, **TWO, **acls))
     w = workload(("j1", "alice", "a"), ("j2", "carol", "a"), ("j3", "alice", "b"))
     placed, lines = apply_queues(w, q)
     assert [j.name for j in placed.jobs] == ["j1"]
     assert [line.rpartition(": ")[2] for line in lines] == ["j2", "j3"]
-    assert all("no acl_submit_applications on root." in line for line in lines)
-    # The root's default ACL is everyone: a leaf's own ACL then restricts no one.
+    assert all("acl_administer_queue on root." in line for line in lines)
+    # The root's default ACLs are everyone: a leaf's own ACL then restricts no one.
     open_root = load_queues(
         capacity_xml(tmp_path, **TWO, **{"root.a.acl_submit_applications": "x"})
     )
     assert len(apply_queues(w, open_root)[0].jobs) == 3
+    # Nor does narrowing the root's submit ACL alone: everyone administers the root.
+    half_closed = {"root.acl_submit_applications": " ", "root.a.acl_submit_applications": "x"}
+    assert (
+        len(apply_queues(w, load_queues(capacity_xml(tmp_path, **TWO, **half_closed)))[0].jobs) == 3
+    )
+
+
+def test_administer_acls_admit_submissions_and_groups_count(tmp_path: Path) -> None:
+    """acl_administer_queue implies submitting, down the tree; a group of the workload's
+    users mapping counts as a name."""
+    from treadle.model import UserSpec
+
+    acls = {
+        **CLOSED_ROOT,
+        "root.a.acl_administer_queue": "ops",
+        "root.b.acl_submit_applications": " eng",
+    }
+    q = load_queues(capacity_xml(tmp_path, **TWO, **acls))
+    assert "administer acl 'ops'" in "\n".join(describe_queues(q))
+    assert not [w for w in q.warnings() if "acl_administer_queue" in w]  # modelled now
+    w = workload(("j1", "ops", "a"), ("j2", "bea", "b"), ("j3", "bea", "a"), ("j4", "ops", "b"))
+    w = dataclasses.replace(w, users={"bea": UserSpec("bea", groups=("eng",))})
+    placed, lines = apply_queues(w, q)
+    assert [j.name for j in placed.jobs] == ["j1", "j2"]
+    assert [line.rpartition(": ")[2] for line in lines] == ["j3", "j4"]
 
 
 def test_workload_without_queues_flag_is_unchanged(tmp_path: Path) -> None:
@@ -376,6 +403,7 @@ def test_a_stock_capacity_file_is_one_default_queue_and_its_warnings(tmp_path: P
 def test_fair_root_element_nesting_and_a_childless_parent(tmp_path: Path) -> None:
     body = (
         '<queue name="root"><aclSubmitApps> </aclSubmitApps>'
+        "<aclAdministerApps> </aclAdministerApps>"
         '<queue name="eng"><weight>3</weight><queue name="batch"><aclSubmitApps>ann'
         '</aclSubmitApps></queue></queue><queue name="users" type="parent"/></queue>'
     )
@@ -390,6 +418,6 @@ def test_fair_root_element_nesting_and_a_childless_parent(tmp_path: Path) -> Non
     w = workload(("j1", "ann", "eng.batch"), ("j2", "bob", "root.eng.batch"))
     placed, lines = apply_queues(w, q)
     assert [j.name for j in placed.jobs] == ["j1"]
-    assert "root.eng.batch admits" in lines[0]
+    assert "on root.eng.batch or a parent admits" in lines[0]
     with pytest.raises(InputError, match="goes to a parent queue"):
         apply_queues(workload(("j", "ann", "users")), q)

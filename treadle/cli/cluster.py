@@ -240,14 +240,20 @@ def cluster_add_user(
     cluster_dir: DirOpt = DEFAULT_CLUSTER_DIR,
 ) -> None:
     """Give USER a key on the cluster recorded in --dir: writes USER.key in its secrets
-    directory and adds USER to the RM's ACL (reloaded on the RM's next call). Prints the
-    key file's path, for --key-file or $TREADLE_KEY_FILE."""
+    directory (replacing a stale one, left by an earlier cluster in the same --dir) and
+    adds USER to the RM's ACL (reloaded on the RM's next call). Prints the key file's
+    path, for --key-file or $TREADLE_KEY_FILE."""
     with errors():
         from treadle.cluster.secrets import add_user, cluster_secrets_dir
 
-        key_path = add_user(cluster_secrets_dir(cluster_dir), user, role)
+        key_path, stale = add_user(cluster_secrets_dir(cluster_dir), user, role)
     say(str(key_path))
-    err.print(f"{user} ({role}) signs its calls with {key_path}", markup=False, highlight=False)
+    note = " (it replaced a stale key file, of a user this cluster's ACL did not list)"
+    err.print(
+        f"{user} ({role}) signs its calls with {key_path}{note if stale else ''}",
+        markup=False,
+        highlight=False,
+    )
 
 
 @cluster_app.command("status")

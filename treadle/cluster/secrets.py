@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from treadle.cluster.procs import read_state
 from treadle.errors import InputError, TreadleError
@@ -158,13 +158,22 @@ def write_if_missing(directory: Path, env: Mapping[str, str]) -> bool:
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,63}")
 
 
-def add_user(directory: Path, user: str, role: str = "user") -> Path:
+class NewKey(NamedTuple):
+    """What ``add_user`` wrote: the key file, and whether it replaced a stale one."""
+
+    path: Path
+    replaced_stale: bool
+
+
+def add_user(directory: Path, user: str, role: str = "user") -> NewKey:
     """Give ``user`` a fresh key in a cluster's secrets ``directory``: ``USER.key``
     (mode 0600) beside the ACL, and a ``user role key`` line in the ACL, which the RM
-    reloads on its next call. The ACL is replaced whole (written aside, then renamed), so
-    the RM never reads half a file. A user already listed, a reserved name, a name that
-    cannot be a file name, or a role other than ``user``/``admin`` is refused and nothing
-    is written. Returns the key file's path."""
+    reloads on its next call. Each file is replaced whole (written aside, then renamed),
+    so the RM never reads half a file. A key file of a user the ACL does not list is
+    stale (an earlier cluster's in a reused directory, or one whose ACL line was never
+    written): its key opens nothing here, so it is replaced. A user already listed, a
+    reserved name, a name that cannot be a file name, or a role other than
+    ``user``/``admin`` is refused and nothing is written."""
     if not USER_NAME.fullmatch(user):
         raise InputError(
             "USER", None, f"{user!r}: a user name is 1-64 letters, digits, '.', '_', '@' or '-'"
@@ -182,19 +191,23 @@ def add_user(directory: Path, user: str, role: str = "user") -> Path:
         raise InputError(str(acl_path), None, f"user {user!r} is listed already")
     key = auth.new_secret()
     key_path = directory / f"{user}.key"
-    try:
-        fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        raise InputError(str(key_path), None, "exists already; not overwritten") from None
+    stale = key_path.is_symlink() or key_path.exists()
+    _replace_private(key_path, key + "\n")
+    head = text if text.endswith("\n") or not text else text + "\n"
+    _replace_private(acl_path, f"{head}{user} {role} {key}\n")
+    return NewKey(key_path, stale)
+
+
+def _replace_private(path: Path, text: str) -> None:
+    """Write ``path`` whole, mode 0600: aside, then renamed over it (a symlink there is
+    replaced, never followed)."""
+    tmp = path.with_name(f".{path.name}.new")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(key + "\n")
-    tmp = acl_path.with_name(ACL_FILE + ".new")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text if text.endswith("\n") or not text else text + "\n")
-        f.write(f"{user} {role} {key}\n")
-    os.replace(tmp, acl_path)
-    return key_path
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def cluster_secrets_dir(cluster_dir: Path) -> Path:

@@ -11,7 +11,9 @@ What maps, for the queue at path ``P`` (``yarn.scheduler.capacity.P.<key>``):
   a parent of capacity 0;
 - ``maximum-capacity``: a percentage, 100 by default (``-1`` too), at least ``capacity``;
 - ``state``: ``RUNNING`` or ``STOPPED`` (a stopped queue, and what is under it, takes no
-  submissions); ``acl_submit_applications``: who may submit;
+  submissions); ``acl_submit_applications`` and ``acl_administer_queue``: who may submit,
+  who administers (``treadle.acl``; the root's default is everyone, every other queue's
+  nobody);
 - ``yarn.scheduler.capacity.queue-mappings`` (``u:user:queue``, ``u:%user:%user``,
   ``u:%user:queue``) and ``queue-mappings-override.enable``: placement.
 
@@ -39,7 +41,14 @@ from treadle.model import QUEUE_RUNNING, QUEUE_STOPPED, ROOT_QUEUE, QueueSpec
 
 PREFIX = "yarn.scheduler.capacity."
 MAPPINGS, OVERRIDE = "queue-mappings", "queue-mappings-override.enable"
-MAPPED_KEYS = ("queues", "capacity", "maximum-capacity", "state", "acl_submit_applications")
+MAPPED_KEYS = (
+    "queues",
+    "capacity",
+    "maximum-capacity",
+    "state",
+    "acl_submit_applications",
+    "acl_administer_queue",
+)
 PRECISION = 0.0005 * 100  # CapacitySchedulerConfiguration's, on percentages
 
 
@@ -102,6 +111,7 @@ class _Reader:
         return {
             "state": state,
             "submit_acl": self.get(path, "acl_submit_applications"),
+            "admin_acl": self.get(path, "acl_administer_queue"),
             "unmodelled": self.own_unmodelled(path, set(names)),
             "children": self.children(path, capacity, names),
         }

@@ -4,8 +4,9 @@ As ``AllocationFileLoaderService`` and ``AllocationFileQueueParser`` read it: ``
 (or ``<pool>``) elements nest; a ``<queue name="root">`` must then be the only top-level
 one; names are trimmed and hold no period. What maps:
 
-- ``<weight>``: the queue's weight (> 0); ``<aclSubmitApps>``: who may submit (the root's
-  default is everyone, every other queue's nobody);
+- ``<weight>``: the queue's weight (> 0); ``<aclSubmitApps>`` and ``<aclAdministerApps>``:
+  who may submit, who administers (``treadle.acl``; the root's default is everyone, every
+  other queue's nobody);
 - ``<queuePlacementPolicy>``: its ``specified``, ``user``, ``default`` (``queue=``) and
   ``reject`` rules, in order (a rule whose queue does not exist passes to the next: treadle
   creates no queues, except that ``specified`` with ``create`` names one the file must
@@ -14,10 +15,10 @@ one; names are trimmed and hold no period. What maps:
 
 Recorded as not modelled: ``minResources``, ``maxResources``, ``maxChildResources``,
 ``maxRunningApps``, ``maxAMShare``, ``schedulingPolicy`` (``schedulingMode``), the
-preemption timeouts and threshold, the other ACLs, ``reservation``, ``type="parent"`` on
+preemption timeouts and threshold, the reservation ACLs, ``reservation``, ``type="parent"`` on
 a queue with no children (it takes no jobs), ``<user>`` limits, the scheduler-wide
 defaults, and the group rules (``primaryGroup``, ``secondaryGroupExistingQueue``,
-``nestedUserQueue``): treadle's users have no groups.
+``nestedUserQueue``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ _UNMODELLED: dict[str, Callable[[str], object] | None] = {
     "fairSharePreemptionThreshold": _number,
     "schedulingPolicy": None,
     "schedulingMode": None,
-    "aclAdministerApps": None,
     "aclAdministerReservations": None,
     "aclListReservations": None,
     "aclSubmitReservations": None,
@@ -88,7 +88,8 @@ class _Reader:
         if "." in name:
             raise self.error(where, "a queue name holds no period")
         path = f"{parent}.{name}" if parent else name
-        weight, acl = 1.0, None
+        weight = 1.0
+        acls: dict[str, str | None] = {"aclSubmitApps": None, "aclAdministerApps": None}
         children: list[QueueSpec] = []
         unmodelled: list[tuple[str, str]] = []
         for child in el:
@@ -99,8 +100,8 @@ class _Reader:
                 weight = parse_float(text, self.source, f"{path}.weight")
                 if weight <= 0:
                     raise self.error(f"{path}.weight", f"must be > 0, got {text.strip()!r}")
-            elif tag == "aclSubmitApps":
-                acl = text
+            elif tag in acls:
+                acls[tag] = text
             else:
                 self.check(tag, text, path)
                 unmodelled.append((tag, text.strip()))
@@ -112,7 +113,12 @@ class _Reader:
             if names.count(n) > 1:
                 raise self.error(path, f"queue {n!r} is declared twice")
         return QueueSpec(
-            name, weight, children=tuple(children), submit_acl=acl, unmodelled=tuple(unmodelled)
+            name,
+            weight,
+            children=tuple(children),
+            submit_acl=acls["aclSubmitApps"],
+            admin_acl=acls["aclAdministerApps"],
+            unmodelled=tuple(unmodelled),
         )
 
     def check(self, tag: str, text: str, path: str) -> None:

@@ -6,6 +6,7 @@ they build, and how a tree is put on a workload, is ``treadle.importers.yarnqueu
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from treadle.importers.capacityxml import read_capacity
@@ -15,6 +16,7 @@ from treadle.importers.yarnqueues import (
     QueueConfigError,
     check_leaf_names,
     parse_xml,
+    with_root_acl_defaults,
 )
 
 
@@ -35,6 +37,7 @@ def load_queues(path: str | Path, *, strict: bool = False) -> ImportedQueues:
             "allocation file (<allocations>)",
         )
     check_leaf_names(imported.root, source)
+    imported = dataclasses.replace(imported, root=with_root_acl_defaults(imported.root))
     if strict and imported.unmodelled:
         first = imported.unmodelled[0]
         where = f"{first.where}.{first.prop}" if first.where else first.prop

@@ -23,11 +23,11 @@ How a job finds its queue (``apply_queues``), as YARN places an application:
 - a queue is named by its leaf name, its path (``root.a.b``) or its path without
   ``root.``; treadle's queues are named by their leaf name, so two queues of one file
   with the same leaf name are an error;
-- a job whose queue is ``STOPPED`` (or under a stopped parent), or whose user no
-  ``acl_submit_applications`` up its path admits (the root's default is everyone, every
-  other queue's nobody, as in YARN with ``yarn.acl.enable``), or that a ``reject`` rule
-  takes, is refused at submission: it is left out of the run, and one warning line
-  counts and names those jobs.
+- a job whose queue is ``STOPPED`` (or under a stopped parent), or whose user neither
+  ``acl_submit_applications`` nor ``acl_administer_queue`` up its path admits
+  (``treadle.acl``: the root's default is everyone, every other queue's nobody, as in YARN
+  with ``yarn.acl.enable``), or that a ``reject`` rule takes, is refused at submission:
+  it is left out of the run, and one warning line counts and names those jobs.
 """
 
 from __future__ import annotations
@@ -38,14 +38,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from treadle.acl import EVERYONE, QueueAcls, acls_given, user_groups
 from treadle.errors import InputError
 from treadle.importers.common import read_text
 from treadle.model import DEFAULT_QUEUE, QUEUE_STOPPED, ROOT_QUEUE, JobSpec, QueueSpec, Workload
 
 CAPACITY, FAIR = "capacity", "fair"
 """``ImportedQueues.scheduler``: which YARN scheduler's file it came from."""
-
-EVERYBODY = "*"
 
 PARENT_MARK = ("type", "parent")
 """In a queue's ``unmodelled``: a queue with no children that the file declares a parent
@@ -166,12 +165,17 @@ def parse_float(text: str, source: str, where: str, *, low: float = 0.0) -> floa
 
 
 # --------------------------------------------------------------------------- applying
-def acl_admits(acl: str, user: str) -> bool:
-    """Whether a YARN ACL (``users groups``; ``*`` everyone) names ``user``."""
-    if acl.strip() == EVERYBODY:
-        return True
-    users = "" if acl.startswith(" ") else acl.partition(" ")[0]
-    return user in {u.strip() for u in users.split(",")}
+def with_root_acl_defaults(root: QueueSpec) -> QueueSpec:
+    """A YARN file's tree with the root's ACLs that it does not set at YARN's default,
+    everyone (``CapacitySchedulerConfiguration.getAcl``; the Fair Scheduler's too), when
+    it sets any ACL; a file with none keeps none (``treadle.acl``: no ACL in force)."""
+    if not acls_given(root):
+        return root
+    return dataclasses.replace(
+        root,
+        submit_acl=EVERYONE if root.submit_acl is None else root.submit_acl,
+        admin_acl=EVERYONE if root.admin_acl is None else root.admin_acl,
+    )
 
 
 def _queue_lookup(imported: ImportedQueues) -> dict[str, tuple[str, QueueSpec]]:
@@ -214,7 +218,7 @@ def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list
     warning lines about jobs refused at submission (left out of the workload)."""
     placer = _Placer(imported, _queue_lookup(imported))
     leaves = [q.name for q in imported.root.walk() if q.is_leaf and q is not imported.root]
-    has_acls = any(q.submit_acl is not None for q in imported.root.walk())
+    acls = QueueAcls(imported.root, user_groups(wl.users))
     paths = imported.paths()
     kept: list[JobSpec] = []
     refused: dict[str, list[str]] = {}
@@ -239,7 +243,7 @@ def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list
                 f"job {job.name!r} goes to a parent queue; jobs go to leaf queues "
                 f"({', '.join(leaves)})",
             )
-        reason = _refusal(imported, paths, path, job.user, has_acls)
+        reason = _refusal(acls, paths, path, job.user)
         if reason is not None:
             refused.setdefault(reason, []).append(job.name)
             continue
@@ -254,20 +258,16 @@ def apply_queues(wl: Workload, imported: ImportedQueues) -> tuple[Workload, list
     return dataclasses.replace(wl, queues=imported.root, jobs=tuple(kept)), lines
 
 
-def _refusal(
-    imported: ImportedQueues, paths: dict[str, QueueSpec], path: str, user: str, has_acls: bool
-) -> str | None:
+def _refusal(acls: QueueAcls, paths: dict[str, QueueSpec], path: str, user: str) -> str | None:
     """Why YARN would refuse a job of ``user`` at the queue at ``path``; None: it would not."""
     chain = [paths[".".join(path.split(".")[: i + 1])] for i in range(path.count(".") + 1)]
     if any(q.state == QUEUE_STOPPED for q in chain):
         return f"their queue {path} is STOPPED"
-    if has_acls:
-        default = {id(imported.root): EVERYBODY}
-        acls = [
-            q.submit_acl if q.submit_acl is not None else default.get(id(q), " ") for q in chain
-        ]
-        if not any(acl_admits(acl, user) for acl in acls):
-            return f"no acl_submit_applications on {path} admits their user"
+    if not acls.may_submit(user, chain[-1].name):
+        return (
+            f"neither acl_submit_applications nor acl_administer_queue on {path} or a parent "
+            "admits their user"
+        )
     return None
 
 
@@ -307,8 +307,9 @@ def _tree_lines(q: QueueSpec, scheduler: str, indent: str) -> Iterable[str]:
         facts.append(f"weight {q.weight:g}")
     if q.state == QUEUE_STOPPED:
         facts.append(QUEUE_STOPPED)
-    if q.submit_acl is not None:
-        facts.append(f"submit acl {q.submit_acl.strip() or '(nobody)'!r}")
+    for what, acl in (("submit", q.submit_acl), ("administer", q.admin_acl)):
+        if acl is not None:
+            facts.append(f"{what} acl {acl.strip() or '(nobody)'!r}")
     line = f"{indent}{q.name}" + (f"  {'; '.join(facts)}" if facts else "")
     if q.unmodelled:
         line += "  [not modelled: " + ", ".join(f"{k}={v}" for k, v in q.unmodelled) + "]"

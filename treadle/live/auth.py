@@ -26,7 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from treadle.errors import InputError, TreadleError
+from treadle.errors import (
+    InputError,
+    PermissionDeniedError as PermissionDeniedError,  # its home is errors
+    TreadleError,
+)
 
 USER_KEY = "x-treadle-user"
 TS_KEY = "x-treadle-ts"
@@ -41,10 +45,6 @@ ENV_AM_TOKEN = "TREADLE_AM_TOKEN"  # a managed AM's token, set by the NM that st
 
 class UnauthenticatedError(TreadleError):
     """The caller could not be identified (no, bad or replayed credentials): UNAUTHENTICATED."""
-
-
-class PermissionDeniedError(TreadleError):
-    """The caller is known but may not do this: PERMISSION_DENIED."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,10 @@ def signed_metadata(
     return ((USER_KEY, creds.user), (TS_KEY, str(ts)), (SIG_KEY, sig))
 
 
+MAX_SKEW_NS = 300 * 10**9
+"""How far ahead of the server's clock a signed timestamp may be (``ReplayWindow``)."""
+
+
 class ReplayWindow:
     """Refuses a timestamp it has accepted before, for each user.
 
@@ -111,15 +115,22 @@ class ReplayWindow:
     window (nor older than ``floor_ns``, the server's start) is ever accepted, so every
     accepted timestamp is accepted once.
 
+    A timestamp more than ``max_skew_ns`` ahead of the server's clock (``now_ns``) is
+    refused and changes nothing: were it taken, it would become the user's newest, and
+    every call the user signs until its clock catches up would be refused as older (one
+    call an hour ahead would lock the user out for the hour). The default, 300 s, is
+    Kerberos' clock skew (``clockskew`` in krb5.conf).
+
     Across a restart of the server: ``restore`` takes each user's newest timestamp as
     kept by ``on_accept`` (called with every new newest before the request is let
     through), and nothing at or below it is accepted again (a request in flight across
     the restart is refused: its client signs a new one).
     """
 
-    def __init__(self, window_ns: int, floor_ns: int = 0) -> None:
+    def __init__(self, window_ns: int, floor_ns: int = 0, max_skew_ns: int = MAX_SKEW_NS) -> None:
         self.window_ns = window_ns
         self.floor_ns = floor_ns
+        self.max_skew_ns = max_skew_ns
         self.on_accept: Callable[[str, int], None] | None = None
         self._floors: dict[str, int] = {}  # per user, from a previous run (``restore``)
         self._newest: dict[str, int] = {}
@@ -128,8 +139,14 @@ class ReplayWindow:
         self._seen: dict[str, set[int]] = {}
         self._order: dict[str, list[int]] = {}
 
-    def check(self, user: str, ts: int) -> str | None:
-        """None if ``ts`` is fresh for ``user`` (and record it), else why not."""
+    def check(self, user: str, ts: int, now_ns: int) -> str | None:
+        """None if ``ts`` is fresh for ``user`` at ``now_ns`` (and record it), else why not."""
+        if ts - now_ns > self.max_skew_ns:
+            return (
+                f"timestamp {ts} is {(ts - now_ns) / 1e9:.0f} s ahead of the RM's clock, more "
+                f"than the clock skew allowed ({self.max_skew_ns / 1e9:g} s); set the "
+                "client's clock right"
+            )
         floor = max(self.floor_ns, self._floors.get(user, 0))
         newest = self._newest.get(user, floor)
         seen = self._seen.setdefault(user, set())

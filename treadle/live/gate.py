@@ -57,13 +57,14 @@ class Gate:
         node_secret: bytes | None,
         *,
         replay_window_s: float = 30.0,
+        clock_skew_s: float = auth.MAX_SKEW_NS / 1e9,
     ) -> None:
         if (acl is None) != (node_secret is None):
             raise ValueError("a gate needs both an ACL and a node secret, or neither")
         self.acl = acl
         self.node_secret = node_secret
         window = int(replay_window_s * 1e9)
-        self.replay = auth.ReplayWindow(window, time.time_ns() - window)
+        self.replay = auth.ReplayWindow(window, time.time_ns() - window, int(clock_skew_s * 1e9))
         self._container_key = auth.container_key(node_secret) if node_secret else b""
         self.am_tokens: dict[str, str] = {}  # app id -> its AM token
         self.node_tokens: dict[str, str] = {}  # node id -> its token
@@ -99,7 +100,7 @@ class Gate:
         key = self._key_of(user)
         if not auth.verify(key, auth.canonical(method, user, ts, body), sig):
             raise UnauthenticatedError(f"bad signature for user {user!r} on {method}")
-        stale = self.replay.check(user, ts)
+        stale = self.replay.check(user, ts, time.time_ns())
         if stale:
             raise UnauthenticatedError(f"user {user!r}: {stale}")
         return user, sig

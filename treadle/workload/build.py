@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from treadle.acl import QueueAcls, user_groups
 from treadle.errors import WorkloadError
 from treadle.importers.common import describe_resources
 from treadle.model import (
@@ -107,9 +108,10 @@ class Builder:
         admin = self._admin(self.doc.admin)
         self._check_accounts(jobs, admin)
         users = {
-            u: UserSpec(u, weight=spec.weight, budget=spec.budget)
+            u: UserSpec(u, weight=spec.weight, budget=spec.budget, groups=tuple(spec.groups))
             for u, spec in self.doc.users.items()
         }
+        self._check_acls(jobs, users)
         try:
             wl = Workload(
                 name,
@@ -176,6 +178,17 @@ class Builder:
                     f"changes the account of queue {queue!r}, which must declare both "
                     "budget and spending_rate",
                 )
+
+    def _check_acls(self, jobs: list[JobSpec], users: dict[str, UserSpec]) -> None:
+        """A job goes to a queue whose ACLs admit its user (``treadle.acl``): the RM would
+        refuse it, so the workload cannot be run as written."""
+        acls = QueueAcls(self.queues, user_groups(users))
+        if not acls.enabled:
+            return
+        for j in jobs:
+            refusal = acls.submit_refusal(j.user, j.queue)
+            if refusal is not None:
+                raise self.error(f"job {j.name!r}", f"{refusal} (the RM would refuse it)")
 
     def check_queue(self, queue: str | None, where: str) -> str:
         leaves = {q.name: q for q in self.queues.walk() if q.name != ROOT_QUEUE}
