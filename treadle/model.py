@@ -241,7 +241,8 @@ class ClusterPercent:
 
     def of(self, capacity: Resources) -> Resources:
         given = dict(self.percent)
-        return Resources(**{k: capacity[k] * given.get(k, 100.0) / 100.0 for k in capacity})
+        every = given.get("*", 100.0)  # "50%": of every resource
+        return Resources({k: capacity[k] * given.get(k, every) / 100.0 for k in capacity})
 
 
 QUEUE_RUNNING, QUEUE_STOPPED = "RUNNING", "STOPPED"

@@ -304,7 +304,10 @@ def _tree_lines(q: QueueSpec, scheduler: str, indent: str) -> Iterable[str]:
     if scheduler == CAPACITY and q.capacity is not None:
         facts.append(f"capacity {q.capacity:g}%, max {q.max_capacity:g}%")
     if scheduler == FAIR:
+        from treadle.importers.fairprops import describe_fair  # fairprops imports this module
+
         facts.append(f"weight {q.weight:g}")
+        facts.extend(describe_fair(q))
     if q.state == QUEUE_STOPPED:
         facts.append(QUEUE_STOPPED)
     if q.submit_acl is not None:
