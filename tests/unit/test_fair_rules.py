@@ -11,12 +11,16 @@ from pathlib import Path
 import pytest
 
 from rm.policy.toolkit.fairrules import RunnableApps, bounded_fill
+from tests.fidelity.fair_helpers import Log
+from treadle import registry
 from treadle.errors import InputError
 from treadle.importers.fairprops import ResourceFormatError, parse_resources
 from treadle.importers.yarnconf import load_queues
 from treadle.importers.yarnqueues import describe_queues
 from treadle.model import ClusterPercent
 from treadle.resources import Resources
+from treadle.sim import Simulation
+from treadle.workload import load_workload
 
 CLUSTER = Resources(memory_mb=10240, vcores=20)
 
@@ -190,3 +194,56 @@ def test_bounded_fill_honours_min_and_max_shares() -> None:
     assert bounded_fill(1.0, [1.0, 1.0], [0.7, 0.6], [1.0, 1.0]) == pytest.approx([0.7, 0.6])
     # less asked for than there is: each gets its max
     assert bounded_fill(1.0, [1.0, 1.0], [0.0, 0.0], [0.2, 0.3]) == pytest.approx([0.2, 0.3])
+
+
+WORKLOAD = """
+cluster:
+  nodes: [{count: 1, resources: {vcores: 8, memory_mb: 8192}}]
+queues:
+  - name: etl
+    min_resources: {memory_mb: 2048, vcores: 2}
+    max_resources: {memory_mb: 4096}
+    max_running_apps: 1
+    scheduling_policy: drf
+    min_share_preemption_timeout_s: 30
+    allow_preemption_from: false
+users:
+  alice: {max_running_apps: 2}
+jobs:
+  - name: first
+    user: alice
+    queue: etl
+    stages: [{name: s, tasks: 2, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}]
+  - name: second
+    user: alice
+    queue: etl
+    submit_s: 1
+    stages: [{name: s, tasks: 2, duration_s: 10, resources: {vcores: 1, memory_mb: 1024}}]
+"""
+
+
+def test_a_workload_file_sets_the_fair_properties_and_the_policy_honours_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKLOAD)
+    wl = load_workload(path)
+    etl = wl.queues.children[0]
+    assert etl.min_resources == Resources(memory_mb=2048, vcores=2)
+    assert isinstance(etl.max_resources, Resources)
+    assert etl.max_resources["memory_mb"] == 4096
+    assert math.isinf(etl.max_resources["vcores"])
+    assert (etl.max_running_apps, etl.scheduling_policy, etl.allow_preemption_from) == (
+        1,
+        "drf",
+        False,
+    )
+    assert wl.queues.user_max_running_apps == (("alice", 2),)
+    result = Simulation(
+        wl, registry.build("policies", "fair", {}), lambda: registry.build("asks", "greedy")
+    ).run()
+    log = Log(result)
+    first_end = log.finished("first")
+    assert first_end is not None
+    second = [r["t"] for r in log.allocated.values() if log.name[r["job"]] == "second"]
+    assert min(second) >= first_end  # one running application at a time in etl
