@@ -122,7 +122,8 @@ class FairLimits:
 
     def prepare(self, cluster: ClusterView, min_share: str, usage: Usage) -> dict[str, float]:
         """Before a heartbeat's walk: each queue's min share capped by its demand, and
-        each leaf's room for AMs (``maxAMShare`` x its fair share among active leaves)."""
+        each leaf's room for AMs: ``maxAMShare`` x its fair share among the active leaves,
+        within its max resources (``FSLeafQueue.computeMaxAMResource``)."""
         qs, cap = cluster.queues, cluster.capacity
         asked: dict[str, Resources] = {}
         active: set[str] = set()
@@ -150,8 +151,11 @@ class FairLimits:
             )
             for leaf, s in shares.items():
                 share = self.rules[leaf].max_am_share
-                if share is not None and share >= 0:
-                    self.am_room[leaf] = cap * (s * share)
+                if share is None or share < 0:
+                    continue
+                most = resolve(self.rules[leaf].max_resources, cap)  # FSLeafQueue's
+                fair = cap * s if most is None else share_min(cap * s, most)
+                self.am_room[leaf] = fair * share
         return out
 
     def first_fit(
