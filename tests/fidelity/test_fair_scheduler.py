@@ -106,6 +106,18 @@ def test_max_resources_caps_a_queue_and_its_parent() -> None:
     assert log.completed_tasks("small") == 4
 
 
+def _min_share_run(wait_before_kill_s: float) -> Log:
+    """Queue a's eight 200 s tasks fill two 4 GB nodes; at 20 s queue b (min share 4 GB,
+    4 vcores, timeout 10 s) asks for four 60 s ones; preemption on."""
+    q = tree(
+        QueueSpec("a"),
+        QueueSpec("b", min_resources=res(4, 4), min_share_preemption_timeout_s=10.0),
+    )
+    jobs = [job("a", "a", 8, 200, res(1)), job("b", "b", 4, 60, res(1), submit_s=20)]
+    params = {**MEMORY, "preemption": True, "wait_before_kill_s": wait_before_kill_s}
+    return Log(run(nodes(2, 4, 12), q, jobs, params))
+
+
 def test_min_share_preemption_after_its_timeout() -> None:
     """Min-share preemption (the issue's must-show; Hadoop's
     ``FSLeafQueue.minShareStarvation`` and ``FSPreemptionThread``): queue a fills the two
@@ -114,13 +126,7 @@ def test_min_share_preemption_after_its_timeout() -> None:
     holds nothing; at 30 s four of a's containers are preempted and b reaches its min
     share by the next heartbeat; a's preempted tasks run again and a finishes all
     eight."""
-    q = tree(
-        QueueSpec("a"),
-        QueueSpec("b", min_resources=res(4, 4), min_share_preemption_timeout_s=10.0),
-    )
-    jobs = [job("a", "a", 8, 200, res(1)), job("b", "b", 4, 60, res(1), submit_s=20)]
-    params = {**MEMORY, "preemption": True, "wait_before_kill_s": 0.0}
-    log = Log(run(nodes(2, 4, 12), q, jobs, params))
+    log = _min_share_run(wait_before_kill_s=0.0)
     assert log.held_gb(29.0) == {"a": 8.0}
     pre = log.preempted()
     assert {r["t"] for r in pre} == {30.0}
@@ -137,12 +143,6 @@ def test_min_share_preemption_after_its_timeout() -> None:
 def test_wait_before_kill_delays_the_preemption() -> None:
     """``waitTimeBeforeKill``: victims chosen at the timeout are killed that long after
     (here 5 s), and the cluster-utilization threshold is the default 0.8."""
-    q = tree(
-        QueueSpec("a"),
-        QueueSpec("b", min_resources=res(4, 4), min_share_preemption_timeout_s=10.0),
-    )
-    jobs = [job("a", "a", 8, 200, res(1)), job("b", "b", 4, 60, res(1), submit_s=20)]
-    params = {**MEMORY, "preemption": True, "wait_before_kill_s": 5.0}
-    log = Log(run(nodes(2, 4, 12), q, jobs, params))
+    log = _min_share_run(wait_before_kill_s=5.0)
     assert {r["t"] for r in log.preempted()} == {35.0}
     assert log.held_gb(36.0) == {"a": 4.0, "b": 4.0}

@@ -21,7 +21,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from treadle.importers.yarnqueues import QueueConfigError
 from treadle.model import ClusterPercent, QueueSpec
 from treadle.resources import MEMORY_MB, VCORES, Resources
 
@@ -173,25 +172,6 @@ DEFAULTS: dict[str, tuple[str, Callable[[str], Any], str]] = {
 }
 
 
-def read_property(tag: str, text: str, source: str, where: str) -> tuple[str, Any]:
-    """The QueueSpec field and value of queue element ``tag``; a bad value is an error
-    naming ``where``."""
-    field, parse = QUEUE_PROPERTIES[tag]
-    return field, _checked(parse, text, source, f"{where}.{tag}")
-
-
-def _checked(parse: Callable[[str], Any], text: str, source: str, where: str) -> Any:
-    try:
-        return parse(text)
-    except ValueError as e:
-        raise QueueConfigError(source, where, str(e)) from None
-
-
-def read_default(tag: str, text: str, source: str) -> tuple[str, Any, str]:
-    field, parse, scope = DEFAULTS[tag]
-    return field, _checked(parse, text, source, tag), scope
-
-
 def apply_defaults(
     root: QueueSpec, defaults: Mapping[str, tuple[Any, str]], users: tuple[tuple[str, int], ...]
 ) -> QueueSpec:
@@ -215,11 +195,15 @@ def apply_defaults(
     return dataclasses.replace(out, user_max_running_apps=users) if users else out
 
 
-def check_policies(q: QueueSpec, source: str, path: str = "root") -> None:
+def fifo_parent(q: QueueSpec, path: str = "root") -> str | None:
+    """The path of a queue with children whose policy is fifo (Hadoop refuses it), if any."""
     if q.children and q.scheduling_policy == "fifo":
-        raise QueueConfigError(source, f"{path}.schedulingPolicy", "fifo is for leaf queues only")
+        return path
     for c in q.children:
-        check_policies(c, source, f"{path}.{c.name}")
+        found = fifo_parent(c, f"{path}.{c.name}")
+        if found is not None:
+            return found
+    return None
 
 
 def _amount(a: Resources | ClusterPercent) -> str:

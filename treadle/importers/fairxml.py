@@ -36,9 +36,7 @@ from treadle.importers.fairprops import (
     DEFAULTS,
     QUEUE_PROPERTIES,
     apply_defaults,
-    check_policies,
-    read_default,
-    read_property,
+    fifo_parent,
 )
 from treadle.importers.yarnqueues import (
     FAIR,
@@ -54,6 +52,25 @@ from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec
 _QUEUE_TAGS = ("queue", "pool")
 _GROUP_RULES = ("primaryGroup", "secondaryGroupExistingQueue", "nestedUserQueue")
 _RULES = ("specified", "user", "default", "reject", *_GROUP_RULES)
+
+
+def read_property(tag: str, text: str, source: str, where: str) -> tuple[str, Any]:
+    """The QueueSpec field and value of queue element ``tag``; a bad value is an error
+    naming ``where``."""
+    key, parse = QUEUE_PROPERTIES[tag]
+    return key, _checked(parse, text, source, f"{where}.{tag}")
+
+
+def _checked(parse: Callable[[str], Any], text: str, source: str, where: str) -> Any:
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise QueueConfigError(source, where, str(e)) from None
+
+
+def read_default(tag: str, text: str, source: str) -> tuple[str, Any, str]:
+    key, parse, scope = DEFAULTS[tag]
+    return key, _checked(parse, text, source, tag), scope
 
 
 #: Queue elements recorded as not modelled, with the check their value gets (None: any).
@@ -188,5 +205,7 @@ def read_fair(root: ET.Element, source: str) -> ImportedQueues:
     if not any(c.name == DEFAULT_QUEUE for c in tree.children):
         tree = dataclasses.replace(tree, children=(*tree.children, QueueSpec(DEFAULT_QUEUE)))
     tree = apply_defaults(tree, reader.defaults, tuple(reader.users))
-    check_policies(tree, source)
+    fifo = fifo_parent(tree)
+    if fifo is not None:
+        raise reader.error(f"{fifo}.schedulingPolicy", "fifo is for leaf queues only")
     return ImportedQueues(source, FAIR, tree, placement, tuple(reader.notes))

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from treadle.errors import InputError
 from treadle.importers.common import read_text
+from treadle.importers.fairprops import describe_fair
 from treadle.model import DEFAULT_QUEUE, QUEUE_STOPPED, ROOT_QUEUE, JobSpec, QueueSpec, Workload
 
 CAPACITY, FAIR = "capacity", "fair"
@@ -304,8 +305,6 @@ def _tree_lines(q: QueueSpec, scheduler: str, indent: str) -> Iterable[str]:
     if scheduler == CAPACITY and q.capacity is not None:
         facts.append(f"capacity {q.capacity:g}%, max {q.max_capacity:g}%")
     if scheduler == FAIR:
-        from treadle.importers.fairprops import describe_fair  # fairprops imports this module
-
         facts.append(f"weight {q.weight:g}")
         facts.extend(describe_fair(q))
     if q.state == QUEUE_STOPPED:
