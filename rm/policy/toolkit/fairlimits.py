@@ -261,7 +261,7 @@ class FairLimits:
             return due
         held = [h for c, h in self.held.items() if c not in self.marked and c not in due]
         taking: dict[str, Resources] = {}  # per application, what it is losing already
-        for c in self.marked:
+        for c in (*self.marked, *due):
             h = self.held[c]
             taking[h.app_id] = taking.get(h.app_id, ZERO) + h.resources
         apps = cluster.apps
