@@ -2,7 +2,15 @@
 it keeps between calls (runnable applications, AM and task containers, starvation) and
 the checks its placement and preemption make (the rules: ``fairrules`` and
 ``fairpreempt``). Usage is measured by the policy's ``usage`` (a fraction of the
-cluster), so ``resource=memory`` compares memory as Hadoop's FairSharePolicy does."""
+cluster), so ``resource=memory`` compares memory as Hadoop's FairSharePolicy does.
+
+Where treadle differs from Hadoop 3: fair shares are capped by demand (used + asked for,
+as treadle's fair policy always did; Hadoop splits among active queues whatever they
+ask), so an application's fair share, and what preemption leaves it, is at most its
+demand; starved applications are relieved in submission order (Hadoop: a queue of
+starved applications, one at a time); victims are looked for on the nodes in their
+order; AM containers are never preempted; the AM limit reads the share among active
+leaves (Hadoop: the fair share, or the available resources where it is 0)."""
 
 from __future__ import annotations
 
