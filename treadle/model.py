@@ -236,6 +236,19 @@ class ClusterSpec:
         return any(demand.fits_in(n.resources) for n in self.nodes)
 
 
+@dataclass(frozen=True, slots=True)
+class ClusterPercent:
+    """A FairScheduler queue amount given as percentages of the cluster, per resource
+    (``"50%"``, ``"memory-mb=50%, vcores=25%"``): resolved against the live capacity."""
+
+    percent: tuple[tuple[str, float], ...]
+
+    def of(self, capacity: Resources) -> Resources:
+        given = dict(self.percent)
+        every = given.get("*", 100.0)  # "50%": of every resource
+        return Resources({k: capacity[k] * given.get(k, every) / 100.0 for k in capacity})
+
+
 QUEUE_RUNNING, QUEUE_STOPPED = "RUNNING", "STOPPED"
 """``QueueSpec.state``: YARN's queue states."""
 
@@ -267,6 +280,20 @@ class QueueSpec:
     submit_acl: str | None = None
     admin_acl: str | None = None
     unmodelled: tuple[tuple[str, str], ...] = ()
+    # FairScheduler properties (``plugins/policies/fair.py``; None: not set, inherited or
+    # Hadoop's default where Hadoop inherits, else no limit). Amounts are absolute or
+    # ``ClusterPercent``; timeouts in seconds; the user limits are read on the root only.
+    min_resources: Resources | ClusterPercent | None = None
+    max_resources: Resources | ClusterPercent | None = None
+    max_running_apps: int | None = None
+    max_am_share: float | None = None
+    scheduling_policy: str | None = None
+    fair_share_preemption_timeout_s: float | None = None
+    fair_share_preemption_threshold: float | None = None
+    min_share_preemption_timeout_s: float | None = None
+    allow_preemption_from: bool | None = None
+    user_max_apps_default: int | None = None
+    user_max_running_apps: tuple[tuple[str, int], ...] = ()
 
     @property
     def is_leaf(self) -> bool:

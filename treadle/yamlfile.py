@@ -23,6 +23,7 @@ build on it, neither on the other.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import typing
 from collections.abc import Callable, Sequence
@@ -35,6 +36,7 @@ from pydantic_core import ErrorDetails
 from treadle import yamlload
 from treadle.errors import InputError
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec
+from treadle.resources import MEMORY_MB, VCORES, Resources
 
 E = TypeVar("E", bound=InputError)
 """The error a file's problems are raised as (``InputError``, or ``WorkloadError``)."""
@@ -51,6 +53,8 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Percent = Annotated[float, Field(ge=0, le=100)]
 Credits = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 """Budget credits or a spending rate (credits per slot per allocation interval)."""
+ResourceAmounts = dict[str, Credits]
+"""A FairScheduler queue amount: resource name (vcores, memory_mb, ...) to amount."""
 
 
 class QueueFile(Strict):
@@ -79,6 +83,20 @@ class QueueFile(Strict):
         description="Who administers this queue and those below (may submit, and read and "
         "kill others' applications), as acl_submit_applications.",
     )
+    # FairScheduler properties, honoured by the fair policy (as an allocation file's).
+    min_resources: ResourceAmounts | None = Field(
+        default=None, description="minResources: served first until it holds this."
+    )
+    max_resources: ResourceAmounts | None = Field(
+        default=None, description="maxResources: never holds more (resources left out: no cap)."
+    )
+    max_running_apps: Annotated[int, Field(ge=0)] | None = None
+    max_am_share: Annotated[float, Field(ge=0, le=1)] | None = None
+    scheduling_policy: typing.Literal["fifo", "fair", "drf"] | None = None
+    min_share_preemption_timeout_s: Credits | None = None
+    fair_share_preemption_timeout_s: Credits | None = None
+    fair_share_preemption_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
+    allow_preemption_from: bool | None = None
 
 
 class UserFile(Strict):
@@ -86,6 +104,9 @@ class UserFile(Strict):
     budget: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     groups: list[Name] = Field(
         default_factory=list, description="The user's groups, as queue ACLs name them."
+    )
+    max_running_apps: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="The user's maxRunningApps (the fair policy)."
     )
 
 
@@ -166,7 +187,30 @@ def _queue(q: QueueFile, where: str, source: str, error: type[E], seen: set[str]
         spending_rate=q.spending_rate,
         submit_acl=q.acl_submit_applications,
         admin_acl=q.acl_administer_queue,
+        **_fair_properties(q),
     )
+
+
+def _fair_properties(q: QueueFile) -> dict[str, typing.Any]:
+    """The QueueSpec fields of ``q``'s FairScheduler properties (a max leaves the
+    resources it does not name uncapped)."""
+    out: dict[str, typing.Any] = {
+        k: getattr(q, k)
+        for k in (
+            "max_running_apps",
+            "max_am_share",
+            "scheduling_policy",
+            "min_share_preemption_timeout_s",
+            "fair_share_preemption_timeout_s",
+            "fair_share_preemption_threshold",
+            "allow_preemption_from",
+        )
+    }
+    if q.min_resources is not None:
+        out["min_resources"] = Resources(q.min_resources)
+    if q.max_resources is not None:
+        out["max_resources"] = Resources({VCORES: math.inf, MEMORY_MB: math.inf, **q.max_resources})
+    return out
 
 
 # --------------------------------------------------------------------------------------

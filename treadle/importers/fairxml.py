@@ -13,11 +13,15 @@ one; names are trimmed and hold no period. What maps:
   have); without a policy, ``specified``, ``user``, ``default``, as the Fair Scheduler's
   own default; ``root.default`` exists whether the file declares it or not, as in YARN.
 
-Recorded as not modelled: ``minResources``, ``maxResources``, ``maxChildResources``,
-``maxRunningApps``, ``maxAMShare``, ``schedulingPolicy`` (``schedulingMode``), the
-preemption timeouts and threshold, the reservation ACLs, ``reservation``, ``type="parent"`` on
-a queue with no children (it takes no jobs), ``<user>`` limits, the scheduler-wide
-defaults, and the group rules (``primaryGroup``, ``secondaryGroupExistingQueue``,
+- the properties the ``fair`` policy honours (``treadle.importers.fairprops``):
+  ``minResources``, ``maxResources``, ``maxRunningApps``, ``maxAMShare``,
+  ``schedulingPolicy`` (``schedulingMode``), the preemption timeouts and threshold,
+  ``allowPreemptionFrom``, ``<user>``'s ``maxRunningApps`` and the matching file-wide
+  defaults.
+
+Recorded as not modelled: ``maxChildResources``, the reservation ACLs, ``reservation``,
+``type="parent"`` on a queue with no children (it takes no jobs), the other scheduler-wide
+settings, and the group rules (``primaryGroup``, ``secondaryGroupExistingQueue``,
 ``nestedUserQueue``).
 """
 
@@ -27,7 +31,14 @@ import dataclasses
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from treadle.importers.fairprops import (
+    DEFAULTS,
+    QUEUE_PROPERTIES,
+    apply_defaults,
+    fifo_parent,
+)
 from treadle.importers.yarnqueues import (
     FAIR,
     PARENT_MARK,
@@ -44,31 +55,32 @@ _GROUP_RULES = ("primaryGroup", "secondaryGroupExistingQueue", "nestedUserQueue"
 _RULES = ("specified", "user", "default", "reject", *_GROUP_RULES)
 
 
-def _integer(text: str) -> object:
-    return int(text.strip())
+def read_property(tag: str, text: str, source: str, where: str) -> tuple[str, Any]:
+    """The QueueSpec field and value of queue element ``tag``; a bad value is an error
+    naming ``where``."""
+    key, parse = QUEUE_PROPERTIES[tag]
+    return key, _checked(parse, text, source, f"{where}.{tag}")
 
 
-def _number(text: str) -> object:
-    return float(text.strip())
+def _checked(parse: Callable[[str], Any], text: str, source: str, where: str) -> Any:
+    try:
+        return parse(text)
+    except ValueError as e:
+        raise QueueConfigError(source, where, str(e)) from None
+
+
+def read_default(tag: str, text: str, source: str) -> tuple[str, Any, str]:
+    key, parse, scope = DEFAULTS[tag]
+    return key, _checked(parse, text, source, tag), scope
 
 
 #: Queue elements recorded as not modelled, with the check their value gets (None: any).
 _UNMODELLED: dict[str, Callable[[str], object] | None] = {
-    "minResources": None,
-    "maxResources": None,
     "maxChildResources": None,
-    "maxRunningApps": _integer,
-    "maxAMShare": _number,
-    "minSharePreemptionTimeout": _integer,
-    "fairSharePreemptionTimeout": _integer,
-    "fairSharePreemptionThreshold": _number,
-    "schedulingPolicy": None,
-    "schedulingMode": None,
     "aclAdministerReservations": None,
     "aclListReservations": None,
     "aclSubmitReservations": None,
     "reservation": None,
-    "allowPreemptionFrom": None,
 }
 
 
@@ -76,6 +88,9 @@ _UNMODELLED: dict[str, Callable[[str], object] | None] = {
 class _Reader:
     source: str
     notes: list[Unmodelled] = field(default_factory=list)
+    #: File-wide defaults: QueueSpec field -> (value, which queues).
+    defaults: dict[str, tuple[Any, str]] = field(default_factory=dict)
+    users: list[tuple[str, int]] = field(default_factory=list)
 
     def error(self, where: str, message: str) -> QueueConfigError:
         return QueueConfigError(self.source, where, message)
@@ -90,6 +105,7 @@ class _Reader:
         path = f"{parent}.{name}" if parent else name
         weight = 1.0
         acls: dict[str, str | None] = {"aclSubmitApps": None, "aclAdministerApps": None}
+        honoured: dict[str, Any] = {}
         children: list[QueueSpec] = []
         unmodelled: list[tuple[str, str]] = []
         for child in el:
@@ -102,6 +118,9 @@ class _Reader:
                     raise self.error(f"{path}.weight", f"must be > 0, got {text.strip()!r}")
             elif tag in acls:
                 acls[tag] = text
+            elif tag in QUEUE_PROPERTIES:
+                key, value = read_property(tag, text, self.source, path)
+                honoured[key] = value
             else:
                 self.check(tag, text, path)
                 unmodelled.append((tag, text.strip()))
@@ -119,6 +138,7 @@ class _Reader:
             submit_acl=acls["aclSubmitApps"],
             admin_acl=acls["aclAdministerApps"],
             unmodelled=tuple(unmodelled),
+            **honoured,
         )
 
     def check(self, tag: str, text: str, path: str) -> None:
@@ -129,6 +149,17 @@ class _Reader:
             parse(text)
         except ValueError:
             raise self.error(f"{path}.{tag}", f"expected a number, got {text.strip()!r}") from None
+
+    def user(self, el: ET.Element) -> None:
+        """A ``<user>``'s limits: ``maxRunningApps`` honoured, the others noted."""
+        name = (el.get("name") or "").strip()
+        for limit in el:
+            text = (limit.text or "").strip()
+            if limit.tag == "maxRunningApps" and name:
+                _, count = read_property(limit.tag, text, self.source, f"user {name!r}")
+                self.users.append((name, count))
+            else:
+                self.notes.append(Unmodelled(f"user {name!r} {limit.tag}", text))
 
     def placement(self, el: ET.Element) -> tuple[PlacementRule, ...]:
         rules: list[PlacementRule] = []
@@ -161,9 +192,10 @@ def read_fair(root: ET.Element, source: str) -> ImportedQueues:
         if el.tag == "queuePlacementPolicy":
             placement = reader.placement(el)
         elif el.tag == "user":
-            for limit in el:
-                prop = f"user {el.get('name', '')!r} {limit.tag}"
-                reader.notes.append(Unmodelled(prop, (limit.text or "").strip()))
+            reader.user(el)
+        elif el.tag in DEFAULTS:
+            key, value, scope = read_default(el.tag, el.text or "", source)
+            reader.defaults[key] = (value, scope)
         elif el.tag not in _QUEUE_TAGS:
             reader.notes.append(Unmodelled(el.tag, (el.text or "").strip()))
     if len(queues) == 1 and (queues[0].get("name") or "").strip().lower() == ROOT_QUEUE:
@@ -174,4 +206,8 @@ def read_fair(root: ET.Element, source: str) -> ImportedQueues:
         tree = QueueSpec(ROOT_QUEUE, children=tuple(reader.queue(q, ROOT_QUEUE) for q in queues))
     if not any(c.name == DEFAULT_QUEUE for c in tree.children):
         tree = dataclasses.replace(tree, children=(*tree.children, QueueSpec(DEFAULT_QUEUE)))
+    tree = apply_defaults(tree, reader.defaults, tuple(reader.users))
+    fifo = fifo_parent(tree)
+    if fifo is not None:
+        raise reader.error(f"{fifo}.schedulingPolicy", "fifo is for leaf queues only")
     return ImportedQueues(source, FAIR, tree, placement, tuple(reader.notes))

@@ -41,6 +41,7 @@ from pathlib import Path
 from treadle.acl import EVERYONE, QueueAcls, acls_given, user_groups
 from treadle.errors import InputError
 from treadle.importers.common import read_text
+from treadle.importers.fairprops import describe_fair
 from treadle.model import DEFAULT_QUEUE, QUEUE_STOPPED, ROOT_QUEUE, JobSpec, QueueSpec, Workload
 
 CAPACITY, FAIR = "capacity", "fair"
@@ -305,6 +306,7 @@ def _tree_lines(q: QueueSpec, scheduler: str, indent: str) -> Iterable[str]:
         facts.append(f"capacity {q.capacity:g}%, max {q.max_capacity:g}%")
     if scheduler == FAIR:
         facts.append(f"weight {q.weight:g}")
+        facts.extend(describe_fair(q))
     if q.state == QUEUE_STOPPED:
         facts.append(QUEUE_STOPPED)
     for what, acl in (("submit", q.submit_acl), ("administer", q.admin_acl)):

@@ -9,6 +9,7 @@ declaration order: the explicit jobs (stage by stage, task by task), then each g
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import random
 import re
@@ -95,6 +96,13 @@ class Builder:
             raise self.error(None, f"{jobs_total} jobs declared and generated; at most {MAX_JOBS}")
         self.cluster = self._cluster(self.doc.cluster)
         self.queues = queue_tree(self.doc.queues, self.source, WorkloadError)
+        limits = tuple(
+            (u, spec.max_running_apps)
+            for u, spec in self.doc.users.items()
+            if spec.max_running_apps is not None
+        )
+        if limits:  # users' maxRunningApps, on the root as an allocation file's
+            self.queues = dataclasses.replace(self.queues, user_max_running_apps=limits)
         jobs = [self._job(f"jobs[{i}]", j) for i, j in enumerate(self.doc.jobs)]
         for i, g in enumerate(self.doc.generators):
             where = f"generators[{i}]"
