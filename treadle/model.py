@@ -260,6 +260,15 @@ class QueueSpec:
     state: str = QUEUE_RUNNING
     submit_acl: str | None = None
     unmodelled: tuple[tuple[str, str], ...] = ()
+    # CapacityScheduler leaf properties (None: not set; the capacity policy then applies
+    # no such limit): user-limit-factor, minimum-user-limit-percent, maximum-applications
+    # (submissions past it are refused), maximum-am-resource-percent (a fraction, 0..1),
+    # ordering-policy ("fifo" or "fair").
+    user_limit_factor: float | None = None
+    minimum_user_limit_percent: float | None = None
+    maximum_applications: int | None = None
+    maximum_am_resource_percent: float | None = None
+    ordering_policy: str | None = None
 
     @property
     def is_leaf(self) -> bool:

@@ -26,7 +26,7 @@ import difflib
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -68,6 +68,22 @@ class QueueFile(Strict):
         default=None,
         description="A leaf queue's initial spending rate: credits per slot per allocation "
         "interval.",
+    )
+    # CapacityScheduler leaf properties (the capacity policy honours them).
+    user_limit_factor: Positive | None = Field(
+        default=None, description="A user may hold up to this many times the leaf's capacity."
+    )
+    minimum_user_limit_percent: Annotated[float, Field(gt=0, le=100)] | None = Field(
+        default=None, description="Each active user's floor, a percentage of the leaf."
+    )
+    maximum_applications: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="Submissions past this many applications are refused."
+    )
+    maximum_am_resource_percent: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        default=None, description="Application masters may hold this fraction of the leaf."
+    )
+    ordering_policy: Literal["fifo", "fair"] | None = Field(
+        default=None, description="The order of the leaf's applications."
     )
 
 
@@ -131,6 +147,11 @@ def _queue(q: QueueFile, where: str, source: str, error: type[E], seen: set[str]
         children,
         budget=q.budget,
         spending_rate=q.spending_rate,
+        user_limit_factor=q.user_limit_factor,
+        minimum_user_limit_percent=q.minimum_user_limit_percent,
+        maximum_applications=q.maximum_applications,
+        maximum_am_resource_percent=q.maximum_am_resource_percent,
+        ordering_policy=q.ordering_policy,
     )
 
 

@@ -288,6 +288,7 @@ class Queue:
         "name",
         "parent",
         "path",
+        "spec",
         "spending_rate",
         "weight",
     )
@@ -310,6 +311,8 @@ class Queue:
         #: A budget account's initial values (Dynamic Priority), if the workload sets them.
         self.budget: float | None = getattr(spec, "budget", None)
         self.spending_rate: float | None = getattr(spec, "spending_rate", None)
+        #: The queue as configured (a policy reads its scheduler properties there).
+        self.spec = spec
 
     @property
     def used(self) -> Resources:

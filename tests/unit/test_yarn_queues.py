@@ -16,7 +16,7 @@ import pytest
 from treadle.errors import InputError
 from treadle.importers.sls import load_sls
 from treadle.importers.yarnconf import load_queues
-from treadle.importers.yarnqueues import apply_queues, describe_queues
+from treadle.importers.yarnqueues import QueueConfigError, apply_queues, describe_queues
 from treadle.model import QUEUE_STOPPED, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 
@@ -359,13 +359,12 @@ def test_a_stock_capacity_file_is_one_default_queue_and_its_warnings(tmp_path: P
         "queue-mappings-override.enable": "false",
     }
     q = load_queues(capacity_xml(tmp_path, **props))
-    assert [(c.name, c.capacity, c.submit_acl) for c in q.root.children] == [
-        ("default", 100.0, "*")
+    assert [(c.name, c.capacity, c.submit_acl, c.user_limit_factor) for c in q.root.children] == [
+        ("default", 100.0, "*", 1.0)
     ]
     assert q.placement == ()
     warned = [w.split(": ")[1] for w in q.warnings()]
-    assert warned == [
-        "user-limit-factor (at root.default)",
+    assert warned == [  # the leaf's user-limit-factor is honoured, not warned of
         "yarn.scheduler.capacity.maximum-applications",
         "yarn.scheduler.capacity.maximum-am-resource-percent",
     ]
@@ -393,3 +392,29 @@ def test_fair_root_element_nesting_and_a_childless_parent(tmp_path: Path) -> Non
     assert "root.eng.batch admits" in lines[0]
     with pytest.raises(InputError, match="goes to a parent queue"):
         apply_queues(workload(("j", "ann", "users")), q)
+
+
+def test_a_capacity_files_leaf_limits_are_read_and_bad_ones_named(tmp_path: Path) -> None:
+    props = {
+        **TWO,
+        "root.a.user-limit-factor": "2",
+        "root.a.minimum-user-limit-percent": "25",
+        "root.a.maximum-applications": "3",
+        "root.a.maximum-am-resource-percent": "0.5",
+        "root.a.ordering-policy": "fair",
+    }
+    q = load_queues(capacity_xml(tmp_path, **props))
+    a = q.root.children[0]
+    assert (a.user_limit_factor, a.minimum_user_limit_percent, a.maximum_applications) == (
+        2.0,
+        25.0,
+        3,
+    )
+    assert (a.maximum_am_resource_percent, a.ordering_policy, a.unmodelled) == (0.5, "fair", ())
+    assert q.warnings() == []
+    bad = {**TWO, "root.b.ordering-policy": "priority-utilization"}
+    with pytest.raises(QueueConfigError, match=r"root.b.ordering-policy.*fifo or fair"):
+        load_queues(capacity_xml(tmp_path, **bad))
+    bad = {**TWO, "root.b.maximum-am-resource-percent": "10"}
+    with pytest.raises(QueueConfigError, match=r"maximum-am-resource-percent.*out of range"):
+        load_queues(capacity_xml(tmp_path, **bad))

@@ -15,14 +15,17 @@ What maps, for the queue at path ``P`` (``yarn.scheduler.capacity.P.<key>``):
 - ``yarn.scheduler.capacity.queue-mappings`` (``u:user:queue``, ``u:%user:%user``,
   ``u:%user:queue``) and ``queue-mappings-override.enable``: placement.
 
-Everything else (``user-limit-factor``, ``minimum-user-limit-percent``,
-``maximum-applications``, ``maximum-am-resource-percent``, ``ordering-policy``, absolute
-``[memory=...]`` or weight ``2w`` capacities, group mappings, properties that are not the
-Capacity Scheduler's) is recorded as not modelled.
+- ``user-limit-factor``, ``minimum-user-limit-percent``, ``maximum-applications``,
+  ``maximum-am-resource-percent`` (a fraction, 0..1) and ``ordering-policy`` (``fifo`` or
+  ``fair``) of a queue: its ``QueueSpec`` fields, which the ``capacity`` policy honours.
+
+Everything else (absolute ``[memory=...]`` or weight ``2w`` capacities, group mappings,
+properties that are not the Capacity Scheduler's) is recorded as not modelled.
 """
 
 from __future__ import annotations
 
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,8 +41,23 @@ from treadle.importers.yarnqueues import (
 from treadle.model import QUEUE_RUNNING, QUEUE_STOPPED, ROOT_QUEUE, QueueSpec
 
 PREFIX = "yarn.scheduler.capacity."
+#: A leaf's properties the capacity policy honours, and their ``QueueSpec`` fields.
+LEAF_KEYS = (
+    ("user-limit-factor", "user_limit_factor"),
+    ("minimum-user-limit-percent", "minimum_user_limit_percent"),
+    ("maximum-applications", "maximum_applications"),
+    ("maximum-am-resource-percent", "maximum_am_resource_percent"),
+    ("ordering-policy", "ordering_policy"),
+)
 MAPPINGS, OVERRIDE = "queue-mappings", "queue-mappings-override.enable"
-MAPPED_KEYS = ("queues", "capacity", "maximum-capacity", "state", "acl_submit_applications")
+MAPPED_KEYS = (
+    "queues",
+    "capacity",
+    "maximum-capacity",
+    "state",
+    "acl_submit_applications",
+    *(key for key, _ in LEAF_KEYS),
+)
 PRECISION = 0.0005 * 100  # CapacitySchedulerConfiguration's, on percentages
 
 
@@ -91,7 +109,37 @@ class _Reader:
             capacity=capacity,
             max_capacity=max_capacity,
             **self.common(path, capacity),
+            **self.leaf_limits(path),
         )
+
+    def leaf_limits(self, path: str) -> dict[str, Any]:
+        """The queue's user limits, application limits and ordering (``LEAF_KEYS``)."""
+        out: dict[str, Any] = {}
+        for key, attr in LEAF_KEYS:
+            text = self.get(path, key)
+            if text is None:
+                continue
+            name = f"{PREFIX}{path}.{key}"
+            if key == "ordering-policy":
+                value: Any = text.strip().lower()
+                if value not in ("fifo", "fair"):
+                    raise self.error(path, key, f"expected fifo or fair, got {text.strip()!r}")
+            elif key == "maximum-applications":
+                number = parse_float(text, self.source, name)
+                if number < 0 or number != int(number):
+                    raise self.error(path, key, f"expected a whole number >= 0, got {text!r}")
+                value = int(number)
+            else:
+                value = parse_float(text, self.source, name)
+                high = {"maximum-am-resource-percent": 1.0, "minimum-user-limit-percent": 100.0}
+                if (
+                    value < 0
+                    or value > high.get(key, math.inf)
+                    or (value == 0 and key != "maximum-am-resource-percent")
+                ):
+                    raise self.error(path, key, f"out of range: {text.strip()!r}")
+            out[attr] = value
+        return out
 
     def common(self, path: str, capacity: float) -> dict[str, Any]:
         """A queue's fields that the root has too: state, ACL, children, the rest."""
