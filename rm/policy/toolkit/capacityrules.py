@@ -5,13 +5,13 @@ Quantities are scalars in the policy's resource calculator (memory, or dominant 
 as a fraction of the cluster; ``step`` is the minimum allocation in that unit (YARN's
 ``yarn.scheduler.minimum-allocation-*``, 1024 MB and 1 vcore by default).
 
-- User limit (``UsersManager.computeUserLimit``): with ``capacity`` the leaf's guarantee,
-  ``current = capacity`` while the leaf uses less than it, else ``used + required`` (the
-  ask being placed); ``limit = max(ceil(max(active users' usage + required, current) /
-  active users), ceil(current x minimum-user-limit-percent / 100))``, capped at
-  ``capacity x user-limit-factor`` and rounded up to ``step``. A user whose usage in the
-  leaf is *more than* its limit gets nothing (so a user may go one container past it).
-  Active users: those with something pending in the leaf (at least one is counted).
+- User limit (``UsersManager.computeUserLimit``): with ``capacity`` the leaf's guarantee
+  (at least ``step``) and ``required = step``, ``current = capacity`` while the leaf uses
+  less than it, else ``used + required``; ``limit = max(ceil((active users' usage +
+  required) / active users), ceil(current x minimum-user-limit-percent / 100))``, capped
+  at ``capacity x user-limit-factor`` and rounded up to ``step``. A user whose usage in
+  the leaf is *more than* its limit gets nothing (so a user may go one container past
+  it). Active users: those with something pending in the leaf (at least one counted).
 - AM limit (``LeafQueue.activateApplications``): the leaf's applications are activated
   in submission order while their AMs fit in ``capacity x maximum-am-resource-percent``
   (rounded up to ``step``); the first is always activated. An application not active
@@ -47,7 +47,6 @@ def ceil_step(x: float, step: float) -> float:
 def user_limit(
     capacity: float,
     used: float,
-    required: float,
     active_users: int,
     active_usage: float,
     minimum_user_limit_percent: float = 100.0,
@@ -55,13 +54,14 @@ def user_limit(
     step: float = 0.0,
 ) -> float:
     """A user's limit in a leaf (module docstring): ``capacity`` the leaf's guarantee,
-    ``used`` its usage, ``required`` the ask being placed, ``active_usage`` what the
-    active users use."""
-    current = capacity if used < capacity - EPS else used + required
+    ``used`` its usage, ``active_usage`` what its active users use, ``step`` the minimum
+    allocation (also the ``required`` of Hadoop's formula)."""
+    capacity = max(capacity, step)  # a queue smaller than one container still progresses
+    consumed = ceil_step(used, step)
+    current = capacity if consumed < capacity - EPS else consumed + step
     users = max(active_users, 1)
-    shared = max(active_usage + required, current)
     limit = max(
-        ceil_step(shared / users, step),
+        ceil_step((active_usage + step) / users, step),
         ceil_step(current * minimum_user_limit_percent / 100.0, step),
     )
     return ceil_step(min(limit, capacity * user_limit_factor), step)
@@ -179,7 +179,7 @@ class LeafRules:
             for app in _ordered(waiting[leaf], spec, cap, self.usage):
                 for ask in app.sorted_asks():
                     if fits(ask.resources, leaf, node, cluster) and self._user_may(
-                        app, ask, queues[leaf], spec, users, cluster, waiting[leaf]
+                        app, queues[leaf], spec, users, cluster, waiting[leaf]
                     ):
                         return app, ask
             return None
@@ -195,7 +195,6 @@ class LeafRules:
     def _user_may(
         self,
         app: AppView,
-        ask: Ask,
         q: QueueView,
         spec: QueueSpec | None,
         users: Mapping[tuple[str, str], float],
@@ -211,7 +210,6 @@ class LeafRules:
         limit = user_limit(
             q.abs_capacity,
             self.usage(q.used, cap),
-            self.usage(ask.resources, cap),
             len(active),
             sum(users.get((q.name, u), 0.0) for u in active),
             spec.minimum_user_limit_percent or 100.0,
