@@ -20,6 +20,8 @@ import pytest
 from rm.policy.toolkit.capacityrules import activate, am_limit, may_assign_to_user, user_limit
 from tests.fidelity.capacity_helpers import held_at, job_field, of, run
 from treadle import events as ev
+from treadle.errors import InputError
+from treadle.workload.loading import parse_workload
 
 GB = 1.0 / 8  # one GB of an 8 GB cluster, the unit of the formula tests
 
@@ -209,3 +211,15 @@ def test_maximum_applications_refuses_the_submission_past_it() -> None:
     assert [name[r["job"]] for r in failed] == ["three"]
     assert "Queue root.a already has 2 applications" in failed[0]["diagnostics"]
     assert sorted(name[r["job"]] for r in of(result, ev.JOB_FINISHED)) == ["four", "one", "two"]
+
+
+def test_a_bad_leaf_limit_in_a_workload_is_one_clear_error() -> None:
+    """The workload's queue keys are checked as YARN's are: an ordering policy that is
+    neither fifo nor fair, or an AM share above 1, names the queue entry."""
+    for bad, key in (
+        ("ordering_policy: lifo", "ordering_policy"),
+        ("maximum_am_resource_percent: 2", "maximum_am_resource_percent"),
+    ):
+        wl = one_node(8, f"  - {{name: a, {bad}}}", job("j", "u", "a", 1))
+        with pytest.raises(InputError, match=rf"queues\[0\]\.{key}"):
+            parse_workload(wl, "bad.yaml")

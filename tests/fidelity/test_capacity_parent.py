@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.fidelity.capacity_helpers import held_at, job_field, of, run
+from tests.unit.test_yarn_queues import capacity_xml
 from treadle import events as ev
 from treadle.importers.yarnconf import load_queues
 from treadle.importers.yarnqueues import QueueConfigError
@@ -99,15 +100,10 @@ jobs:
     assert held["b"] + held["c"] == 27
 
 
-def capacity_xml(tmp_path: Path, a: str, b: str) -> Path:
-    props = {"root.queues": "a,b", "root.a.capacity": a, "root.b.capacity": b}
-    body = "".join(
-        f"<property><name>yarn.scheduler.capacity.{k}</name><value>{v}</value></property>"
-        for k, v in props.items()
+def two_leaves(tmp_path: Path, a: str, b: str) -> Path:
+    return capacity_xml(
+        tmp_path, **{"root.queues": "a,b", "root.a.capacity": a, "root.b.capacity": b}
     )
-    path = tmp_path / "capacity-scheduler.xml"
-    path.write_text(f"<configuration>{body}</configuration>")
-    return path
 
 
 def test_single_level_queues_precision(tmp_path: Path) -> None:
@@ -115,10 +111,10 @@ def test_single_level_queues_precision(tmp_path: Path) -> None:
     100% so should be failed"; 30 and 70 load; 30 and 70.005 load too ("under PRECISION
     which is .05%")."""
     with pytest.raises(QueueConfigError, match=r"sum to 100\.5, not 100"):
-        load_queues(capacity_xml(tmp_path, "30", "70.5"))
-    assert [q.capacity for q in load_queues(capacity_xml(tmp_path, "30", "70")).root.children] == [
+        load_queues(two_leaves(tmp_path, "30", "70.5"))
+    assert [q.capacity for q in load_queues(two_leaves(tmp_path, "30", "70")).root.children] == [
         30.0,
         70.0,
     ]
-    loaded = load_queues(capacity_xml(tmp_path, "30", "70.005")).root.children
+    loaded = load_queues(two_leaves(tmp_path, "30", "70.005")).root.children
     assert [q.name for q in loaded] == ["a", "b"]
