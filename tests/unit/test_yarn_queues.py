@@ -363,11 +363,11 @@ def test_a_stock_capacity_file_is_one_default_queue_and_its_warnings(tmp_path: P
         ("default", 100.0, "*", 1.0)
     ]
     assert q.placement == ()
-    warned = [w.split(": ")[1] for w in q.warnings()]
-    assert warned == [  # the leaf's user-limit-factor is honoured, not warned of
-        "yarn.scheduler.capacity.maximum-applications",
-        "yarn.scheduler.capacity.maximum-am-resource-percent",
-    ]
+    # The leaf's user-limit-factor is honoured, and the scheduler-wide limits are its
+    # defaults (its maximum: 10000 x its absolute capacity), so nothing is warned of.
+    assert q.warnings() == []
+    default = q.root.children[0]
+    assert (default.maximum_applications, default.maximum_am_resource_percent) == (10000, 0.1)
     placed, refused = apply_queues(workload(("j", "anyone", "default")), q)
     assert (placed.jobs[0].queue, refused) == ("default", [])
 
@@ -418,3 +418,17 @@ def test_a_capacity_files_leaf_limits_are_read_and_bad_ones_named(tmp_path: Path
     bad = {**TWO, "root.b.maximum-am-resource-percent": "10"}
     with pytest.raises(QueueConfigError, match=r"maximum-am-resource-percent.*out of range"):
         load_queues(capacity_xml(tmp_path, **bad))
+
+
+def test_scheduler_wide_application_limits_default_each_leaf(tmp_path: Path) -> None:
+    """YARN's ``maximum-applications`` (system) x a leaf's absolute capacity, rounded
+    down, and the system's AM share, for the leaves that set neither themselves."""
+    props = {
+        **TWO,
+        "maximum-applications": "100",
+        "maximum-am-resource-percent": "0.25",
+        "root.b.maximum-applications": "7",
+    }
+    a, b = load_queues(capacity_xml(tmp_path, **props)).root.children
+    assert (a.maximum_applications, a.maximum_am_resource_percent) == (40, 0.25)
+    assert (b.maximum_applications, b.maximum_am_resource_percent) == (7, 0.25)
