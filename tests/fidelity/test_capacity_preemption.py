@@ -183,10 +183,13 @@ def test_expire_kill_after_the_wait_only() -> None:
     assert marks.kills(chosen, 0.0, 10.0) == []
     assert marks.kills(chosen, 5.0, 10.0) == []
     assert marks.kills(chosen, 10.001, 10.0) == chosen
-    # A container no longer selected is forgotten: selected again, its wait starts over.
-    assert marks.kills(["C-0"], 11.0, 10.0) == []
-    assert marks.kills(["C-1"], 12.0, 10.0) == []
-    assert marks.kills(["C-0"], 21.5, 10.0) == []
+    # A mark outlives a round that does not select its container, for twice the wait
+    # (``cleanupStaledPreemptionCandidates``); older, it is forgotten.
+    assert marks.kills(["C-10"], 11.0, 10.0) == []
+    assert marks.kills([], 15.0, 10.0) == []
+    assert marks.kills(["C-10"], 21.0, 10.0) == ["C-10"]
+    assert marks.kills(["C-11"], 22.0, 10.0) == []
+    assert marks.kills(["C-11"], 43.0, 10.0) == []  # forgotten at 42+: marked afresh
 
 
 # ------------------------------------------------------------------------ in the simulator

@@ -22,8 +22,8 @@ dominant share): per queue its ``guaranteed`` and ``maximum`` (absolute), ``used
 first, each one's containers least important priority first, then newest first, AM
 containers never, each taken whole while the leaf still has something to obtain and the
 round's budget (``total_preemption_per_round`` of the cluster) covers it. ``Marks``
-keeps when each was first selected: one still selected ``max_wait_before_kill_s``
-later is killed; one no longer selected is forgotten.
+keeps when each was first selected: one selected again ``max_wait_before_kill_s`` or
+more later is killed; a mark older than twice that is forgotten.
 """
 
 from __future__ import annotations
@@ -231,14 +231,13 @@ class Marks:
     since: dict[str, float] = field(default_factory=dict)
 
     def kills(self, selected: Iterable[str], now: float, wait_s: float) -> list[str]:
-        """Mark ``selected`` (those new to it at ``now``), forget those not selected, and
-        return those marked at least ``wait_s`` ago: to kill now."""
-        chosen = list(selected)
-        keep = set(chosen)
-        for cid in [c for c in self.since if c not in keep]:
+        """Mark ``selected`` (those new to it at ``now``), forget marks older than twice
+        the wait (``cleanupStaledPreemptionCandidates``), and return the selected ones
+        marked at least ``wait_s`` ago: to kill now."""
+        for cid in [c for c, first in self.since.items() if first + 2 * wait_s < now - EPS]:
             del self.since[cid]
         out = []
-        for cid in chosen:
+        for cid in selected:
             first = self.since.setdefault(cid, now)
             if now - first >= wait_s - EPS:
                 out.append(cid)
