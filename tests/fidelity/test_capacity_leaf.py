@@ -15,12 +15,18 @@ the AM (``testHeadroomWithMaxCap``), and the per-user AM limit
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rm.policy.toolkit.capacityrules import activate, am_limit, may_assign_to_user, user_limit
 from tests.fidelity.capacity_helpers import held_at, job_field, of, run
+from tests.unit.test_yarn_queues import capacity_xml
 from treadle import events as ev
 from treadle.errors import InputError
+from treadle.importers.yarnconf import load_queues
+from treadle.importers.yarnqueues import apply_queues
+from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload.loading import parse_workload
 
 GB = 1.0 / 8  # one GB of an 8 GB cluster, the unit of the formula tests
@@ -223,3 +229,27 @@ def test_a_bad_leaf_limit_in_a_workload_is_one_clear_error() -> None:
         wl = one_node(8, f"  - {{name: a, {bad}}}", job("j", "u", "a", 1))
         with pytest.raises(InputError, match=rf"queues\[0\]\.{key}"):
             parse_workload(wl, "bad.yaml")
+
+
+def test_a_capacity_scheduler_xml_drives_the_same_limits(tmp_path: Path) -> None:
+    """``testSingleQueueWithOneUser``'s queue given as a capacity-scheduler.xml (10% with
+    user-limit-factor 1) and applied to the workload, as ``treadle sim --queues`` does:
+    the same 2 GB for user_0, and run_sim's summary lists the jobs as usual."""
+    xml = capacity_xml(
+        tmp_path,
+        **{
+            "root.queues": "a,b",
+            "root.a.capacity": "10",
+            "root.b.capacity": "90",
+            "root.a.user-limit-factor": "1",
+        },
+    )
+    jobs = "\n".join([job("app_0", "user_0", "a", 3, s=50), job("app_1", "user_0", "a", 2, s=50)])
+    wl, refused = apply_queues(
+        parse_workload(one_node(8, "  - {name: a}", jobs), "w.yaml"), load_queues(xml)
+    )
+    assert refused == []
+    result, metrics = run_sim(wl, PolicyChoice("capacity", MEMORY), options=RunOptions())
+    assert held_at(result, 10.0, by="job") == {"app_0": 2}
+    assert metrics.summary["finished"] == 2
+    assert "preemption" not in metrics.summary
