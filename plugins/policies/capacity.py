@@ -148,9 +148,13 @@ class CapacityPolicy(QueueTreePolicy[CapacityParams]):
     def preempt(self, cluster: ClusterView) -> Sequence[str]:
         if not self.params.preemption or not cluster.capacity:
             return ()
-        active = self._rules.active if self._rules is not None else None
+        step = self._step(cluster)
+        rules = self._rules
+        if rules is not None:
+            rules.step = step
+        pending = rules.monitor_pending(cluster) if rules is not None else None
         selected = monitor_round(
-            cluster, self._held.values(), self.usage, self._monitor, active, self._step(cluster)
+            cluster, self._held.values(), self.usage, self._monitor, pending, step
         )
         return self._marks.kills(selected, cluster.now, self._monitor.max_wait_before_kill_s)
 

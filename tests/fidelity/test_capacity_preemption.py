@@ -302,3 +302,19 @@ def test_monitor_off_by_default_nothing_is_preempted() -> None:
     assert of(result, ev.CONTAINER_PREEMPTED) == []
     assert "preemption" not in summarize(result.records)
     assert held_at(result, 59.0) == {"a": 40}
+
+
+def test_the_monitor_counts_only_what_the_user_limit_lets_a_queue_use() -> None:
+    """YARN's monitor counts a leaf's demand within its users' limits
+    (``getTotalPendingResourcesConsideringUserLimit``): ``b``'s one user may hold only
+    ``0.5 x 0.25`` of the cluster (5 slots, plus one container past it), so ``a`` gives
+    back what ``b`` can use, not ``b``'s whole guarantee of 20 slots."""
+    wl = hog_and_late(300).replace(
+        "{name: b, capacity: 50}", "{name: b, capacity: 50, user_limit_factor: 0.25}"
+    )
+    result = run(
+        wl, preemption=True, total_preemption_per_round=1.0, natural_termination_factor=1.0
+    )
+    pre = of(result, ev.CONTAINER_PREEMPTED)
+    assert 5 <= len(pre) <= 6
+    assert held_at(result, 100.0)["b"] == len(pre)

@@ -150,6 +150,33 @@ class LeafRules:
             ]
             self.active.update(activate(waiting, used, len(on), limit))
 
+    def monitor_pending(self, cluster: ClusterView) -> dict[str, float]:
+        """What each leaf asks for as the preemption monitor counts it (YARN's
+        ``getTotalPendingResourcesConsideringUserLimit``): the demand of its active
+        applications, each user's capped at what its user limit leaves it."""
+        self.activate_waiting(cluster)
+        cap, queues = cluster.capacity, cluster.queues
+        by_leaf: dict[str, list[AppView]] = {}
+        for app in cluster.pending_apps():
+            if app.app_id in self.active and app.queue in queues:
+                by_leaf.setdefault(app.queue, []).append(app)
+        users = _user_usage(cluster, self.usage)
+        out: dict[str, float] = {}
+        for leaf, apps in by_leaf.items():
+            q = queues[leaf]
+            demand: dict[str, float] = {}
+            for app in apps:
+                demand[app.user] = demand.get(app.user, 0.0) + self.usage(app.demand, cap)
+            spec = spec_of(q)
+            if spec is not None and _limits_users(spec):
+                limit = self._limit(q, spec, users, set(demand), cluster)
+                demand = {
+                    u: min(d, max(limit - users.get((leaf, u), 0.0), 0.0))
+                    for u, d in demand.items()
+                }
+            out[leaf] = sum(demand.values())
+        return out
+
     def walk(
         self,
         node: NodeView,
@@ -192,6 +219,16 @@ class LeafRules:
             children, group_key, cluster, lambda n: queues[n].is_leaf, pick, placed
         )
 
+    def _limit(
+        self,
+        q: QueueView,
+        spec: QueueSpec,
+        users: Mapping[tuple[str, str], float],
+        active: set[str],
+        cluster: ClusterView,
+    ) -> float:
+        return _limit_of(self.usage, self.step, q, spec, users, active, cluster)
+
     def _user_may(
         self,
         app: AppView,
@@ -201,22 +238,35 @@ class LeafRules:
         cluster: ClusterView,
         waiting: list[AppView],
     ) -> bool:
-        if spec is None or (
-            spec.user_limit_factor is None and spec.minimum_user_limit_percent is None
-        ):
+        if spec is None or not _limits_users(spec):
             return True
-        cap = cluster.capacity
-        active = {a.user for a in waiting}
-        limit = user_limit(
-            q.abs_capacity,
-            self.usage(q.used, cap),
-            len(active),
-            sum(users.get((q.name, u), 0.0) for u in active),
-            spec.minimum_user_limit_percent or 100.0,
-            spec.user_limit_factor or 1.0,
-            self.step,
-        )
+        limit = self._limit(q, spec, users, {a.user for a in waiting}, cluster)
         return may_assign_to_user(users.get((q.name, app.user), 0.0), limit)
+
+
+def _limits_users(spec: QueueSpec) -> bool:
+    return spec.user_limit_factor is not None or spec.minimum_user_limit_percent is not None
+
+
+def _limit_of(
+    usage: Callable[[Resources, Resources], float],
+    step: float,
+    q: QueueView,
+    spec: QueueSpec,
+    users: Mapping[tuple[str, str], float],
+    active: set[str],
+    cluster: ClusterView,
+) -> float:
+    """The user limit of leaf ``q`` now (``user_limit``), ``active`` its active users."""
+    return user_limit(
+        q.abs_capacity,
+        usage(q.used, cluster.capacity),
+        len(active),
+        sum(users.get((q.name, u), 0.0) for u in active),
+        spec.minimum_user_limit_percent or 100.0,
+        spec.user_limit_factor or 1.0,
+        step,
+    )
 
 
 def _user_usage(

@@ -29,7 +29,7 @@ more later is killed; a mark older than twice that is forgotten.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from rm.policy.views import ClusterView, QueueView
@@ -263,17 +263,18 @@ def monitor_round(
     held: Iterable[tuple[Container, float]],
     usage: Callable[[Resources, Resources], float],
     params: PreemptionParams,
-    active: Collection[str] | None = None,
+    pending: Mapping[str, float] | None = None,
     step: float = 0.0,
 ) -> list[str]:
     """The containers one round of the monitor selects in ``cluster`` (as fractions of
-    it, by ``usage``): ``held``, the live containers and when each started; ``active``,
-    the applications whose demand counts (None: all)."""
+    it, by ``usage``): ``held``, the live containers and when each started; ``pending``,
+    what each leaf asks for (None: its applications' demand)."""
     cap = cluster.capacity
-    pending: dict[str, float] = {}
-    for app in cluster.pending_apps():
-        if active is None or app.app_id in active:
-            pending[app.queue] = pending.get(app.queue, 0.0) + usage(app.demand, cap)
+    if pending is None:
+        asked: dict[str, float] = {}
+        for app in cluster.pending_apps():
+            asked[app.queue] = asked.get(app.queue, 0.0) + usage(app.demand, cap)
+        pending = asked
     root = _load_tree(cluster.root_queue, cluster, usage, pending)
     obtain = to_obtain(root, 1.0, params, step)
     apps = cluster.apps
