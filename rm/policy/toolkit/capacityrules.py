@@ -227,7 +227,16 @@ class LeafRules:
         active: set[str],
         cluster: ClusterView,
     ) -> float:
-        return _limit_of(self.usage, self.step, q, spec, users, active, cluster)
+        """The user limit of leaf ``q`` now (``user_limit``), ``active`` its active users."""
+        return user_limit(
+            q.abs_capacity,
+            self.usage(q.used, cluster.capacity),
+            len(active),
+            sum(users.get((q.name, u), 0.0) for u in active),
+            spec.minimum_user_limit_percent or 100.0,
+            spec.user_limit_factor or 1.0,
+            self.step,
+        )
 
     def _user_may(
         self,
@@ -246,27 +255,6 @@ class LeafRules:
 
 def _limits_users(spec: QueueSpec) -> bool:
     return spec.user_limit_factor is not None or spec.minimum_user_limit_percent is not None
-
-
-def _limit_of(
-    usage: Callable[[Resources, Resources], float],
-    step: float,
-    q: QueueView,
-    spec: QueueSpec,
-    users: Mapping[tuple[str, str], float],
-    active: set[str],
-    cluster: ClusterView,
-) -> float:
-    """The user limit of leaf ``q`` now (``user_limit``), ``active`` its active users."""
-    return user_limit(
-        q.abs_capacity,
-        usage(q.used, cluster.capacity),
-        len(active),
-        sum(users.get((q.name, u), 0.0) for u in active),
-        spec.minimum_user_limit_percent or 100.0,
-        spec.user_limit_factor or 1.0,
-        step,
-    )
 
 
 def _user_usage(
