@@ -294,6 +294,15 @@ class QueueSpec:
     allow_preemption_from: bool | None = None
     user_max_apps_default: int | None = None
     user_max_running_apps: tuple[tuple[str, int], ...] = ()
+    # CapacityScheduler leaf properties (None: not set; the capacity policy then applies
+    # no such limit): user-limit-factor, minimum-user-limit-percent, maximum-applications
+    # (submissions past it are refused), maximum-am-resource-percent (a fraction, 0..1),
+    # ordering-policy ("fifo" or "fair").
+    user_limit_factor: float | None = None
+    minimum_user_limit_percent: float | None = None
+    maximum_applications: int | None = None
+    maximum_am_resource_percent: float | None = None
+    ordering_policy: str | None = None
 
     @property
     def is_leaf(self) -> bool:

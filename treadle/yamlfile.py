@@ -27,7 +27,7 @@ import math
 import re
 import typing
 from collections.abc import Callable, Sequence
-from typing import Annotated, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
@@ -92,11 +92,27 @@ class QueueFile(Strict):
     )
     max_running_apps: Annotated[int, Field(ge=0)] | None = None
     max_am_share: Annotated[float, Field(ge=0, le=1)] | None = None
-    scheduling_policy: typing.Literal["fifo", "fair", "drf"] | None = None
+    scheduling_policy: Literal["fifo", "fair", "drf"] | None = None
     min_share_preemption_timeout_s: Credits | None = None
     fair_share_preemption_timeout_s: Credits | None = None
     fair_share_preemption_threshold: Annotated[float, Field(ge=0, le=1)] | None = None
     allow_preemption_from: bool | None = None
+    # CapacityScheduler leaf properties (the capacity policy honours them).
+    user_limit_factor: Positive | None = Field(
+        default=None, description="A user may hold up to this many times the leaf's capacity."
+    )
+    minimum_user_limit_percent: Annotated[float, Field(gt=0, le=100)] | None = Field(
+        default=None, description="Each active user's floor, a percentage of the leaf."
+    )
+    maximum_applications: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="Submissions past this many applications are refused."
+    )
+    maximum_am_resource_percent: Annotated[float, Field(ge=0, le=1)] | None = Field(
+        default=None, description="Application masters may hold this fraction of the leaf."
+    )
+    ordering_policy: Literal["fifo", "fair"] | None = Field(
+        default=None, description="The order of the leaf's applications."
+    )
 
 
 class UserFile(Strict):
@@ -188,6 +204,11 @@ def _queue(q: QueueFile, where: str, source: str, error: type[E], seen: set[str]
         submit_acl=q.acl_submit_applications,
         admin_acl=q.acl_administer_queue,
         **_fair_properties(q),
+        user_limit_factor=q.user_limit_factor,
+        minimum_user_limit_percent=q.minimum_user_limit_percent,
+        maximum_applications=q.maximum_applications,
+        maximum_am_resource_percent=q.maximum_am_resource_percent,
+        ordering_policy=q.ordering_policy,
     )
 
 

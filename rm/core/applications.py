@@ -12,7 +12,7 @@ from rm.core.containers import ContainerLifecycle
 from rm.core.effects import Outbox
 from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
 from rm.core.scheduling import Scheduler
-from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
+from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState, Queue
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (
@@ -98,7 +98,10 @@ class Applications:
             now, app_id, sub.name, sub.user, sub.queue, sub.tasks, sub.alone_jct_s
         )
         self._scheduler.policy.on_app_added(app, st)
-        if sub.managed_am:
+        full = _queue_full(st, queue, getattr(queue.spec, "maximum_applications", None))
+        if full is not None:
+            self.finish(app_id, FinalStatus.FAILED, now, f"{full}: {app_id}")
+        elif sub.managed_am:
             self._ask_am_container(app)
         return app_id
 
@@ -344,3 +347,17 @@ class Applications:
             c = app.containers.get(cid)
             if c is not None and cid != app.am_container:
                 self._containers.release(c, now)
+
+
+def _queue_full(st: ClusterState, queue: Queue, limit: int | None) -> str | None:
+    """Why leaf ``queue`` refuses the application just added (its ``maximum_applications``
+    reached, as YARN's ``LeafQueue.validateSubmitApplication``); None: it takes it."""
+    if limit is None:
+        return None
+    held = sum(1 for a in st.apps.values() if a.queue == queue.name)
+    if held <= limit:
+        return None
+    return (
+        f"Queue {queue.path} already has {held - 1} applications, "
+        "cannot accept submission of application"
+    )

@@ -311,7 +311,8 @@ class Queue:
         #: A budget account's initial values (Dynamic Priority), if the workload sets them.
         self.budget: float | None = getattr(spec, "budget", None)
         self.spending_rate: float | None = getattr(spec, "spending_rate", None)
-        #: What the workload declared (a policy reads its own properties: fair's limits).
+        #: The queue as configured (a policy reads its scheduler properties there: fair's
+        #: limits, capacity's leaf limits).
         self.spec = spec
 
     @property

@@ -417,7 +417,8 @@ def test_fair_shares_water_fill_weighted_queues() -> None:
         ("fair", {"resource": "gpu"}, "resource"),
         ("fair", {"update_interval_s": -1}, "update_interval_s"),
         ("capacity", {"resource_calculator": "cpu"}, "resource_calculator"),
-        ("capacity", {"preemption": True}, "preemption"),
+        ("capacity", {"preempt": True}, "preempt"),
+        ("capacity", {"total_preemption_per_round": 2}, "total_preemption_per_round"),
         ("fifo", {"x": 1}, "x"),
     ],
 )

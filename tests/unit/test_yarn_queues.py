@@ -17,7 +17,7 @@ import pytest
 from treadle.errors import InputError
 from treadle.importers.sls import load_sls
 from treadle.importers.yarnconf import load_queues
-from treadle.importers.yarnqueues import apply_queues, describe_queues
+from treadle.importers.yarnqueues import QueueConfigError, apply_queues, describe_queues
 from treadle.model import QUEUE_STOPPED, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 
@@ -387,16 +387,15 @@ def test_a_stock_capacity_file_is_one_default_queue_and_its_warnings(tmp_path: P
         "queue-mappings-override.enable": "false",
     }
     q = load_queues(capacity_xml(tmp_path, **props))
-    assert [(c.name, c.capacity, c.submit_acl) for c in q.root.children] == [
-        ("default", 100.0, "*")
+    assert [(c.name, c.capacity, c.submit_acl, c.user_limit_factor) for c in q.root.children] == [
+        ("default", 100.0, "*", 1.0)
     ]
     assert q.placement == ()
-    warned = [w.split(": ")[1] for w in q.warnings()]
-    assert warned == [
-        "user-limit-factor (at root.default)",
-        "yarn.scheduler.capacity.maximum-applications",
-        "yarn.scheduler.capacity.maximum-am-resource-percent",
-    ]
+    # The leaf's user-limit-factor is honoured, and the scheduler-wide limits are its
+    # defaults (its maximum: 10000 x its absolute capacity), so nothing is warned of.
+    assert q.warnings() == []
+    default = q.root.children[0]
+    assert (default.maximum_applications, default.maximum_am_resource_percent) == (10000, 0.1)
     placed, refused = apply_queues(workload(("j", "anyone", "default")), q)
     assert (placed.jobs[0].queue, refused) == ("default", [])
 
@@ -422,3 +421,43 @@ def test_fair_root_element_nesting_and_a_childless_parent(tmp_path: Path) -> Non
     assert "on root.eng.batch or a parent admits" in lines[0]
     with pytest.raises(InputError, match="goes to a parent queue"):
         apply_queues(workload(("j", "ann", "users")), q)
+
+
+def test_a_capacity_files_leaf_limits_are_read_and_bad_ones_named(tmp_path: Path) -> None:
+    props = {
+        **TWO,
+        "root.a.user-limit-factor": "2",
+        "root.a.minimum-user-limit-percent": "25",
+        "root.a.maximum-applications": "3",
+        "root.a.maximum-am-resource-percent": "0.5",
+        "root.a.ordering-policy": "fair",
+    }
+    q = load_queues(capacity_xml(tmp_path, **props))
+    a = q.root.children[0]
+    assert (a.user_limit_factor, a.minimum_user_limit_percent, a.maximum_applications) == (
+        2.0,
+        25.0,
+        3,
+    )
+    assert (a.maximum_am_resource_percent, a.ordering_policy, a.unmodelled) == (0.5, "fair", ())
+    assert q.warnings() == []
+    bad = {**TWO, "root.b.ordering-policy": "priority-utilization"}
+    with pytest.raises(QueueConfigError, match=r"root.b.ordering-policy.*fifo or fair"):
+        load_queues(capacity_xml(tmp_path, **bad))
+    bad = {**TWO, "root.b.maximum-am-resource-percent": "10"}
+    with pytest.raises(QueueConfigError, match=r"maximum-am-resource-percent.*out of range"):
+        load_queues(capacity_xml(tmp_path, **bad))
+
+
+def test_scheduler_wide_application_limits_default_each_leaf(tmp_path: Path) -> None:
+    """YARN's ``maximum-applications`` (system) x a leaf's absolute capacity, rounded
+    down, and the system's AM share, for the leaves that set neither themselves."""
+    props = {
+        **TWO,
+        "maximum-applications": "100",
+        "maximum-am-resource-percent": "0.25",
+        "root.b.maximum-applications": "7",
+    }
+    a, b = load_queues(capacity_xml(tmp_path, **props)).root.children
+    assert (a.maximum_applications, a.maximum_am_resource_percent) == (40, 0.25)
+    assert (b.maximum_applications, b.maximum_am_resource_percent) == (7, 0.25)

@@ -17,14 +17,22 @@ What maps, for the queue at path ``P`` (``yarn.scheduler.capacity.P.<key>``):
 - ``yarn.scheduler.capacity.queue-mappings`` (``u:user:queue``, ``u:%user:%user``,
   ``u:%user:queue``) and ``queue-mappings-override.enable``: placement.
 
-Everything else (``user-limit-factor``, ``minimum-user-limit-percent``,
-``maximum-applications``, ``maximum-am-resource-percent``, ``ordering-policy``, absolute
-``[memory=...]`` or weight ``2w`` capacities, group mappings, properties that are not the
-Capacity Scheduler's) is recorded as not modelled.
+- ``user-limit-factor``, ``minimum-user-limit-percent``, ``maximum-applications``,
+  ``maximum-am-resource-percent`` (a fraction, 0..1) and ``ordering-policy`` (``fifo`` or
+  ``fair``) of a queue: its ``QueueSpec`` fields, which the ``capacity`` policy honours.
+
+- the scheduler-wide ``maximum-applications`` and ``maximum-am-resource-percent``: the
+  defaults of the leaves that set neither (a leaf's maximum: the system's times its
+  absolute capacity, rounded down).
+
+Everything else (absolute ``[memory=...]`` or weight ``2w`` capacities, group mappings,
+properties that are not the Capacity Scheduler's) is recorded as not modelled.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +48,14 @@ from treadle.importers.yarnqueues import (
 from treadle.model import QUEUE_RUNNING, QUEUE_STOPPED, ROOT_QUEUE, QueueSpec
 
 PREFIX = "yarn.scheduler.capacity."
+#: A leaf's properties the capacity policy honours, and their ``QueueSpec`` fields.
+LEAF_KEYS = (
+    ("user-limit-factor", "user_limit_factor"),
+    ("minimum-user-limit-percent", "minimum_user_limit_percent"),
+    ("maximum-applications", "maximum_applications"),
+    ("maximum-am-resource-percent", "maximum_am_resource_percent"),
+    ("ordering-policy", "ordering_policy"),
+)
 MAPPINGS, OVERRIDE = "queue-mappings", "queue-mappings-override.enable"
 MAPPED_KEYS = (
     "queues",
@@ -48,6 +64,7 @@ MAPPED_KEYS = (
     "state",
     "acl_submit_applications",
     "acl_administer_queue",
+    *(key for key, _ in LEAF_KEYS),
 )
 PRECISION = 0.0005 * 100  # CapacitySchedulerConfiguration's, on percentages
 
@@ -100,7 +117,43 @@ class _Reader:
             capacity=capacity,
             max_capacity=max_capacity,
             **self.common(path, capacity),
+            **self.leaf_limits(path),
         )
+
+    def leaf_limits(self, path: str) -> dict[str, Any]:
+        """The queue's user limits, application limits and ordering (``LEAF_KEYS``)."""
+        out: dict[str, Any] = {}
+        for key, attr in LEAF_KEYS:
+            if self.get(path, key) is not None:
+                out.update(self.leaf_limits_of(f"{PREFIX}{path}.{key}", key, attr))
+        return out
+
+    def leaf_limits_of(self, name: str, key: str, attr: str) -> dict[str, Any]:
+        """Property ``name`` (a ``LEAF_KEYS`` ``key``), checked, as ``{attr: value}``."""
+        text = self.props[name]
+        if key == "ordering-policy":
+            value: Any = text.strip().lower()
+            if value not in ("fifo", "fair"):
+                raise QueueConfigError(
+                    self.source, name, f"expected fifo or fair, got {text.strip()!r}"
+                )
+        elif key == "maximum-applications":
+            number = parse_float(text, self.source, name)
+            if number < 0 or number != int(number):
+                raise QueueConfigError(
+                    self.source, name, f"expected a whole number >= 0, got {text!r}"
+                )
+            value = int(number)
+        else:
+            value = parse_float(text, self.source, name)
+            high = {"maximum-am-resource-percent": 1.0, "minimum-user-limit-percent": 100.0}
+            if (
+                value < 0
+                or value > high.get(key, math.inf)
+                or (value == 0 and key != "maximum-am-resource-percent")
+            ):
+                raise QueueConfigError(self.source, name, f"out of range: {text.strip()!r}")
+        return {attr: value}
 
     def common(self, path: str, capacity: float) -> dict[str, Any]:
         """A queue's fields that the root has too: state, ACL, children, the rest."""
@@ -178,11 +231,43 @@ def read_capacity(root: ET.Element, source: str) -> ImportedQueues:
     tree = QueueSpec(ROOT_QUEUE, capacity=100.0, **reader.common(ROOT_QUEUE, 100.0))
     if not tree.children:
         raise QueueConfigError(source, f"{PREFIX}root.queues", "the root lists no queues")
+    tree = _with_scheduler_defaults(reader, tree)
     placement = _placement(reader)
     for name, value in props.items():
         if name not in reader.used:
             reader.notes.append(Unmodelled(name, value.strip()))
     return ImportedQueues(source, CAPACITY, tree, placement, tuple(reader.notes))
+
+
+def _with_scheduler_defaults(reader: _Reader, tree: QueueSpec) -> QueueSpec:
+    """``tree`` with the scheduler-wide ``maximum-applications`` and
+    ``maximum-am-resource-percent`` applied to the leaves that set neither themselves, as
+    YARN does: a leaf's maximum is the system's times its absolute capacity (rounded
+    down), its AM share the system's."""
+    found: dict[str, Any] = {}
+    for key, attr in LEAF_KEYS:
+        if key in ("maximum-applications", "maximum-am-resource-percent"):
+            name = PREFIX + key
+            if name in reader.props:
+                reader.used.add(name)
+                found.update(reader.leaf_limits_of(name, key, attr))
+    if not found:
+        return tree
+    return _fill(tree, found, 1.0)
+
+
+def _fill(q: QueueSpec, found: dict[str, Any], parent_abs: float) -> QueueSpec:
+    absolute = parent_abs * (q.capacity if q.capacity is not None else 100.0) / 100.0
+    if q.children:
+        kids = tuple(_fill(c, found, absolute) for c in q.children)
+        return dataclasses.replace(q, children=kids)
+    changes: dict[str, Any] = {}
+    if q.maximum_applications is None and "maximum_applications" in found:
+        changes["maximum_applications"] = int(found["maximum_applications"] * absolute + 1e-9)
+    pct = found.get("maximum_am_resource_percent")
+    if q.maximum_am_resource_percent is None and pct is not None:
+        changes["maximum_am_resource_percent"] = pct
+    return dataclasses.replace(q, **changes) if changes else q
 
 
 def _placement(reader: _Reader) -> tuple[PlacementRule, ...]:

@@ -6,7 +6,9 @@ are the JCT rank groups and ``best_user`` / ``worst_user`` the users of lowest a
 mean JCT (``treadle.metrics.deadlines``). A run with Dynamic Priority's ``dp_account``
 records also gets a ``dp`` section (``treadle.metrics.dp``), and one with ``job_estimated``
 records (a policy that sizes jobs: gs) an ``estimation`` section
-(``treadle.metrics.estimation``); other runs' summaries have neither.
+(``treadle.metrics.estimation``), and one in which containers were preempted a
+``preemption`` section (``treadle.metrics.preemption``); other runs' summaries have none
+of them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from treadle.metrics.dp import DP_ACCOUNT, dp_summary
 from treadle.metrics.estimation import JOB_ESTIMATED, estimation_summary
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
 from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
+from treadle.metrics.preemption import CONTAINER_PREEMPTED, preemption_summary
 from treadle.metrics.scan import (
     FAILED,
     KILLED,
@@ -144,11 +147,12 @@ def _reusable(records: EventSource) -> EventSource:
 def _with_dp(
     records: EventSource, log: LogFacts, cols: JobColumns, summary: dict[str, Any]
 ) -> dict[str, Any]:
-    """``summary`` with the ``dp`` section when the log has ``dp_account`` records, and
-    the ``estimation`` section when it has ``job_estimated`` ones."""
+    """``summary`` with the ``dp`` section when the log has ``dp_account`` records, the
+    ``estimation`` section when it has ``job_estimated`` ones and the ``preemption``
+    section when it has ``container_preempted`` ones."""
     if not isinstance(records, pa.Table):
         kinds = {r.get("event") for r in records}
-        if DP_ACCOUNT not in kinds and JOB_ESTIMATED not in kinds:
+        if not kinds & {DP_ACCOUNT, JOB_ESTIMATED, CONTAINER_PREEMPTED}:
             return summary
         records = to_table(records)[0]
     dp = dp_summary(records, log, cols)
@@ -157,6 +161,9 @@ def _with_dp(
     est = estimation_summary(records, log)
     if est is not None:
         summary["estimation"] = rounded(est)
+    pre = preemption_summary(records)
+    if pre is not None:
+        summary["preemption"] = rounded(pre)
     return summary
 
 

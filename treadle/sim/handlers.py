@@ -434,8 +434,12 @@ class EventHandlers:
             AppSubmission(job.name, job.user, job.queue, job.tasks, sim.alone.get(job.name), job),
             t,
         )
-        rm.register_application_master(app_id, t)
         self.job_names[app_id] = job.name
+        if app_id not in rm.state.apps:  # its queue refused it (maximum_applications)
+            self.finished += 1
+            self.running = self.finished < self.total
+            return
+        rm.register_application_master(app_id, t)
         if timeline is not None:
             self.specs[app_id] = job
         am = ApplicationMaster(
