@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from rm.core.blinding import blind_ask, blind_job
 from rm.core.containers import ContainerLifecycle
 from rm.core.effects import Outbox
+from rm.core.ended import EndedApp, retain
 from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
 from rm.core.scheduling import Scheduler
 from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
@@ -47,6 +48,7 @@ class Applications:
         am_expiry_s: float,
         max_am_attempts: int,
         am_resources: Resources,
+        max_completed: int | None = None,
     ) -> None:
         if max_am_attempts < 1:
             raise ValueError("max_am_attempts must be >= 1")
@@ -59,11 +61,35 @@ class Applications:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
         self._seq = 0
+        #: How many ended applications are kept (``rm.core.ended``; None: all).
+        self.max_completed = max_completed
+        #: Ended applications dropped since the host last took them (``take_dropped``).
+        self.dropped: list[str] = []
         #: Attempts failed through no fault of the AM since this RM started (a state store
         #: writes such a failure at once: it must not count after a restart either).
         self.uncounted_failures = 0
         #: Hide true durations from the policy (``rm.core.blinding``).
         self.blind = not scheduler.policy.uses_oracle()
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next submission gets (its id: ``application_`` and
+        ``next_seq + 1``)."""
+        return self._seq
+
+    def skip_ids(self, next_seq: int) -> None:
+        """Hand out no id below ``application_{next_seq + 1}``: a previous run of this RM
+        did, or logged it (``ResourceManager.restore``)."""
+        self._seq = max(self._seq, next_seq)
+
+    def take_dropped(self) -> list[str]:
+        """The ended applications dropped since the last call (their rows go from the
+        state store, their tokens from the gate)."""
+        out, self.dropped = self.dropped, []
+        return out
+
+    def _retain(self) -> None:
+        self.dropped += retain(self._state.finished, self.max_completed)
 
     def running(self, app_id: str) -> Application:
         app = self._state.apps.get(app_id)
@@ -109,6 +135,11 @@ class Applications:
         registers again and has the attempt's expiry to do so); a managed AM's container
         went with the NMs' resync, so it gets a new one."""
         st = self._state
+        self._seq = max(self._seq, rec.seq + 1)
+        if rec.state is not AppState.RUNNING:
+            st.finished[rec.app_id] = _restored(rec)
+            self._retain()
+            return
         app = Application(rec.app_id, rec.seq, rec.submission, rec.submit_s)
         if self.blind and app.job is not None:
             app.job = blind_job(app.job)
@@ -120,12 +151,6 @@ class Applications:
         app.done_tasks = dict.fromkeys(rec.done_tasks)
         app.progress = rec.progress
         app.diagnostics = rec.diagnostics
-        self._seq = max(self._seq, rec.seq + 1)
-        if rec.state is not AppState.RUNNING:
-            app.state = rec.state
-            app.finish_s = rec.finish_s
-            st.finished[app.app_id] = app
-            return
         st.add_app(app)
         app.am_last_seen_s = now
         self._scheduler.policy.on_app_added(app, st)
@@ -155,13 +180,14 @@ class Applications:
             app.progress = 1.0
         del st.apps[app_id]
         st.tell(app_id)
-        st.finished[app_id] = app
+        st.finished[app_id] = _ended(app)  # its job, asks, tasks go with ``app``
         st.version += 1
         if status is FinalStatus.SUCCEEDED:
             self._log.job_finished(now, app_id, app.user, app.queue)
         else:
             self._log.job_failed(now, app_id, app.user, app.queue, str(status), app.diagnostics)
         self._scheduler.policy.on_app_removed(app, st)
+        self._retain()
 
     # ------------------------------------------------------------------ AM attempts
     def _ask_am_container(self, app: Application) -> None:
@@ -344,3 +370,26 @@ class Applications:
             c = app.containers.get(cid)
             if c is not None and cid != app.am_container:
                 self._containers.release(c, now)
+
+
+def _ended(app: Application) -> EndedApp:
+    """What is kept of ``app``, which just ended (``rm.core.ended``)."""
+    out = EndedApp(app.app_id, app.seq, app.submission, app.state, app.submit_s, app.finish_s)
+    out.progress = app.progress
+    out.attempt = app.attempt
+    out.diagnostics = app.diagnostics
+    out.am_registered = app.am_registered
+    out.am_container = app.am_container
+    out.uncounted_attempts = app.uncounted_attempts
+    return out
+
+
+def _restored(rec: AppRecord) -> EndedApp:
+    """An ended application from the state store."""
+    out = EndedApp(rec.app_id, rec.seq, rec.submission, rec.state, rec.submit_s, rec.finish_s)
+    out.progress = rec.progress
+    out.attempt = rec.attempt
+    out.diagnostics = rec.diagnostics
+    out.am_registered = rec.am_registered
+    out.uncounted_attempts = rec.uncounted_attempts
+    return out

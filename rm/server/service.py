@@ -152,9 +152,15 @@ class RmServer:
 
     # ------------------------------------------------------------------ the state store
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
-        """Write what changed to the store, if there is one (``Persister.persist``)."""
+        """Write what changed to the store, if there is one (``Persister.persist``); forget
+        the ended applications the core dropped (``rm.core.ended``): their AM tokens and
+        task bounds here, their rows in the store."""
+        dropped = self.rm.take_dropped_apps()
+        for app_id in dropped:
+            self.gate.am_tokens.pop(app_id, None)
+            self.task_bounds.pop(app_id, None)
         if self.persister is not None:
-            self.persister.persist(app_ids, every_s=every_s)
+            self.persister.persist(app_ids, every_s=every_s, dropped=dropped)
 
     def persist_balances(self) -> None:
         """Write the budget accounts' balances if they changed (whichever call did it)."""
