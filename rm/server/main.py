@@ -15,6 +15,7 @@ import structlog
 from rm.core.ended import MAX_COMPLETED_APPLICATIONS
 from rm.core.facade import ResourceManager
 from rm.policy import Policy
+from rm.server import memory
 from rm.server.config import LIMITS, RmConfig, RmLimits, load_rm_config
 from rm.server.runlog import ended_containers, open_containers
 from rm.server.service import RmServer, RmSettings, serve
@@ -350,6 +351,7 @@ async def _serve_until_stopped(
 
 
 def main() -> None:
+    memory.few_arenas()
     sys.exit(asyncio.run(main_async(sys.argv[1:])))
 
 

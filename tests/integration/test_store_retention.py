@@ -7,19 +7,30 @@ between the event log's ``job_submitted`` and the store's commit)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
+
+import grpc
+import requests
 
 from plugins.policies.fifo import FifoPolicy
 from rm.core.facade import ResourceManager
 from rm.server.service import RmServer, RmSettings
 from rm.server.store import DB_NAME, StateStore, open_state, restore
+from tests.integration.test_rm_service import job as pb_job, stage as pb_stage
 from treadle.events import EventLog
 from treadle.live.gate import Gate
+from treadle.live.rpcutil import channel
 from treadle.messages import AllocateRequest, AppSubmission, FinalStatus
 from treadle.model import JobSpec, StageSpec
 from treadle.resources import Resources
+from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
 
 SMALL = Resources(vcores=1, memory_mb=1024)
 
@@ -138,3 +149,94 @@ def test_ids_go_on_after_every_ended_application_is_dropped(tmp_path: Path) -> N
     again = Run(tmp_path, kept=0)
     assert again.submit(10) == "application_00005"
     again.stop()
+
+
+# --------------------------------------------------------------------------------------
+# A real ``python -m rm``
+
+
+def start_rm(where: Path) -> subprocess.Popen[str]:
+    """``python -m rm`` keeping 5 ended applications (its config file), with a store, an
+    event log and an HTTP port; its addresses in ``where/rm.port`` and ``where/http``."""
+    for f in ("rm.port", "http"):
+        (where / f).unlink(missing_ok=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rm", "--policy", "fifo", "--insecure",
+         "--config", str(where / "rm.yaml"), "--state-dir", str(where / "state"),
+         "--events", str(where / "events.jsonl"), "--port-file", str(where / "rm.port"),
+         "--http-port", "0", "--http-port-file", str(where / "http"), "--log-level", "warning"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not all((where / f).exists() for f in ("rm.port", "http")):
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the RM did not start"
+        time.sleep(0.05)
+    return proc
+
+
+def stop_rm(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    proc.communicate(timeout=30)
+
+
+async def churn(address: str, n: int) -> list[str]:
+    """Submit and kill ``n`` small jobs; their ids."""
+    ids = []
+    async with channel(address) as ch:
+        stub: Any = client_grpc.ClientStub(ch)
+        for _ in range(n):
+            req = client_pb.SubmitApplicationRequest(
+                user="alice", job=pb_job("j", pb_stage("m", 3))
+            )
+            app_id = (await stub.SubmitApplication(req, timeout=10)).app_id
+            await stub.KillApplication(client_pb.KillApplicationRequest(app_id=app_id), timeout=10)
+            ids.append(app_id)
+    return ids
+
+
+async def report_code(address: str, app_id: str) -> str:
+    async with channel(address) as ch:
+        stub: Any = client_grpc.ClientStub(ch)
+        req = client_pb.GetApplicationReportRequest(app_id=app_id)
+        try:
+            return str((await stub.GetApplicationReport(req, timeout=10)).state)
+        except grpc.aio.AioRpcError as e:
+            return f"{e.code().name}: {e.details()}"
+
+
+def test_a_real_rm_keeps_its_bound_in_memory_rest_store_and_across_a_restart(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "rm.yaml").write_text("max_completed_applications: 5\n")
+    proc = start_rm(tmp_path)
+    try:
+        address, http = ((tmp_path / f).read_text().strip() for f in ("rm.port", "http"))
+        ids = asyncio.run(churn(address, 12))
+        listed = requests.get(f"{http}/ws/v1/cluster/apps", timeout=10).json()["apps"]["app"]
+        assert [a["id"] for a in listed] == ids[-5:]
+        assert {a["state"] for a in listed} == {"KILLED"}
+        gone = requests.get(f"{http}/ws/v1/cluster/apps/{ids[0]}", timeout=10)
+        assert gone.status_code == 404
+        assert gone.json()["RemoteException"]["exception"] == "NotFoundException"
+        assert requests.get(f"{http}/ws/v1/cluster/apps/{ids[-1]}", timeout=10).ok
+        assert asyncio.run(report_code(address, ids[0])) == (
+            f"NOT_FOUND: unknown application '{ids[0]}'"
+        )
+        assert asyncio.run(report_code(address, ids[-1])) == "KILLED"
+    finally:
+        stop_rm(proc)
+    records = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [r["job"] for r in records if r["event"] == "job_submitted"] == ids
+    assert rows(tmp_path, "SELECT app_id FROM apps ORDER BY seq") == [(a,) for a in ids[-5:]]
+
+    proc = start_rm(tmp_path)  # a restart: the 5 kept, and ids go on
+    try:
+        address, http = ((tmp_path / f).read_text().strip() for f in ("rm.port", "http"))
+        listed = requests.get(f"{http}/ws/v1/cluster/apps", timeout=10).json()["apps"]["app"]
+        assert [a["id"] for a in listed] == ids[-5:]
+        assert asyncio.run(churn(address, 1)) == ["application_00013"]
+        listed = requests.get(f"{http}/ws/v1/cluster/apps", timeout=10).json()["apps"]["app"]
+        assert [a["id"] for a in listed] == [*ids[-4:], "application_00013"]
+    finally:
+        stop_rm(proc)
