@@ -137,7 +137,7 @@ class Applications:
         st = self._state
         self._seq = max(self._seq, rec.seq + 1)
         if rec.state is not AppState.RUNNING:
-            st.finished[rec.app_id] = _restored(rec)
+            st.finished[rec.app_id] = _ended(rec)
             self._retain()
             return
         app = Application(rec.app_id, rec.seq, rec.submission, rec.submit_s)
@@ -372,24 +372,15 @@ class Applications:
                 self._containers.release(c, now)
 
 
-def _ended(app: Application) -> EndedApp:
-    """What is kept of ``app``, which just ended (``rm.core.ended``)."""
+def _ended(app: Application | AppRecord) -> EndedApp:
+    """What is kept of an ended application (``rm.core.ended``): of ``app`` itself, which
+    just ended, or of its record in the state store."""
     out = EndedApp(app.app_id, app.seq, app.submission, app.state, app.submit_s, app.finish_s)
     out.progress = app.progress
     out.attempt = app.attempt
     out.diagnostics = app.diagnostics
     out.am_registered = app.am_registered
-    out.am_container = app.am_container
     out.uncounted_attempts = app.uncounted_attempts
-    return out
-
-
-def _restored(rec: AppRecord) -> EndedApp:
-    """An ended application from the state store."""
-    out = EndedApp(rec.app_id, rec.seq, rec.submission, rec.state, rec.submit_s, rec.finish_s)
-    out.progress = rec.progress
-    out.attempt = rec.attempt
-    out.diagnostics = rec.diagnostics
-    out.am_registered = rec.am_registered
-    out.uncounted_attempts = rec.uncounted_attempts
+    if isinstance(app, Application):
+        out.am_container = app.am_container
     return out
