@@ -9,8 +9,9 @@ import pytest
 from plugins.policies.fifo import FifoPolicy
 from rm.core.ended import MAX_COMPLETED_APPLICATIONS, EndedApp
 from rm.core.facade import ResourceManager
+from rm.server.config import parse_rm_config
 from treadle import events as ev
-from treadle.errors import ConflictError, NotFoundError
+from treadle.errors import ConflictError, InputError, NotFoundError
 from treadle.messages import AllocateRequest, AppSubmission, Ask, FinalStatus
 from treadle.model import JobSpec, StageSpec
 from treadle.resources import Resources
@@ -115,3 +116,13 @@ def test_a_restart_keeps_the_bound_and_hands_out_no_id_twice() -> None:
     assert restarted.submit_application(AppSubmission("n", "bob", "default", 1), 11.0) == (
         "application_00009"
     )
+
+
+def test_the_rm_config_file_sets_the_bound_and_a_bad_one_names_the_field() -> None:
+    assert parse_rm_config("heartbeat_s: 1.0\n", "rm.yaml").max_completed_applications == 1000
+    config = parse_rm_config("max_completed_applications: 5\n", "rm.yaml")
+    assert config.max_completed_applications == 5
+    for text in ("max_completed_applications: -1\n", "max_completed_applications: '5'\n"):
+        with pytest.raises(InputError) as err:
+            parse_rm_config(text, "rm.yaml")
+        assert str(err.value).startswith("rm.yaml: max_completed_applications: "), str(err.value)
