@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from rm.core.blinding import blind_ask, blind_job
 from rm.core.containers import ContainerLifecycle
 from rm.core.effects import Outbox
+from rm.core.ended import EndedApp, retain
 from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
 from rm.core.scheduling import Scheduler
 from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState, Queue
@@ -47,6 +48,7 @@ class Applications:
         am_expiry_s: float,
         max_am_attempts: int,
         am_resources: Resources,
+        max_completed: int | None = None,
     ) -> None:
         if max_am_attempts < 1:
             raise ValueError("max_am_attempts must be >= 1")
@@ -59,11 +61,35 @@ class Applications:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
         self._seq = 0
+        #: How many ended applications are kept (``rm.core.ended``; None: all).
+        self.max_completed = max_completed
+        #: Ended applications dropped since the host last took them (``take_dropped``).
+        self.dropped: list[str] = []
         #: Attempts failed through no fault of the AM since this RM started (a state store
         #: writes such a failure at once: it must not count after a restart either).
         self.uncounted_failures = 0
         #: Hide true durations from the policy (``rm.core.blinding``).
         self.blind = not scheduler.policy.uses_oracle()
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next submission gets (its id: ``application_`` and
+        ``next_seq + 1``)."""
+        return self._seq
+
+    def skip_ids(self, next_seq: int) -> None:
+        """Hand out no id below ``application_{next_seq + 1}``: a previous run of this RM
+        did, or logged it (``ResourceManager.restore``)."""
+        self._seq = max(self._seq, next_seq)
+
+    def take_dropped(self) -> list[str]:
+        """The ended applications dropped since the last call (their rows go from the
+        state store, their tokens from the gate)."""
+        out, self.dropped = self.dropped, []
+        return out
+
+    def _retain(self) -> None:
+        self.dropped += retain(self._state.finished, self.max_completed)
 
     def running(self, app_id: str) -> Application:
         app = self._state.apps.get(app_id)
@@ -112,6 +138,11 @@ class Applications:
         registers again and has the attempt's expiry to do so); a managed AM's container
         went with the NMs' resync, so it gets a new one."""
         st = self._state
+        self._seq = max(self._seq, rec.seq + 1)
+        if rec.state is not AppState.RUNNING:
+            st.finished[rec.app_id] = _ended(rec)
+            self._retain()
+            return
         app = Application(rec.app_id, rec.seq, rec.submission, rec.submit_s)
         if self.blind and app.job is not None:
             app.job = blind_job(app.job)
@@ -123,12 +154,6 @@ class Applications:
         app.done_tasks = dict.fromkeys(rec.done_tasks)
         app.progress = rec.progress
         app.diagnostics = rec.diagnostics
-        self._seq = max(self._seq, rec.seq + 1)
-        if rec.state is not AppState.RUNNING:
-            app.state = rec.state
-            app.finish_s = rec.finish_s
-            st.finished[app.app_id] = app
-            return
         st.add_app(app)
         app.am_last_seen_s = now
         self._scheduler.policy.on_app_added(app, st)
@@ -158,13 +183,14 @@ class Applications:
             app.progress = 1.0
         del st.apps[app_id]
         st.tell(app_id)
-        st.finished[app_id] = app
+        st.finished[app_id] = _ended(app)  # its job, asks, tasks go with ``app``
         st.version += 1
         if status is FinalStatus.SUCCEEDED:
             self._log.job_finished(now, app_id, app.user, app.queue)
         else:
             self._log.job_failed(now, app_id, app.user, app.queue, str(status), app.diagnostics)
         self._scheduler.policy.on_app_removed(app, st)
+        self._retain()
 
     # ------------------------------------------------------------------ AM attempts
     def _ask_am_container(self, app: Application) -> None:
@@ -361,3 +387,17 @@ def _queue_full(st: ClusterState, queue: Queue, limit: int | None) -> str | None
         f"Queue {queue.path} already has {held - 1} applications, "
         "cannot accept submission of application"
     )
+
+
+def _ended(app: Application | AppRecord) -> EndedApp:
+    """What is kept of an ended application (``rm.core.ended``): of ``app`` itself, which
+    just ended, or of its record in the state store."""
+    out = EndedApp(app.app_id, app.seq, app.submission, app.state, app.submit_s, app.finish_s)
+    out.progress = app.progress
+    out.attempt = app.attempt
+    out.diagnostics = app.diagnostics
+    out.am_registered = app.am_registered
+    out.uncounted_attempts = app.uncounted_attempts
+    if isinstance(app, Application):
+        out.am_container = app.am_container
+    return out

@@ -19,6 +19,7 @@ reads are one object, ``reports``. The parts, one reason to change each:
 - ``rm.core.containers``: how a container ends (completed, lost, preempted, released);
 - ``rm.core.nodes``: the node tracker protocol (register, heartbeat, expiry);
 - ``rm.core.applications``: submission, AM attempts and Register/Allocate/Finish;
+- ``rm.core.ended``: what is kept of an ended application, and how many are;
 - ``rm.core.admission``: the queues' ACLs and the bound on the tasks the RM holds;
 - ``rm.core.recovery``: the previous run's containers after a restart;
 - ``rm.core.hints``: what the simulator may ask to skip work that changes nothing;
@@ -41,7 +42,7 @@ from rm.core.effects import Effects, Outbox
 from rm.core.hints import SchedulingHints
 from rm.core.nodes import NodeTracker
 from rm.core.recovery import Recovery
-from rm.core.reports import Reports
+from rm.core.reports import Reports, every_app
 from rm.core.scheduling import MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridden
 from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from rm.policy import Policy
@@ -87,6 +88,7 @@ class ResourceManager:
         am_resources: Resources | None = None,
         policy_errors: str = "raise",
         max_pending_tasks: int | None = None,
+        max_completed_applications: int | None = None,
     ) -> None:
         self.policy = policy
         tree = queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
@@ -107,6 +109,7 @@ class ResourceManager:
             am_expiry_s=am_expiry_s if am_expiry_s is not None else 10 * heartbeat_s,
             max_am_attempts=max_am_attempts,
             am_resources=am_resources or Resources(vcores=1, memory_mb=1024),
+            max_completed=max_completed_applications,
         )
         node_expiry = node_expiry_s if node_expiry_s is not None else 10 * heartbeat_s
         #: After a restart: the previous run's containers (``rm.core.recovery``).
@@ -219,15 +222,19 @@ class ResourceManager:
         st = self.state
         since = done_since or {}
         if app_ids is None:
-            return [AppRecord.of(a) for a in (*st.finished.values(), *st.apps.values())]
+            return [AppRecord.of(a) for a in every_app(st)]
         apps = [a for a in map(st.app, app_ids) if a is not None]
         return [AppRecord.of(a, since.get(a.app_id, 0)) for a in apps]
 
-    def restore(self, records: Iterable[AppRecord], now: float, rm_epoch: int = 1) -> None:
+    def restore(
+        self, records: Iterable[AppRecord], now: float, rm_epoch: int = 1, next_seq: int = 0
+    ) -> None:
         """Reload the applications of a previous run of this RM (``Applications.restore``),
-        before any node registers: ended ones in the order they ended, then running ones in
+        before any node registers: ended ones in the order they ended (those beyond the
+        bound on ended applications dropped, ``rm.core.ended``), then running ones in
         submission order. ``rm_epoch`` (how many times the RM restarted) names the
-        containers granted from now on."""
+        containers granted from now on; no id below ``application_{next_seq + 1}`` is
+        handed out again (a previous run did, or logged it, even if the store lacks it)."""
         if self.state.apps or self.state.finished or self.state.nodes:
             raise ConflictError("an RM restores its applications before anything else")
         recs = sorted(records, key=lambda r: r.seq)
@@ -235,6 +242,11 @@ class ResourceManager:
                        key=lambda r: r.finish_s or 0.0)  # fmt: skip
         for rec in (*ended, *(r for r in recs if r.state is AppState.RUNNING)):
             self.apps.restore(rec, now, rm_epoch)
+        self.apps.skip_ids(next_seq)
+
+    def take_dropped_apps(self) -> list[str]:
+        """The ended applications dropped (``rm.core.ended``) since the last call."""
+        return self.apps.take_dropped()
 
     # ------------------------------------------------------------------ policy timers
     def tick(self, now: float) -> None:

@@ -39,7 +39,7 @@ class Recovery:
 
     def redeliver_ended(self, ended: Iterable[tuple[str, ContainerStatus]]) -> None:
         """The AMs of running applications hear again of these ended containers
-        (``rm.server.store.ended_containers``); reports they had are ignored. A node
+        (``rm.server.runlog.ended_containers``); reports they had are ignored. A node
         resyncing with one of them (its NM had not heard that the RM logged its end) does
         not get it back (``ended_before``)."""
         st = self._state

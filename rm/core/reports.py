@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rm.core.ended import EndedApp
 from rm.core.scheduling import Scheduler
 from rm.core.state import Application, AppState, ClusterState, Queue
 from treadle.errors import NotFoundError
@@ -43,7 +44,13 @@ class ClusterReport:
     pending_containers: int
 
 
-def app_report(app: Application) -> AppReport:
+def every_app(state: ClusterState) -> list[Application | EndedApp]:
+    """Every application the RM knows: ended ones in the order they ended, then running
+    ones in submission order."""
+    return [*state.finished.values(), *state.apps.values()]
+
+
+def app_report(app: Application | EndedApp) -> AppReport:
     return AppReport(
         app_id=app.app_id,
         name=app.name,
@@ -115,7 +122,7 @@ class Reports:
         st = self._state
         if awaiting_am_only:
             return [app_report(a) for a in st.apps.values() if a.awaiting_am]
-        return [app_report(a) for a in (*st.finished.values(), *st.apps.values())]
+        return [app_report(a) for a in every_app(st)]
 
     def is_running(self, app_id: str) -> bool:
         return app_id in self._state.apps
@@ -193,7 +200,7 @@ def app_details(
     """Every application (ended ones first, as ``ResourceManager.applications``);
     ``share_of`` gives a running application's entitlement under the policy."""
     out = []
-    for a in (*state.finished.values(), *state.apps.values()):
+    for a in every_app(state):
         running = a.state is AppState.RUNNING
         out.append(
             AppDetail(
@@ -209,7 +216,7 @@ def app_details(
     return out
 
 
-def _am_node(app: Application) -> str:
+def _am_node(app: Application | EndedApp) -> str:
     c = app.containers.get(app.am_container or "")
     return c.node_id if c is not None else ""
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from itertools import islice
 from typing import Any
 
 from rm.core.books import Book, BookLedger
+from rm.core.ended import AppState as AppState, EndedApp  # AppState re-exported
 from rm.core.netting import ask_with_count
 from rm.core.pending import PendingIndex
 from rm.core.stagebook import StageBook
@@ -37,13 +37,6 @@ _new = object.__new__
 _c_id, _c_app, _c_node, _c_prio, _c_res, _c_kind = slot_setters(
     Container, ("container_id", "app_id", "node_id", "priority", "resources", "kind")
 )
-
-
-class AppState(StrEnum):
-    RUNNING = "RUNNING"
-    FINISHED = "FINISHED"
-    FAILED = "FAILED"
-    KILLED = "KILLED"
 
 
 class Node:
@@ -365,7 +358,7 @@ class ClusterState:
         self.capacity = ZERO
         self.nodes: dict[str, Node] = {}
         self.apps: dict[str, Application] = {}  # running, in submission order
-        self.finished: dict[str, Application] = {}  # ended, in the order they ended
+        self.finished: dict[str, EndedApp] = {}  # ended, in the order they ended
         self.queues: dict[str, Queue] = build_queues(queues)
         self.root_queue = self.queues[queues.name]
         self.users: dict[str, User] = {name: User(u) for name, u in users.items()}
@@ -455,7 +448,7 @@ class ClusterState:
         self.apps[app.app_id] = app
         self.version += 1
 
-    def app(self, app_id: str) -> Application | None:
+    def app(self, app_id: str) -> Application | EndedApp | None:
         """A running or ended application."""
         return self.apps.get(app_id) or self.finished.get(app_id)
 
@@ -524,7 +517,7 @@ class AppRecord:
     uncounted_attempts: int = 0
 
     @classmethod
-    def of(cls, app: Application, done_since: int = 0) -> AppRecord:
+    def of(cls, app: Application | EndedApp, done_since: int = 0) -> AppRecord:
         done = app.done_tasks
         return cls(
             app.app_id,

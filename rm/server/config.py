@@ -1,9 +1,11 @@
 """The RM's configuration file (``python -m rm --config FILE``): queues, users, heartbeat,
 limits.
 
-A YAML mapping with four optional keys::
+A YAML mapping with five optional keys::
 
     heartbeat_s: 1.0                     # NM heartbeat, emulated s (--heartbeat-s wins)
+    max_completed_applications: 1000     # ended applications kept (YARN's default; the
+                                         #   --max-completed-applications flag wins)
     queues:                              # a workload file's queue tree syntax
       - {name: etl, weight: 2, capacity: 40, max_capacity: 100}
       - {name: adhoc, capacity: 20, queues: [{name: small}, {name: large}]}
@@ -34,6 +36,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, ValidationError
 
+from rm.core.ended import MAX_COMPLETED_APPLICATIONS
 from treadle.errors import InputError
 from treadle.model import QueueSpec, UserSpec
 from treadle.yamlfile import (
@@ -90,6 +93,11 @@ class RmConfigFile(Strict):
     heartbeat_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = Field(
         default=None, description="NM heartbeat interval (emulated s); default 1."
     )
+    max_completed_applications: Annotated[int, Field(ge=0, le=2**31 - 1)] | None = Field(
+        default=None,
+        description="Ended applications kept in memory and in the state store, the first "
+        f"to end dropped first; default {MAX_COMPLETED_APPLICATIONS} (YARN's).",
+    )
     queues: Annotated[list[QueueFile], Field(min_length=1)] | None = Field(
         default=None, description="Top-level queues; default a single leaf 'default'."
     )
@@ -110,6 +118,9 @@ class RmConfig:
     users: Mapping[str, UserSpec] = field(default_factory=dict)
     heartbeat_s: float | None = None
     limits: RmLimits = field(default_factory=RmLimits)
+    #: Ended applications kept (``rm.core.ended``), YARN's
+    #: ``yarn.resourcemanager.max-completed-applications``.
+    max_completed_applications: int = MAX_COMPLETED_APPLICATIONS
 
 
 def load_rm_config(path: str | Path) -> RmConfig:
@@ -144,7 +155,14 @@ def parse_rm_config(text: str, source: str) -> RmConfig:
     if doc.limits is not None:
         given = {k: v for k, v in doc.limits.model_dump().items() if v is not None}
         limits = dataclasses.replace(limits, **given)
-    return RmConfig(queues, users, doc.heartbeat_s, limits)
+    kept = doc.max_completed_applications
+    return RmConfig(
+        queues,
+        users,
+        doc.heartbeat_s,
+        limits,
+        MAX_COMPLETED_APPLICATIONS if kept is None else kept,
+    )
 
 
 def _unknown_top_level(key: str, data: Mapping[Any, Any]) -> str:

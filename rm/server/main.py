@@ -14,17 +14,14 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from rm.core.ended import MAX_COMPLETED_APPLICATIONS
 from rm.core.facade import ResourceManager
-from rm.server.config import LIMITS, RmLimits, load_rm_config
+from rm.policy import Policy
+from rm.server import memory
+from rm.server.config import LIMITS, RmConfig, RmLimits, load_rm_config
+from rm.server.runlog import ended_containers, open_containers
 from rm.server.service import RmServer, RmSettings, serve
-from rm.server.store import (
-    StateStore,
-    StoredState,
-    ended_containers,
-    open_containers,
-    open_state,
-    restore,
-)
+from rm.server.store import StateStore, StoredState, open_state, restore
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import fatal, lag
@@ -87,6 +84,13 @@ def parser() -> ArgumentParser:
     p.add_argument("--am-interval-s", type=float, default=1.0, help="AM allocate interval")
     p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
     p.add_argument("--max-am-attempts", type=int, default=2)
+    p.add_argument(
+        "--max-completed-applications",
+        type=int,
+        metavar="N",
+        help="ended applications kept in memory and in the state store, the first to end "
+        f"dropped first (default: the config file's, else {MAX_COMPLETED_APPLICATIONS}, YARN's)",
+    )
     p.add_argument("--events", help="stream the event log to this JSON-lines file")
     p.add_argument(
         "--state-dir",
@@ -137,6 +141,27 @@ def _limits_from(args: argparse.Namespace, limits: RmLimits) -> RmLimits:
     return dataclasses.replace(limits, **given)
 
 
+def _configuration(args: argparse.Namespace) -> tuple[Policy, RmConfig]:
+    """The policy, and the RM's configuration: the --config file's (or the defaults) with
+    the flags given (``--heartbeat-s``, the limits, ``--max-completed-applications``)."""
+    try:
+        policy = build("policies", args.policy, parse_settings(args.set))
+        config = load_rm_config(args.config) if args.config else RmConfig()
+    except TreadleError as e:
+        fail(PROG, str(e))
+    kept = args.max_completed_applications
+    if kept is None:
+        kept = config.max_completed_applications
+    elif not 0 <= kept <= 2**31 - 1:
+        fail(PROG, f"--max-completed-applications must be between 0 and 2**31-1, got {kept}")
+    return policy, dataclasses.replace(
+        config,
+        heartbeat_s=args.heartbeat_s or config.heartbeat_s,
+        limits=_limits_from(args, config.limits),
+        max_completed_applications=kept,
+    )
+
+
 def _gate(args: argparse.Namespace) -> Gate:
     if args.insecure:
         if args.acl or args.node_secret_file:
@@ -173,18 +198,8 @@ async def main_async(argv: list[str]) -> int:
         fail(PROG, "--expiry-intervals and --max-am-attempts must be >= 1")
     peer = security_from(PROG, args)
     configure(peer)
-    try:
-        policy = build("policies", args.policy, parse_settings(args.set))
-        queues = users = None
-        heartbeat_s = args.heartbeat_s or 1.0
-        limits = RmLimits()
-        if args.config:
-            config = load_rm_config(args.config)
-            queues, users, limits = config.queues, config.users, config.limits
-            heartbeat_s = args.heartbeat_s or config.heartbeat_s or 1.0
-    except TreadleError as e:
-        fail(PROG, str(e))
-    limits = _limits_from(args, limits)
+    policy, config = _configuration(args)
+    heartbeat_s, limits = config.heartbeat_s or 1.0, config.limits
     if not heartbeat_s > 0:
         fail(PROG, f"--heartbeat-s must be > 0, got {heartbeat_s}")
     gate = _gate(args)
@@ -206,14 +221,15 @@ async def main_async(argv: list[str]) -> int:
     log_.records.extend(previous)  # already in the file
     rm = ResourceManager(
         policy,
-        queues=queues,
-        users=users,
+        queues=config.queues,
+        users=config.users,
         event_log=log_,
         heartbeat_s=heartbeat_s,
         node_expiry_s=args.expiry_intervals * heartbeat_s,
         am_expiry_s=args.expiry_intervals * args.am_interval_s,
         max_am_attempts=args.max_am_attempts,
         policy_errors="log",
+        max_completed_applications=config.max_completed_applications,
     )
     settings = RmSettings(
         dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
@@ -375,6 +391,7 @@ def main() -> None:
     # kills the process without a word; ignored (as CPython does at start-up), the write
     # fails with EFBIG instead, and the RM ends with a line naming the file (fatal.py).
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    memory.few_arenas()
     sys.exit(asyncio.run(main_async(sys.argv[1:])))
 
 

@@ -20,7 +20,7 @@ import structlog
 
 from rm.core.facade import ResourceManager
 from rm.core.reports import AppReport
-from rm.server import admin as admin_service, grants, submissions
+from rm.server import admin as admin_service, grants, memory, submissions
 from rm.server.config import RmLimits
 from rm.server.store import Persister, StateStore
 from treadle import events as ev
@@ -171,9 +171,19 @@ class RmServer:
 
     # ------------------------------------------------------------------ the state store
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
-        """Write what changed to the store, if there is one (``Persister.persist``)."""
+        """Write what changed to the store, if there is one (``Persister.persist``); forget
+        the ended applications the core dropped (``rm.core.ended``): their AM tokens and
+        task bounds here, their rows in the store. A large application that just ended
+        (one of ``app_ids``) gives its memory back (``rm.server.memory``)."""
+        finished = self.rm.state.finished
+        if any(a in finished and finished[a].tasks >= memory.LARGE_TASKS for a in app_ids):
+            memory.give_back()
+        dropped = self.rm.take_dropped_apps()
+        for app_id in dropped:
+            self.gate.am_tokens.pop(app_id, None)
+            self.task_bounds.pop(app_id, None)
         if self.persister is not None:
-            self.persister.persist(app_ids, every_s=every_s)
+            self.persister.persist(app_ids, every_s=every_s, dropped=dropped)
 
     def persist_balances(self) -> None:
         """Write the budget accounts' balances if they changed (whichever call did it)."""

@@ -26,20 +26,25 @@ from typing import Any
 
 import structlog
 
+from rm.core.ended import EndedApp
 from rm.core.facade import ResourceManager
-from rm.core.state import Application, AppRecord
+from rm.core.reports import every_app
+from rm.core.state import Application, AppRecord, AppState
 from rm.policy.accounts import AccountBalance
+from rm.server.runlog import logged_next_seq, read_events
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.live import wire
 from treadle.live.auth import check_private
 from treadle.live.gate import Gate
-from treadle.messages import AppSubmission, ContainerState, ContainerStatus
+from treadle.messages import AppSubmission
 from treadle.rpc.v1 import common_pb2 as pb
 
 log = structlog.get_logger("rm")
 DB_NAME = "rm-state.sqlite"
 SCHEMA_VERSION = 1
+#: The WAL file is cut back to this size after a checkpoint (SQLite's journal_size_limit).
+WAL_LIMIT_BYTES = 4 * 1024 * 1024
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,6 +76,9 @@ class StoredState:
     node_tokens: dict[str, str] = field(default_factory=dict)
     balances: dict[str, AccountBalance] = field(default_factory=dict)
     replay: dict[str, int] = field(default_factory=dict)  # user -> newest timestamp (ns)
+    #: No id below ``application_{next_seq + 1}`` is handed out again: the store's mark
+    #: (every id a previous run acknowledged, dropped ones too) or the event log's.
+    next_seq: int = 0
 
     @property
     def empty(self) -> bool:
@@ -128,8 +136,12 @@ class StateStore:
             self._db = sqlite3.connect(self.path, isolation_level=None)
             problem = None if created else _damage(self._db, self.path, cluster, wal_present)
             if problem is None:
+                if created:  # before any table: pages freed go back to the file system
+                    self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("PRAGMA synchronous=FULL")
+                # A large submission grows the WAL; each checkpoint cuts it back to this.
+                self._db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
                 self._db.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as e:
             problem = f"unreadable ({e})"
@@ -181,34 +193,59 @@ class StateStore:
     def save_apps(
         self, records: Iterable[AppRecord], am_tokens: Mapping[str, str], *, new: bool
     ) -> None:
-        """Write these applications in one transaction: ``new`` ones whole (with their
-        job and AM token), else only what changes (the record); and their done tasks
-        (each record carries those not written yet)."""
-        if new:
-            rows: list[tuple[Any, ...]] = [
-                (
-                    r.app_id,
-                    r.seq,
-                    _job_bytes(r.submission),
-                    json.dumps(r.to_json()),
-                    am_tokens.get(r.app_id, ""),
-                )
-                for r in records
-            ]
-            sql = (
-                "INSERT OR REPLACE INTO apps (app_id, seq, job, record, am_token) "
-                "VALUES (?, ?, ?, ?, ?)"
+        """Write these applications: ``new`` ones whole, else only what changes
+        (``save_changes``)."""
+        records = list(records)
+        self.save_changes(records if new else [], [] if new else records, am_tokens)
+
+    def save_changes(
+        self,
+        fresh: Sequence[AppRecord],
+        changed: Sequence[AppRecord],
+        am_tokens: Mapping[str, str],
+        *,
+        dropped: Sequence[str] = (),
+        next_seq: int | None = None,
+    ) -> None:
+        """Write in one transaction: the ``fresh`` applications whole (with their job and
+        AM token), of the ``changed`` ones only what changes (the record), the done tasks
+        each record carries (those not written yet), the mark of ids handed out
+        (``next_seq``); and delete the ``dropped`` ones (``rm.core.ended``). An ended
+        application keeps neither its job nor its done tasks (its AM never registers
+        again), and the pages they took go back to the file system."""
+        rows = [
+            (r.app_id, r.seq, _job_bytes(r.submission), json.dumps(r.to_json()),
+             am_tokens.get(r.app_id, ""))
+            for r in fresh
+        ]  # fmt: skip
+        updates: list[tuple[str, str]] = []
+        ends: list[tuple[str, str]] = []
+        for r in changed:
+            (updates if r.state is AppState.RUNNING else ends).append(
+                (json.dumps(r.to_json()), r.app_id)
             )
-        else:
-            rows = [(json.dumps(r.to_json()), r.app_id) for r in records]
-            sql = "UPDATE apps SET record = ? WHERE app_id = ?"
-        done = [(r.app_id, s, t) for r in records for s, t in r.done_tasks]
-        if rows:
-            with self._tx():
-                self._db.executemany(sql, rows)
-                self._db.executemany(
-                    "INSERT INTO done_tasks (app_id, stage, task) VALUES (?, ?, ?)", done
-                )
+        done = [(r.app_id, s, t) for r in (*fresh, *changed) for s, t in r.done_tasks]
+        gone = [(a,) for a in dropped]
+        if not (rows or changed or gone or next_seq is not None):
+            return
+        db = self._db
+        with self._tx():
+            db.executemany(
+                "INSERT OR REPLACE INTO apps (app_id, seq, job, record, am_token) "
+                "VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            db.executemany("UPDATE apps SET record = ? WHERE app_id = ?", updates)
+            # SQLite writes a row whole: an ended one's record and job in one update.
+            db.executemany("UPDATE apps SET record = ?, job = NULL WHERE app_id = ?", ends)
+            db.executemany("INSERT INTO done_tasks (app_id, stage, task) VALUES (?, ?, ?)", done)
+            db.executemany("DELETE FROM done_tasks WHERE app_id = ?", [(a,) for _, a in ends])
+            db.executemany("DELETE FROM apps WHERE app_id = ?", gone)
+            db.executemany("DELETE FROM done_tasks WHERE app_id = ?", gone)
+            if next_seq is not None:
+                self._put_meta("next_seq", next_seq)
+        if ends or gone:
+            db.executescript("PRAGMA incremental_vacuum;")  # to the end (execute: one page)
 
     def save_node_token(self, node_id: str, token: str) -> None:
         with self._tx():
@@ -239,6 +276,7 @@ class StateStore:
             epoch=self._meta("epoch"),
             dilation=self._meta("dilation"),
             restarts=int(self._meta("restarts") or 0),
+            next_seq=int(self._meta("next_seq") or 0),
         )
         db = self._db
         try:
@@ -341,7 +379,7 @@ def _damage(db: sqlite3.Connection, path: Path, cluster: str, wal_present: bool)
 Sig = tuple[str, int, bool, int, int]
 
 
-def _sig(app: Application) -> Sig:
+def _sig(app: Application | EndedApp) -> Sig:
     """What changes whenever something the store keeps of ``app`` changes (state,
     attempt, AM registered, tasks done: how many are written, attempts not counted)."""
     return (app.state, app.attempt, app.am_registered, len(app.done_tasks),
@@ -350,7 +388,8 @@ def _sig(app: Application) -> Sig:
 
 class Persister:
     """What an RM service writes to its store, and when: the applications whose stored
-    part changed since the last write, and the budget balances when they changed."""
+    part changed since the last write (and the deletion of those the RM dropped), the
+    mark of ids handed out, and the budget balances when they changed."""
 
     def __init__(self, store: StateStore, rm: ResourceManager, gate: Gate):
         self.store = store
@@ -359,20 +398,26 @@ class Persister:
         # Every signed request's new newest timestamp is written before it is let through.
         gate.replay.on_accept = store.save_replay
         st = rm.state
-        self._stored = {a.app_id: _sig(a) for a in (*st.finished.values(), *st.apps.values())}
+        self._stored = {a.app_id: _sig(a) for a in every_app(st)}
+        self._gone: list[str] = []  # dropped by the RM, not yet deleted from the store
+        self._next_seq = -1  # the mark of ids last written (none yet)
         self._balances = dict(rm.accounts.balances()) if rm.accounts.enabled else None
         self._at = -math.inf  # time.monotonic() of the last periodic write (none yet)
         self._uncounted = rm.apps.uncounted_failures
 
-    def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
+    def persist(
+        self, app_ids: Sequence[str] = (), *, every_s: float = 0.0, dropped: Sequence[str] = ()
+    ) -> None:
         """Write to the store what changed since the last write: these applications, or
         (none named) every application whose stored part changed (state, attempt, tasks
-        done), and the budget accounts' balances. Submissions, ends and budget calls write
-        at once; the housekeeping loop calls this every ``every_s`` wall seconds (a
-        restart loses at most that much of the done-task reports, which the AMs send
-        again when they register again)."""
+        done), the ``dropped`` ones deleted (``ResourceManager.take_dropped_apps``; in the
+        same transaction), and the budget accounts' balances. Submissions, ends and budget
+        calls write at once; the housekeeping loop calls this every ``every_s`` wall
+        seconds (a restart loses at most that much of the done-task reports, which the
+        AMs send again when they register again)."""
         wall = time.monotonic()
-        if not app_ids and wall - self._at < every_s:
+        self._gone += dropped
+        if not app_ids and not self._gone and wall - self._at < every_s:
             return
         rm = self.rm
         stored = self._stored
@@ -383,16 +428,25 @@ class Persister:
             st = rm.state
             ids = [a for a in st.finished if a not in stored or stored[a][0] == "RUNNING"]
             ids += [a.app_id for a in st.apps.values() if stored.get(a.app_id) != _sig(a)]
-        if ids:
-            since = {a: stored[a][3] for a in ids if a in stored}
-            records = rm.app_records(ids, since)
-            fresh = [r for r in records if r.app_id not in stored]
-            self.store.save_apps(fresh, self.am_tokens, new=True)
-            self.store.save_apps([r for r in records if r.app_id in stored], {}, new=False)
-            for r in records:
-                app = rm.state.app(r.app_id)
-                if app is not None:
-                    stored[r.app_id] = _sig(app)
+        gone, self._gone = self._gone, []
+        for app_id in gone:
+            stored.pop(app_id, None)
+        since = {a: stored[a][3] for a in ids if a in stored}
+        records = rm.app_records(ids, since) if ids else []
+        fresh = [r for r in records if r.app_id not in stored]
+        next_seq = rm.apps.next_seq
+        self.store.save_changes(
+            fresh,
+            [r for r in records if r.app_id in stored],
+            self.am_tokens,
+            dropped=gone,
+            next_seq=None if next_seq == self._next_seq else next_seq,
+        )
+        self._next_seq = next_seq
+        for r in records:
+            app = rm.state.app(r.app_id)
+            if app is not None:
+                stored[r.app_id] = _sig(app)
         self.persist_balances()
 
     def persist_balances(self) -> None:
@@ -436,78 +490,13 @@ def restore(
         wall = time.time()
         epoch = wall - (wall - stored.epoch) * stored.dilation / dilation
     now = (time.time() - epoch) * dilation
-    rm.restore(stored.apps, now, stored.restarts + 1)
+    rm.restore(stored.apps, now, stored.restarts + 1, next_seq=stored.next_seq)
     gate.am_tokens.update(stored.am_tokens)
     gate.node_tokens.update(stored.node_tokens)
     gate.replay.restore(stored.replay)
     if rm.accounts.enabled and stored.balances:
         rm.accounts.restore(stored.balances)
     return epoch
-
-
-def open_containers(records: Iterable[ev.Record]) -> dict[str, tuple[str, str, bool]]:
-    """The containers an event log leaves open (allocated or started, never ended):
-    container id -> (application, node, started)."""
-    out: dict[str, tuple[str, str, bool]] = {}
-    for r in records:
-        e, cid = r.get("event"), r.get("container")
-        if cid is None:
-            continue
-        if e == ev.CONTAINER_ALLOCATED:
-            out[cid] = (str(r.get("job", "")), str(r.get("node", "")), False)
-        elif e == ev.CONTAINER_STARTED:
-            out[cid] = (str(r.get("job", "")), str(r.get("node", "")), True)
-        elif e in (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED):
-            out.pop(cid, None)
-    return out
-
-
-def ended_containers(records: Iterable[ev.Record]) -> list[tuple[str, ContainerStatus]]:
-    """(application, status) of every container an event log saw end on its node: a
-    restarted RM hands them to the running applications' AMs again, since the previous RM
-    may have died before an AM heard of them (an AM ignores containers it does not hold)."""
-    out = []
-    for r in records:
-        if r.get("event") != ev.CONTAINER_FINISHED:
-            continue
-        with contextlib.suppress(KeyError, TypeError, ValueError):
-            t = float(r["t"])
-            state = ContainerState(str(r["state"]))
-            status = ContainerStatus(str(r["container"]), state, int(r["exit_status"]), t, t)
-            out.append((str(r["job"]), status))
-    return out
-
-
-def read_events(path: str | Path) -> list[ev.Record]:
-    """The records of an RM's event file. A last line cut short (a kill in mid-write) is
-    reported and cut off the file, so that the continued stream starts on a line of its
-    own; a line in the middle that is not a record is refused, naming it."""
-    out: list[ev.Record] = []
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return out
-    except OSError as e:
-        raise TreadleError(f"--events {path}: cannot read the previous run's events: {e}") from None
-    whole = data.rfind(b"\n") + 1
-    if whole < len(data):
-        log.warning("event_log_tail_cut", file=str(path), bytes_cut=len(data) - whole,
-                    records=data.count(b"\n"))  # fmt: skip
-        with open(path, "r+b") as f:
-            f.truncate(whole)
-    for n, line in enumerate(data[:whole].splitlines(), 1):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            rec = None
-        if not isinstance(rec, dict):
-            raise TreadleError(
-                f"{path}: line {n} of the event log is not a record (damaged); refused "
-                "(--fresh-state starts a new run)"
-            )
-        out.append(rec)
-    return out
 
 
 def open_state(
@@ -533,6 +522,7 @@ def open_state(
         _set_aside(Path(events))
         store = StateStore(directory, cluster=cluster)
         return store, store.load(), []
+    stored.next_seq = max(stored.next_seq, logged_next_seq(previous))
     return store, stored, previous
 
 

@@ -371,13 +371,17 @@ def job_from_pb(m: pb.JobSpec, user: str, queue: str, submit_s: float) -> JobSpe
     for s in m.stages:
         if not s.durations:
             raise InvalidRequestError(f"stage {s.name!r} has no tasks")
-        for d in s.durations:
+        # One float object per distinct duration (traces repeat them): a million tasks'
+        # floats are 24 MB, and what a process keeps of them once they are freed, for ever.
+        distinct: dict[float, float] = {}
+        durations = tuple([distinct.setdefault(d, d) for d in s.durations])
+        for d in distinct:
             if not (math.isfinite(d) and d >= 0):
                 raise InvalidRequestError(f"stage {s.name!r}: durations must be >= 0, got {d}")
         res = resources_from_pb(s.resources, f"stage {s.name!r} resources")
         if res.is_zero():
             raise InvalidRequestError(f"stage {s.name!r} asks for no resources")
-        stages.append(StageSpec(s.name, res, tuple(s.durations), tuple(s.parents)))
+        stages.append(StageSpec(s.name, res, durations, tuple(s.parents)))
     try:
         return JobSpec(m.name, user, submit_s, topological_stages(stages), queue)
     except ValueError as e:
