@@ -41,6 +41,7 @@ from treadle.metrics import (
 from treadle.report.cells import GROUPS, num, param, percent, signed, user_cell
 from treadle.report.charts import policy_style, seconds_axis
 from treadle.report.series import plot_points
+from treadle.report.verdicts import identical_lines
 
 COMPARISON_JSON = "comparison.json"
 REPORT_MD = "report.md"
@@ -271,6 +272,8 @@ def _improvement(
             "both (> 1 is faster than the baseline).",
             "",
         ]
+        identical = identical_lines(foi, baseline)
+        lines += [*(f"- {line}" for line in identical), *([""] if identical else [])]
     return lines
 
 
