@@ -171,6 +171,7 @@ _OPTIONS = (
     ("stall_s", "stall limit (s)"),
     ("slowdown", "slowdown (alone references)"),
     ("events", "event log"),
+    ("scaling", "scaling (--nodes, --nodes-scale, --load)"),
 )
 
 

@@ -188,6 +188,10 @@ def _run_parameters(runs: Mapping[str, RunMetrics]) -> list[str]:
             params.append([label, next(iter(values.values()))])
         else:
             params.append([label, "; ".join(f"{n}: {v}" for n, v in values.items())])
+    first = next(iter(runs.values())).summary.get("parameters") or {}
+    scaling = (first.get("workload") or {}).get("scaling")
+    if scaling:  # --nodes, --nodes-scale, --load: the same for every run compared
+        params.append(["scaling", param(scaling)])
     return ["## Run parameters", "", *_table(["parameter", "value"], params, numeric=False), ""]
 
 
