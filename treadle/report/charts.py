@@ -149,8 +149,9 @@ def cdf_panel(
         if not len(xs):
             continue
         ys = np.r_[0.0, np.arange(1, len(xs) + 1) / len(xs)]
-        style = {"color": "#c8c8c8", "lw": 0.7} if other != name else policy_style(i)
-        ax.step(np.r_[xs[0], xs], ys, where="post", zorder=3 if other == name else 1, **style)
+        own = other == name
+        style = {**policy_style(i), "lw": 2.0} if own else {"color": "#d9d9d9", "lw": 0.7}
+        ax.step(np.r_[xs[0], xs], ys, where="post", zorder=3 if own else 1, **style)
     if name not in values or not values[name]:
         _empty(ax, "no data")
     elif everything:
