@@ -183,13 +183,15 @@ def test_debug_logs_one_line_per_scheduling_decision(tmp_path: Path) -> None:
     assert quiet.stderr == ""  # nothing at the default level
     proc = treadle(
         "sim", "tiny", "--policy", "fifo", "--events", "jsonl", "--log-level", "debug",
-        "--out", str(tmp_path), "--no-slowdown",
+        "--out", str(tmp_path / "debug"), "--no-slowdown",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     logged = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
     placements = [r for r in logged if r["event"] == "placement"]
     allocated = [
-        r for r in read_events(tmp_path / "events.jsonl") if r["event"] == "container_allocated"
+        r
+        for r in read_events(tmp_path / "debug" / "events.jsonl")
+        if r["event"] == "container_allocated"
     ]
     assert [(p["app"], p["node"], p["priority"]) for p in placements] == [
         (r["job"], r["node"], r["priority"]) for r in allocated

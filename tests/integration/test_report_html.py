@@ -106,6 +106,14 @@ def test_compare_all_writes_a_self_contained_page(demo_all: Path) -> None:
     assert ("estimation" in page.sections) == ("gs" in policies)
     for sid in ("fidelity", "paper-compat"):
         assert sid not in page.sections, sid
+    text = (demo_all / "report.html").read_text(encoding="utf-8")
+    # gs's oracle estimates are exact: the section is one line saying so, no chart.
+    assert "estimation-table" not in page.tables
+    assert "Left out: every estimate of gs is the job&#x27;s exact size" in text
+    assert "dp-table" in page.tables  # the demo's queues have budgets
+    assert 'class="note identical"' not in text  # the demo separates every policy
+    # 14 policies overlap in one CDF: each gets its own JCT CDF panel too.
+    assert page.panels["jct-cdf"] == policies
 
     # Offline: every image is embedded, every link is a fragment of the page itself.
     assert page.images
@@ -245,3 +253,23 @@ def test_jain_over_time_agrees_with_the_results_table(demo_all: Path) -> None:
             values = [v for v in series.tolist() if not math.isnan(v)]
             assert len(values) == summary[f"{key}_windows"]
             assert sum(values) / len(values) == pytest.approx(summary[f"{key}_mean"], abs=1e-6)
+
+
+def test_sections_without_meaning_are_left_out_and_ties_with_the_baseline_flagged(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "tiny"
+    proc = treadle("compare", "tiny", "--policies", "fifo,dp,gs", "--workers", "1",
+                   "--out", str(out))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    text = (out / "report.html").read_text(encoding="utf-8")
+    page = Page(text)
+    assert "dp-accounts" in page.sections
+    assert "dp-table" not in page.tables
+    assert "Left out: no queue has a budget" in text
+    assert "dp" not in page.panels.get("dp", [])  # no flat budget and price charts
+    md = (out / "report.md").read_text(encoding="utf-8")
+    for name in ("dp", "gs"):
+        assert f"- {name}: every job's JCT equals fifo's" in md
+        assert f'<p class="note identical">{name}: every job' in text
+    assert "likely reason: no queue has a budget and spending_rate" in md

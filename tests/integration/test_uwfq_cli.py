@@ -62,7 +62,8 @@ def test_bad_input_is_one_line_naming_file_and_field(
 ) -> None:
     path = tmp_path / name
     path.write_text(text)
-    line = one_line_error(treadle("sim", str(path), "--policy", "uwfq", "--out", str(tmp_path)))
+    out = str(tmp_path / "out")
+    line = one_line_error(treadle("sim", str(path), "--policy", "uwfq", "--out", out))
     assert str(path) in line
     for needle in needles:
         assert needle in line

@@ -207,3 +207,12 @@ def test_resample_preserves_time_averages(
     xs, ys = resample(series, bins)
     assert xs == pytest.approx(expected[0])
     assert ys == pytest.approx(expected[1])
+
+
+def test_policy_styles_tell_twenty_policies_apart() -> None:
+    from treadle.report.charts import policy_style
+
+    styles = [policy_style(i) for i in range(20)]
+    assert len({s["color"] for s in styles}) == 20
+    assert len({(s["color"], s["marker"]) for s in styles}) == 20
+    assert all(s["marker"] for s in styles)

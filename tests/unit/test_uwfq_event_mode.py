@@ -250,10 +250,12 @@ def test_the_flag_overrides_the_key_and_a_bad_one_exits_2(tmp_path: Path) -> Non
     summary = (out / "summary.json").read_text()
     assert '"scheduling": "event"' in summary
     assert '"mean_jct_s": 1.0' in summary  # two 1 s tasks started at once
+    args[args.index(str(out))] = str(tmp_path / "other")  # a new --out: nothing to refuse
     bad = cli([*args, "--scheduling", "async"])
     assert bad.exit_code == 2
     assert "--scheduling" in bad.output
-    live = ["compare", str(path), "--policies", "fifo", "--mode", "local", "--out", str(out)]
+    live = ["compare", str(path), "--policies", "fifo", "--mode", "local", "--out"]
+    live.append(str(tmp_path / "live"))
     refused = cli([*live, "--scheduling", "event"])
     assert refused.exit_code == 2
     assert "simulator-only" in refused.output

@@ -78,6 +78,14 @@ WtaScalingOpt = Annotated[
     ),
 ]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for the results.")]
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Write into an --out directory that already holds files (those of the same "
+        "names are replaced; others stay).",
+    ),
+]
 SetOpt = Annotated[
     list[str] | None,
     typer.Option("--set", help="Policy parameter as key=value (repeatable)."),
@@ -119,6 +127,19 @@ FAILED, USAGE, UNFAITHFUL = 1, 2, 3
 def fail(message: str, code: int = FAILED) -> NoReturn:
     err.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def check_out(out_dir: Path, force: bool) -> None:
+    """Refuse an --out that is a file, or a directory that already holds something
+    (earlier results would be overwritten or mixed with these), unless ``force``."""
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out {out_dir} is a file, not a directory", USAGE)
+    if not force and out_dir.is_dir() and any(out_dir.iterdir()):
+        fail(
+            f"--out {out_dir} already holds files (earlier results?); choose another "
+            "directory, or pass --force to write into it",
+            USAGE,
+        )
 
 
 #: Files that are not there (or not files): the path the user gave is wrong.

@@ -3,11 +3,15 @@ with the checks of their values."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import dataclasses
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from treadle.cli.common import USAGE, fail
+
+if TYPE_CHECKING:
+    from treadle.study.runner import RunOptions
 
 AsksOpt = Annotated[
     str | None,
@@ -170,3 +174,78 @@ TimeoutOpt = Annotated[
     float,
     typer.Option("--timeout-s", help="Live replays: give up after this many wall seconds."),
 ]
+
+
+NodesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--nodes",
+        help="Run on N nodes: the workload's first N, or its nodes and copies of them in turn.",
+        metavar="N",
+        show_default=False,
+    ),
+]
+NodesScaleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--nodes-scale",
+        help="Run on round(nodes x X) nodes (as --nodes).",
+        metavar="X",
+        show_default=False,
+    ),
+]
+LoadOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--load",
+        help="Stretch or compress the submission times to an offered load of X: the busiest "
+        "resource's demand / (its capacity x the arrival span); after --nodes.",
+        metavar="X",
+        show_default=False,
+    ),
+]
+
+
+#: ``--nodes``, ``--nodes-scale`` and ``--load`` as given (checked by ``check_scaling``).
+Scaling = tuple[int | None, float | None, float | None]
+
+
+def check_scaling(nodes: int | None, nodes_scale: float | None, load: float | None) -> Scaling:
+    """The scaling flags' values, checked before the workload is loaded."""
+    from treadle.workload import scaling
+    from treadle.workload.schema import MAX_NODES
+
+    if nodes is not None and nodes_scale is not None:
+        fail("give --nodes or --nodes-scale, not both", USAGE)
+    if nodes is not None and not 1 <= nodes <= MAX_NODES:
+        fail(f"--nodes must be between 1 and {MAX_NODES}, got {nodes}", USAGE)
+    if nodes_scale is not None and not 0 < nodes_scale <= scaling.MAX_NODES_SCALE:
+        fail(
+            f"--nodes-scale must be > 0 and <= {scaling.MAX_NODES_SCALE:g}, got {nodes_scale}",
+            USAGE,
+        )
+    if load is not None and not 0 < load <= scaling.MAX_LOAD:
+        fail(f"--load must be > 0 and <= {scaling.MAX_LOAD:g}, got {load}", USAGE)
+    return nodes, nodes_scale, load
+
+
+def scaled(wl: Any, options: RunOptions, knobs: Scaling) -> tuple[Any, RunOptions]:
+    """``wl`` as --nodes or --nodes-scale, then --load, make it, and ``options`` recording
+    what was done (``RunOptions.scaling``; unchanged when no flag is given)."""
+    nodes, nodes_scale, load = knobs
+    if nodes is None and nodes_scale is None and load is None:
+        return wl, options
+    from treadle.workload import scaling
+
+    record: dict[str, Any] = {}
+    if nodes_scale is not None:
+        nodes = scaling.scaled_node_count(wl, nodes_scale)
+        record["nodes_scale"] = nodes_scale
+    if nodes is not None:
+        record["nodes_before"] = len(wl.cluster.nodes)
+        wl = scaling.with_nodes(wl, nodes)
+        record["nodes"] = nodes
+    if load is not None:
+        wl, before, factor = scaling.with_load(wl, load)
+        record |= {"load": load, "load_before": round(before, 6), "arrival_factor": factor}
+    return wl, dataclasses.replace(options, scaling=record)

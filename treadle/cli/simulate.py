@@ -14,6 +14,7 @@ from treadle.cli.common import (
     UNFAITHFUL,
     USAGE,
     DilationOpt,
+    ForceOpt,
     FormatOpt,
     HomoFilterOpt,
     LogLevelOpt,
@@ -25,6 +26,7 @@ from treadle.cli.common import (
     SetOpt,
     WorkloadArg,
     WtaScalingOpt,
+    check_out,
     err,
     errors,
     fail,
@@ -43,18 +45,24 @@ from treadle.cli.options import (
     ClusterOpt,
     EventsOpt,
     ImageOpt,
+    LoadOpt,
     NmContainersOpt,
     NoCacheOpt,
+    NodesOpt,
+    NodesScaleOpt,
     PartitionOpt,
     PhaseSeedOpt,
+    Scaling,
     SchedulingOpt,
     SlowdownOpt,
     TimeoutOpt,
     TimingsOpt,
     WorkersOpt,
     check_events,
+    check_scaling,
     partitioned,
     partitioning,
+    scaled,
     scheduled,
 )
 from treadle.cli.queues import QueuesOpt, StrictOpt, with_queues
@@ -154,6 +162,10 @@ def sim(
     wta_scaling: WtaScalingOpt = None,
     queues_file: QueuesOpt = None,
     strict: StrictOpt = False,
+    nodes: NodesOpt = None,
+    nodes_scale: NodesScaleOpt = None,
+    load_target: LoadOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Simulate WORKLOAD under one policy; write summary.json, jobs.csv, jobs.parquet and
     the event log (events.parquet by default)."""
@@ -165,6 +177,8 @@ def sim(
 
         logs.configure(log_level)
         check_events(events)
+        check_out(out_dir, force)
+        knobs = check_scaling(nodes, nodes_scale, load_target)
         choice = PolicyChoice(policy, parse_settings(settings or []))
         imports = trace_options(homo_filter, wta_scaling)
         flags = (slowdown, phase_seed, no_cache, events, partition)
@@ -181,6 +195,7 @@ def sim(
 
                 wl = first_jobs(wl, limit_jobs)
             wl = scheduled(partitioned(wl, parts), scheduling)
+            wl, options = scaled(wl, options, knobs)
         with progress_bars() as progress:
             result, run = run_sim(
                 wl,
@@ -233,22 +248,24 @@ def compare(
     wta_scaling: WtaScalingOpt = None,
     queues_file: QueuesOpt = None,
     strict: StrictOpt = False,
+    nodes: NodesOpt = None,
+    nodes_scale: NodesScaleOpt = None,
+    load_target: LoadOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with errors():
         logs.configure(log_level)
         check_events(events)
+        check_out(out_dir, force)
+        knobs = check_scaling(nodes, nodes_scale, load_target)
         workers = _checked_workers(mode, workers, phase_seed, cluster)
         choices, baseline = _compared(policies, settings, baseline, reference)
         imports = trace_options(homo_filter, wta_scaling)
         flags = (slowdown, phase_seed, no_cache, events, partition)
         options = run_options(workload, asks, ask_settings, imports, *flags)
-        wl = _compared_workload(
-            mode,
-            with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict),
-            partition,
-            scheduling,
-        )
+        loaded = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
+        wl, options = _compared_workload(mode, loaded, partition, scheduling, options, knobs)
         from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 
         backend = make_backend(
@@ -316,16 +333,25 @@ def _compared(
     return [PolicyChoice(n, per_policy[n]) for n in names], baseline
 
 
-def _compared_workload(mode: str, wl: Any, partition: str | None, scheduling: str | None) -> Any:
-    """The workload as --partition and --scheduling make it, checked against --mode."""
+def _compared_workload(
+    mode: str,
+    wl: Any,
+    partition: str | None,
+    scheduling: str | None,
+    options: RunOptions,
+    knobs: Scaling,
+) -> tuple[Any, RunOptions]:
+    """The workload as --partition, --scheduling and the scaling flags make it, checked
+    against --mode, and the run options recording the scaling."""
     wl = scheduled(partitioned(wl, partitioning(partition)), scheduling)
+    wl, options = scaled(wl, options, knobs)
     if mode != "sim" and wl.cluster.event_driven:
         fail(
             f"cluster.scheduling 'event' is simulator-only (--mode sim); a {mode} cluster "
             "schedules on its heartbeats and AM intervals",
             USAGE,
         )
-    return wl
+    return wl, options
 
 
 def _print_comparison(result: Comparison) -> None:

@@ -1,9 +1,10 @@
 """The HTML report's charts: matplotlib figures as base64 PNG data URIs (the page needs
 no other file and no network).
 
-Every time axis is in seconds from the run's first submission. A policy keeps one colour
-and line style in every chart: ten colours, and a line style that differs whenever two
-policies share a colour (``policy_style``). Charts with one line per policy are overlays
+Every time axis is in seconds from the run's first submission. A policy keeps one colour,
+marker and line style in every chart (``policy_style``): matplotlib's tab20, its ten dark
+colours first, then their light siblings drawn dashed, so 20 policies get 20 colours and
+no two share colour and marker. Charts with one line per policy are overlays
 with the legend beside the axes; per-policy charts (utilization, Jain's index over time,
 the timeline, DP accounts) are small panels with shared axis limits, one per policy.
 Figures use ``matplotlib.figure.Figure`` directly (no pyplot, no global backend state).
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib import colormaps, colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
@@ -25,11 +27,11 @@ from treadle.metrics import JobResult
 from treadle.report.logdata import JainSeries
 from treadle.report.series import plot_points
 
-_COLOURS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-)  # fmt: skip
+_TAB20 = colormaps["tab20"](np.arange(20))  # its 20 colours, as RGBA rows
+#: tab20's dark colours (tab10), then the light ones: 20 distinct colours.
+_COLOURS = tuple(mcolors.to_hex(c) for c in (*_TAB20[0::2], *_TAB20[1::2]))
 _STYLES = ("-", "--", ":", "-.")
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h")
 _DPI = 90
 PANEL_SIZE = (4.6, 2.5)
 WIDE_SIZE = (9.5, 4.2)
@@ -39,9 +41,17 @@ _WIDE_MARGINS = {"left": 0.08, "right": 0.78, "bottom": 0.13, "top": 0.92}
 
 
 def policy_style(i: int) -> dict[str, Any]:
-    """Colour and line style of the ``i``-th policy (the same colour repeats every ten,
-    always with another line style)."""
-    return {"color": _COLOURS[i % 10], "linestyle": _STYLES[i % 4]}
+    """Colour, marker and line style of the ``i``-th policy: 20 colours, solid for the
+    first ten (dark) and dashed for the next ten (light); beyond 20 the colours repeat with
+    the next line styles. Markers (11, a spacing of a tenth of the axes) tell apart lines
+    that overlap."""
+    return {
+        "color": _COLOURS[i % len(_COLOURS)],
+        "linestyle": _STYLES[(i // 10) % len(_STYLES)],
+        "marker": _MARKERS[i % len(_MARKERS)],
+        "markevery": 0.1,
+        "markersize": 4,
+    }
 
 
 def data_uri(fig: Figure) -> str:
@@ -122,6 +132,35 @@ def cdf(
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of jobs")
     ax.set_title(title)
+    return data_uri(fig)
+
+
+def cdf_panel(
+    name: str, values: Mapping[str, Sequence[float]], order: Sequence[str], *, xlabel: str
+) -> str:
+    """Policy ``name``'s empirical CDF in its own style over every other policy's in thin
+    grey (shared limits): the overlay's one line, readable when 14 overlap."""
+    fig = Figure(figsize=PANEL_SIZE)
+    fig.subplots_adjust(**_PANEL_MARGINS)
+    ax = fig.add_subplot()
+    everything = [v for n in order for v in values.get(n, ()) if v is not None]
+    for i, other in enumerate(order):
+        xs = np.sort(np.asarray([v for v in values.get(other, ()) if v is not None], float))
+        if not len(xs):
+            continue
+        ys = np.r_[0.0, np.arange(1, len(xs) + 1) / len(xs)]
+        own = other == name
+        style = {**policy_style(i), "lw": 2.0} if own else {"color": "#d9d9d9", "lw": 0.7}
+        ax.step(np.r_[xs[0], xs], ys, where="post", zorder=3 if own else 1, **style)
+    if name not in values or not values[name]:
+        _empty(ax, "no data")
+    elif everything:
+        ax.set_xlim(min(everything), max(everything))
+        ax.set_ylim(0.0, 1.02)
+        ax.grid(True, alpha=0.3)
+        seconds_axis(ax, ticks=6)
+        ax.set_xlabel(xlabel)
+    ax.set_title(name, fontsize="medium", loc="left")
     return data_uri(fig)
 
 

@@ -88,6 +88,44 @@ def paper_compat(extra: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
+NO_DP_ACCOUNT = (
+    "Left out: no queue has a budget (give queues budget and spending_rate in the "
+    "workload), so every DP account stays at 0 and dp places in submission order."
+)
+
+
+def no_dp_account(logs: Mapping[str, LogExtras]) -> bool:
+    """No dp_account record of any run shows a budget, a charge or a price: the charts
+    would be flat at 0."""
+    keys = ("budget", "charged", "price")
+    return not any(
+        isinstance(r.get(k), int | float) and r[k] != 0
+        for x in logs.values()
+        for r in x.dp
+        for k in keys
+    )
+
+
+def exact_estimates(names: Sequence[str], logs: Mapping[str, LogExtras]) -> str:
+    """The one-line reason to leave the estimation section out, when every estimate
+    with an observed size is exact (an oracle's: its error CDF would be rounding noise);
+    else ''."""
+    estimated = [n for n in names if n in logs and logs[n].estimates]
+    errors = [
+        abs(e["estimate_s"] - e["actual_s"]) / e["actual_s"]
+        for n in estimated
+        for e in logs[n].estimates
+        if e.get("actual_s") and isinstance(e.get("estimate_s"), int | float)
+    ]
+    if not errors or max(errors) > 1e-9:
+        return ""
+    return (
+        f"Left out: every estimate of {', '.join(estimated)} is the job's exact size (the "
+        "oracle estimator reads it from the submitted job); set another estimator, e.g. "
+        "--set gs.estimator=slearn, to see estimation error."
+    )
+
+
 def estimation(names: Sequence[str], logs: Mapping[str, LogExtras]) -> list[str]:
     rows, errors = [], {}
     for n in names:

@@ -23,6 +23,7 @@ from treadle.metrics.stats import mean, pct
 from treadle.report import charts
 from treadle.report.cells import GROUPS, num, param, percent, signed, user_cell
 from treadle.report.inputs import ReportInputs
+from treadle.report.verdicts import identical_lines
 
 Row = Sequence[str]
 
@@ -170,6 +171,7 @@ _OPTIONS = (
     ("stall_s", "stall limit (s)"),
     ("slowdown", "slowdown (alone references)"),
     ("events", "event log"),
+    ("scaling", "scaling (--nodes, --nodes-scale, --load)"),
 )
 
 
@@ -384,7 +386,12 @@ def improvement(foi: Mapping[str, Mapping[str, Any]], baseline: str) -> list[str
             f"Factor = JCT under {baseline} / JCT under the policy, per job succeeded in both "
             "(> 1 is faster than the baseline)."
         ),
+        *[f'<p class="note identical">{_e(line)}</p>' for line in identical_lines(foi, baseline)],
     ]
+
+
+#: Above this many policies the CDF section adds one JCT CDF panel per policy.
+OVERLAY_MAX = 8
 
 
 def cdfs(
@@ -400,10 +407,11 @@ def cdfs(
             for n, r in runs.items()
         }
 
+    jcts = of("jct_s")
     out = [
         figure(
             charts.cdf(
-                of("jct_s"),
+                jcts,
                 names,
                 xlabel="job completion time (s)",
                 title="JCT CDF (succeeded jobs)",
@@ -431,6 +439,18 @@ def cdfs(
             cls="cdf wait",
         ),
     ]
+    if len(names) > OVERLAY_MAX:
+        out += [
+            panels(
+                "jct-cdf",
+                names,
+                lambda n: charts.cdf_panel(n, jcts, names, xlabel="job completion time (s)"),
+            ),
+            _note(
+                f"With more than {OVERLAY_MAX} policies the overlay is hard to read: the JCT "
+                "CDF again, one panel per policy over every other policy's in grey."
+            ),
+        ]
     if baseline is not None and foi:
         values = {n: [v for v, _ in f.get("cdf", [])] for n, f in foi.items()}
         out.append(

@@ -41,6 +41,7 @@ from treadle.metrics import (
 from treadle.report.cells import GROUPS, num, param, percent, signed, user_cell
 from treadle.report.charts import policy_style, seconds_axis
 from treadle.report.series import plot_points
+from treadle.report.verdicts import identical_lines
 
 COMPARISON_JSON = "comparison.json"
 REPORT_MD = "report.md"
@@ -187,6 +188,10 @@ def _run_parameters(runs: Mapping[str, RunMetrics]) -> list[str]:
             params.append([label, next(iter(values.values()))])
         else:
             params.append([label, "; ".join(f"{n}: {v}" for n, v in values.items())])
+    first = next(iter(runs.values())).summary.get("parameters") or {}
+    scaling = (first.get("workload") or {}).get("scaling")
+    if scaling:  # --nodes, --nodes-scale, --load: the same for every run compared
+        params.append(["scaling", param(scaling)])
     return ["## Run parameters", "", *_table(["parameter", "value"], params, numeric=False), ""]
 
 
@@ -271,6 +276,8 @@ def _improvement(
             "both (> 1 is faster than the baseline).",
             "",
         ]
+        identical = identical_lines(foi, baseline)
+        lines += [*(f"- {line}" for line in identical), *([""] if identical else [])]
     return lines
 
 

@@ -142,9 +142,17 @@ def _add_families(
         compat = families.paper_compat(extra)
         page.add("paper-compat", "As the UWFQ authors' analysis counts", *compat)
     if any(logs[n].estimates for n in names if n in logs):
-        page.add("estimation", "Estimation error", *families.estimation(names, logs))
+        exact = families.exact_estimates(names, logs)
+        if exact:
+            page.add("estimation", "Estimation error", h._note(exact))
+        else:
+            page.add("estimation", "Estimation error", *families.estimation(names, logs))
     if any(logs[n].dp for n in names if n in logs):
-        page.add("dp-accounts", "DP accounts", *families.dp_accounts(runs, logs, h.horizon(runs)))
+        if families.no_dp_account(logs):
+            page.add("dp-accounts", "DP accounts", h._note(families.NO_DP_ACCOUNT))
+        else:
+            accounts = families.dp_accounts(runs, logs, h.horizon(runs))
+            page.add("dp-accounts", "DP accounts", *accounts)
     if notes.strip():
         page.add(
             "fidelity", "Lag and fidelity of the live runs", f"<pre>{h._e(notes.strip())}</pre>"

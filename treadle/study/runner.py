@@ -67,6 +67,9 @@ class RunOptions:
     partition: str | None = None
     #: The importer options it was loaded with (``--homo-filter``, ...), if any.
     trace_options: Mapping[str, Any] | None = None
+    #: What ``--nodes``, ``--nodes-scale`` and ``--load`` did to it, if given
+    #: (``treadle.cli.options.scaled``): recorded in ``parameters`` too.
+    scaling: Mapping[str, Any] | None = None
 
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
@@ -402,6 +405,7 @@ def run_parameters(
             "seed": workload.seed,
             "partition": options.partition,
             **({"importer": dict(options.trace_options)} if options.trace_options else {}),
+            **({"scaling": dict(options.scaling)} if options.scaling else {}),
             # Only when not the default: heartbeat-mode summaries stay as they were.
             **({"scheduling": "event"} if workload.cluster.event_driven else {}),
         },
