@@ -461,3 +461,19 @@ def test_scheduler_wide_application_limits_default_each_leaf(tmp_path: Path) -> 
     a, b = load_queues(capacity_xml(tmp_path, **props)).root.children
     assert (a.maximum_applications, a.maximum_am_resource_percent) == (40, 0.25)
     assert (b.maximum_applications, b.maximum_am_resource_percent) == (7, 0.25)
+
+
+def test_treadle_queues_prints_a_leafs_capacity_limits(tmp_path: Path) -> None:
+    limits = {
+        "root.a.user-limit-factor": "2",
+        "root.a.minimum-user-limit-percent": "50",
+        "root.b.maximum-applications": "7",
+        "root.b.maximum-am-resource-percent": "0.2",
+        "root.b.ordering-policy": "fair",
+    }
+    lines = describe_queues(load_queues(capacity_xml(tmp_path, **TWO, **limits)))
+    a = next(line for line in lines if line.strip().startswith("a "))
+    b = next(line for line in lines if line.strip().startswith("b "))
+    assert "user limit factor 2; min user limit 50%" in a
+    assert "max applications 7; AM share 0.2; ordering fair" in b
+    assert "not modelled" not in a + b

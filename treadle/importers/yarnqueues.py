@@ -304,6 +304,8 @@ def _tree_lines(q: QueueSpec, scheduler: str, indent: str) -> Iterable[str]:
     facts = []
     if scheduler == CAPACITY and q.capacity is not None:
         facts.append(f"capacity {q.capacity:g}%, max {q.max_capacity:g}%")
+    if scheduler == CAPACITY:
+        facts.extend(_describe_capacity(q))
     if scheduler == FAIR:
         facts.append(f"weight {q.weight:g}")
         facts.extend(describe_fair(q))
@@ -318,3 +320,19 @@ def _tree_lines(q: QueueSpec, scheduler: str, indent: str) -> Iterable[str]:
     yield line
     for c in q.children:
         yield from _tree_lines(c, scheduler, indent + "  ")
+
+
+def _describe_capacity(q: QueueSpec) -> list[str]:
+    """A leaf's honoured CapacityScheduler limits, as ``treadle queues`` prints them."""
+    out = []
+    for label, value, unit in (
+        ("user limit factor", q.user_limit_factor, ""),
+        ("min user limit", q.minimum_user_limit_percent, "%"),
+        ("max applications", q.maximum_applications, ""),
+        ("AM share", q.maximum_am_resource_percent, ""),
+    ):
+        if value is not None:
+            out.append(f"{label} {value:g}{unit}")
+    if q.ordering_policy is not None:
+        out.append(f"ordering {q.ordering_policy}")
+    return out
