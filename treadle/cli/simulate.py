@@ -58,6 +58,7 @@ from treadle.cli.options import (
     scheduled,
 )
 from treadle.cli.queues import QueuesOpt, StrictOpt, with_queues
+from treadle.cli.study import compare_seeds
 from treadle.live import logs
 
 if TYPE_CHECKING:
@@ -93,6 +94,17 @@ ReferenceOpt = Annotated[
         "--reference",
         help="Policy the deadline figures (DVR, DSR) and per-user RT ratios are against "
         "[default: ujf, when compared].",
+    ),
+]
+SeedsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seeds",
+        min=1,
+        help="Simulator: run every policy on N phase seeds (from --phase-seed on) and write "
+        "a study (runs.parquet, a report with 95% CIs and paired tests): treadle study's "
+        "short form.",
+        show_default=False,
     ),
 ]
 PaperCompatOpt = Annotated[
@@ -233,6 +245,7 @@ def compare(
     wta_scaling: WtaScalingOpt = None,
     queues_file: QueuesOpt = None,
     strict: StrictOpt = False,
+    seeds: SeedsOpt = None,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with errors():
@@ -243,6 +256,9 @@ def compare(
         imports = trace_options(homo_filter, wta_scaling)
         flags = (slowdown, phase_seed, no_cache, events, partition)
         options = run_options(workload, asks, ask_settings, imports, *flags)
+        if seeds is not None:  # treadle study's short form: its own runs and report
+            return compare_seeds(seeds, mode, out_dir, choices, settings, baseline, options,
+                                 workers, cluster)  # fmt: skip
         wl = _compared_workload(
             mode,
             with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict),
