@@ -17,9 +17,8 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from treadle.study.analysis import Analysis, analyse
 from treadle.study.spec import Study, load_spec, parse_spec
 from treadle.study.units import (
     RUNS_DIR,
@@ -30,6 +29,9 @@ from treadle.study.units import (
     units_of,
     write_atomic,
 )
+
+if TYPE_CHECKING:  # scipy loads when the statistics are computed: a bad spec fails fast
+    from treadle.study.analysis import Analysis
 
 Say = Callable[[str], None]
 REPLICATIONS_DIR = "replications"
@@ -90,6 +92,7 @@ def run(
 
 def _finish(study: Study, units: list[Unit], out: Path, executed: int, say: Say) -> StudyResult:
     from treadle.study import study_html, study_report, tables
+    from treadle.study.analysis import analyse
 
     runs = tables.write_tables(units, out, list(study.doc.set))
     analysis = analyse(study, runs.to_pydict())
