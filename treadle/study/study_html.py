@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from treadle.study.analysis import Analysis
 
 
+_HATCHES = ("", "//", "..", "xx")
+
+
 def bars(analysis: Analysis, workload: str, metric: str) -> str:
     """Horizontal bars of ``metric``'s mean per config, the 95% CI as error bars."""
     labels = sr._configs(analysis, workload)
@@ -41,7 +44,9 @@ def bars(analysis: Analysis, workload: str, metric: str) -> str:
     fig.subplots_adjust(left=left, right=0.97, bottom=0.45 / height, top=1 - 0.35 / height)
     ax = fig.add_subplot()
     ys = np.arange(len(labels))
-    ax.barh(ys, means, color=colour, xerr=[err_low, err_high], capsize=3, ecolor="#333")
+    drawn = ax.barh(ys, means, color=colour, xerr=[err_low, err_high], capsize=3, ecolor="#333")
+    for label, patch in zip(labels, drawn.patches, strict=True):  # colours repeat every 10
+        patch.set_hatch(_HATCHES[(colours[policy_of[label]] // 10) % len(_HATCHES)])
     ax.set_yticks(ys, labels, fontsize="small")
     ax.invert_yaxis()
     ax.grid(True, axis="x", alpha=0.3)
@@ -68,6 +73,9 @@ def sweep(analysis: Analysis, workload: str, param: str, metric: str) -> str:
         style = policy_style(colours[policy])
         ax.plot(xs, ys, marker="o", ms=3, lw=1.2, label=name, **style)
         ax.fill_between(xs, lo, hi, color=style["color"], alpha=0.18, lw=0)
+    base = analysis.cells.get((workload, analysis.study.baseline or ""), {}).get(metric)
+    if base is not None:  # the baseline has no such parameter: its mean, for reference
+        ax.axhline(base.mean.value, color="#777", lw=1, ls=":", label=f"{analysis.study.baseline}")
     if not numeric:
         ax.set_xticks(range(len(ticks)), ticks)
     ax.set_xlabel(param)
