@@ -172,3 +172,26 @@ def test_degenerate_samples_have_no_ci_or_no_p_value() -> None:
     equal = stats.paired([2.0, 3.0], [2.0, 3.0])
     assert equal.p_value is None
     assert stats.paired([1.0, 2.0], [0.0, 0.0]).ratio is None
+
+
+def test_a_failing_run_is_one_error_naming_its_config_and_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from treadle.errors import TreadleError
+    from treadle.study import run as run_study
+    from treadle.study.units import UnitBackend
+
+    real = UnitBackend.run
+
+    def fail(self: UnitBackend, workload: Any, choice: Any, *args: Any) -> Any:
+        if choice.unit.config.policy == "drf" and choice.unit.replication.seed == 1:
+            raise TreadleError("simulation stalled")
+        return real(self, workload, choice, *args)
+
+    monkeypatch.setattr(UnitBackend, "run", fail)
+    match = r"^tiny drf seed 1 \(run [0-9a-f]+\): simulation stalled$"
+    with pytest.raises(TreadleError, match=match):
+        run_study(BASE, tmp_path / "out")
+    done = list((tmp_path / "out" / "runs").iterdir())
+    assert len(done) == 3  # fifo's two runs and drf's first, complete; no partial one
+    assert all((p / "unit.json").is_file() for p in done)

@@ -11,8 +11,8 @@ replications, and each config against the baseline, paired on the same seeds.
   includes 1 is *not distinguishable* from the baseline.
 
 A cell of one run has no CI; a cell whose runs all agree has the CI [v, v] (a bootstrap
-of identical values is degenerate); a pair whose differences are all 0 has no p-value;
-a baseline mean of 0 gives no ratio.
+of identical values is degenerate); a single pair, or pairs whose differences are all 0,
+have no p-value; a baseline mean of 0 gives no ratio.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class CellStats:
 class Paired:
     n: int
     ratio: Interval | None  # None: the baseline's mean is 0
-    p_value: float | None  # None: every pair equal
+    p_value: float | None  # None: every pair equal, or a single pair
 
     @property
     def distinguishable(self) -> bool | None:
@@ -113,6 +113,6 @@ def paired(values: Sequence[float], baseline: Sequence[float]) -> Paired:
         else:
             ratio = Interval(value, None, None)
     p_value = None
-    if n >= 1 and np.any(x != y):
+    if n >= 2 and np.any(x != y):
         p_value = float(stats.wilcoxon(x, y).pvalue)
     return Paired(n, ratio, p_value)

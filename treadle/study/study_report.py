@@ -42,7 +42,9 @@ def pair_cell(p: stats.Paired) -> str:
     text = interval(p.ratio) if p.ratio is not None else "- (baseline mean 0)"
     if p.distinguishable is False:
         text += f" {ND}"
-    return text + (f" p={p.p_value:.4g}" if p.p_value is not None else " p=- (all equal)")
+    if p.p_value is not None:
+        return text + f" p={p.p_value:.4g}"
+    return text + (" p=- (all equal)" if p.n > 1 else " p=-")
 
 
 def _configs(analysis: Analysis, workload: str) -> list[str]:

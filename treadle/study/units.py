@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from treadle import metrics
-from treadle.errors import InputError
+from treadle.errors import InputError, TreadleError
 from treadle.model import Workload
 from treadle.registry import source_digest
 from treadle.sim import ProgressFn
@@ -232,7 +232,17 @@ def execute(
             run_in_processes(backend, first, choices, unused, {}, partial, n, progress, finished)
         else:
             for c in choices:
-                finished(c.name, *backend.run(first, c, unused, {}, None, partial / c.name))
+                try:
+                    outcome = backend.run(first, c, unused, {}, None, partial / c.name)
+                except TreadleError as e:  # as the process and Dask runners name it
+                    raise TreadleError(f"policy {c.name}: {e}") from e
+                finished(c.name, *outcome)
+    except TreadleError as e:  # the runners name a run by its key: say which run it is
+        text = str(e)
+        for key, u in by_key.items():
+            text = text.replace(f"policy {key}", f"{u.workload_name} {u.config.label} seed "
+                                f"{u.replication.seed} (run {key})")  # fmt: skip
+        raise TreadleError(text) from e
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(partial)
