@@ -89,6 +89,9 @@ def test_a_killed_study_runs_only_its_missing_runs_and_ends_identical(tmp_path: 
     assert [p.name for p in (out / "runs").iterdir() if p.name.startswith(".")] == []
     third = treadle("study", str(spec), "--out", str(out))
     assert "16 already done, running 0" in third.stderr
+    fresh = treadle("study", str(spec), "--out", str(out), "--no-resume", "--workers", "1")
+    assert "0 already done, running 16" in fresh.stderr
+    assert _bytes(out) == _bytes(tmp_path / "whole")
 
 
 def test_another_spec_in_a_study_directory_is_refused(tmp_path: Path) -> None:

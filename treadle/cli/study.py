@@ -22,6 +22,16 @@ SpecArg = Annotated[
 ]
 
 
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume/--no-resume",
+        help="In an existing study directory, run only the missing runs; --no-resume runs "
+        "every run again.",
+    ),
+]
+
+
 def _say(text: str) -> None:
     err.print(text, markup=False, highlight=False, soft_wrap=True)
 
@@ -41,6 +51,7 @@ def study(
     out_dir: OutOpt,
     workers: WorkersOpt = None,
     cluster: ClusterOpt = None,
+    resume: ResumeOpt = True,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run a study: every workload x policy x grid point x replication, resumed in an
@@ -50,7 +61,7 @@ def study(
         from treadle.study.studies import run
 
         logs.configure(log_level)
-        run(spec, out_dir, workers=_workers(workers), cluster=cluster, say=_say)
+        run(spec, out_dir, workers=_workers(workers), cluster=cluster, say=_say, resume=resume)
 
 
 def compare_seeds(

@@ -58,10 +58,11 @@ def run(
     cluster: str | None = None,
     say: Say = _quiet,
     source: str = "<study>",
+    resume: bool = True,
 ) -> StudyResult:
     """Run the study ``spec`` (a spec file, its data, or a loaded ``Study``) in
     ``out_dir``: only its runs missing there (see the module). ``source`` names spec data
-    in errors."""
+    in errors; ``resume`` false runs every run again, the complete ones too."""
     if isinstance(spec, Study):
         study = spec
     elif isinstance(spec, Mapping):
@@ -75,7 +76,7 @@ def run(
 
         raise InputError("--workers", None, f"must be >= 1, got {workers}")
     prepare_dir(out, study)
-    todo = pending(units, out)
+    todo = pending(units, out, resume)
     where = f"on {cluster}" if cluster else f"with {workers} worker" + "s" * (workers > 1)
     already = len(units) - len(todo)
     say(f"study: {len(units)} runs, {already} already done, running {len(todo)} {where}")

@@ -175,12 +175,13 @@ def write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def pending(units: list[Unit], out_dir: Path) -> list[Unit]:
-    """The units without a complete run directory; stale partial ones are removed."""
+def pending(units: list[Unit], out_dir: Path, resume: bool = True) -> list[Unit]:
+    """The units without a complete run directory (every unit with ``resume`` false);
+    stale partial ones are removed."""
     runs = out_dir / RUNS_DIR
     for stale in runs.glob(PARTIAL + "*"):
         shutil.rmtree(stale, ignore_errors=True)
-    return [u for u in units if not (runs / u.key / UNIT_JSON).is_file()]
+    return [u for u in units if not (resume and (runs / u.key / UNIT_JSON).is_file())]
 
 
 OnUnit = Callable[[Unit], None]
@@ -206,6 +207,8 @@ def execute(
         unit = by_key[key]
         text = json.dumps(unit.describe(), sort_keys=True, indent=2) + "\n"
         (partial / key / UNIT_JSON).write_text(text, encoding="utf-8")
+        if (runs / key).exists():  # run again (--no-resume): the old one goes first
+            shutil.rmtree(runs / key)
         os.replace(partial / key, runs / key)
         if on_done is not None:
             on_done(unit)
