@@ -33,6 +33,7 @@ from treadle.cli.common import (
 from treadle.cli.queues import queues
 from treadle.cli.replay import run_live
 from treadle.cli.simulate import compare, sim
+from treadle.cli.study import study
 from treadle.cli.traces import traces_command
 
 app = typer.Typer(
@@ -141,6 +142,7 @@ def report_cmd(
 
 app.command()(sim)
 app.command()(compare)
+app.command()(study)
 app.command("run")(run_live)
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")

@@ -232,20 +232,9 @@ def check_scaling(nodes: int | None, nodes_scale: float | None, load: float | No
 def scaled(wl: Any, options: RunOptions, knobs: Scaling) -> tuple[Any, RunOptions]:
     """``wl`` as --nodes or --nodes-scale, then --load, make it, and ``options`` recording
     what was done (``RunOptions.scaling``; unchanged when no flag is given)."""
-    nodes, nodes_scale, load = knobs
-    if nodes is None and nodes_scale is None and load is None:
+    if knobs == (None, None, None):
         return wl, options
     from treadle.workload import scaling
 
-    record: dict[str, Any] = {}
-    if nodes_scale is not None:
-        nodes = scaling.scaled_node_count(wl, nodes_scale)
-        record["nodes_scale"] = nodes_scale
-    if nodes is not None:
-        record["nodes_before"] = len(wl.cluster.nodes)
-        wl = scaling.with_nodes(wl, nodes)
-        record["nodes"] = nodes
-    if load is not None:
-        wl, before, factor = scaling.with_load(wl, load)
-        record |= {"load": load, "load_before": round(before, 6), "arrival_factor": factor}
+    wl, record = scaling.scaled(wl, *knobs)
     return wl, dataclasses.replace(options, scaling=record)

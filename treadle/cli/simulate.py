@@ -66,6 +66,7 @@ from treadle.cli.options import (
     scheduled,
 )
 from treadle.cli.queues import QueuesOpt, StrictOpt, with_queues
+from treadle.cli.study import compare_seeds
 from treadle.live import logs
 
 if TYPE_CHECKING:
@@ -101,6 +102,17 @@ ReferenceOpt = Annotated[
         "--reference",
         help="Policy the deadline figures (DVR, DSR) and per-user RT ratios are against "
         "[default: ujf, when compared].",
+    ),
+]
+SeedsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--seeds",
+        min=1,
+        help="Simulator: run every policy on N phase seeds (from --phase-seed on) and write "
+        "a study (runs.parquet, a report with 95% CIs and paired tests): treadle study's "
+        "short form.",
+        show_default=False,
     ),
 ]
 PaperCompatOpt = Annotated[
@@ -252,32 +264,30 @@ def compare(
     nodes_scale: NodesScaleOpt = None,
     load_target: LoadOpt = None,
     force: ForceOpt = False,
+    seeds: SeedsOpt = None,
 ) -> None:
     """Run WORKLOAD under several policies and write a side-by-side report."""
     with errors():
         logs.configure(log_level)
         check_events(events)
-        check_out(out_dir, force)
         knobs = check_scaling(nodes, nodes_scale, load_target)
         workers = _checked_workers(mode, workers, phase_seed, cluster)
         choices, baseline = _compared(policies, settings, baseline, reference)
         imports = trace_options(homo_filter, wta_scaling)
         flags = (slowdown, phase_seed, no_cache, events, partition)
         options = run_options(workload, asks, ask_settings, imports, *flags)
+        if seeds is not None:  # treadle study's short form: its own runs and report
+            return compare_seeds(seeds, mode, out_dir, choices, settings, baseline, options,
+                                 workers, cluster, queues=(queues_file, strict),
+                                 knobs=knobs)  # fmt: skip
+        check_out(out_dir, force)
         loaded = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
         wl, options = _compared_workload(mode, loaded, partition, scheduling, options, knobs)
         from treadle.study.compare import DEFAULT_REFERENCE, compare as run_compare, make_backend
 
-        backend = make_backend(
-            mode,
-            wl,
-            timeout_s=timeout_s,
-            dilation=dilation,
-            managed_am=managed_am,
-            nm_processes=nm_processes,
-            nm_containers=nm_containers,
-            image=image,
-        )
+        backend = make_backend(mode, wl, timeout_s=timeout_s, dilation=dilation,
+                               managed_am=managed_am, nm_processes=nm_processes,
+                               nm_containers=nm_containers, image=image)  # fmt: skip
         with RunsProgress([c.name for c in choices], len(wl.jobs)) as progress:
             result = run_compare(
                 wl,

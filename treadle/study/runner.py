@@ -68,7 +68,7 @@ class RunOptions:
     #: The importer options it was loaded with (``--homo-filter``, ...), if any.
     trace_options: Mapping[str, Any] | None = None
     #: What ``--nodes``, ``--nodes-scale`` and ``--load`` did to it, if given
-    #: (``treadle.cli.options.scaled``): recorded in ``parameters`` too.
+    #: (``treadle.workload.scaling.scaled``): recorded in ``parameters`` too.
     scaling: Mapping[str, Any] | None = None
 
 

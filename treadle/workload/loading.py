@@ -49,13 +49,16 @@ def load_workload(
     *,
     nodes_file: str | None = None,
     trace_options: Mapping[str, Any] | None = None,
+    seed: int | None = None,
 ) -> Workload:
     """Load a workload from a file path or a built-in name.
 
     ``fmt`` is one of ``format_names()`` (``yaml``, ``sls``, ``rumen``, ...); ``None``
     infers it from the suffix (a trace format's suffix is sniffed). An existing file
     wins over a built-in of the same name. ``trace_options`` go to a trace's importer
-    (``Importer.load_with``; the WTA CSV's ``homo_filter`` and ``scaling``).
+    (``Importer.load_with``; the WTA CSV's ``homo_filter`` and ``scaling``). ``seed``
+    replaces a YAML workload's own ``seed`` (what its generators and distributions draw
+    from: another draw of the same workload); a trace has none to replace.
     """
     if fmt is not None and fmt not in format_names():
         expected = join(format_names())
@@ -73,7 +76,7 @@ def load_workload(
     if not path.is_file():
         if trace_options:
             raise WorkloadError(arg, None, "importer options apply only to trace files")
-        return _load_builtin(arg, fmt, nodes_file)
+        return _load_builtin(arg, fmt, nodes_file, seed)
     trace = TraceFile(path, arg)
     fmt = fmt or _infer_format(trace)
     if fmt == YAML:
@@ -81,7 +84,9 @@ def load_workload(
             raise WorkloadError(arg, None, "a nodes file applies only to SLS and Rumen traces")
         if trace_options:
             raise WorkloadError(arg, None, "importer options apply only to trace files")
-        return parse_workload(trace.text, arg, base_dir=path.parent)
+        return parse_workload(trace.text, arg, base_dir=path.parent, seed=seed)
+    if seed is not None:
+        raise WorkloadError(arg, None, f"a {fmt} trace has no seed to draw another workload from")
     return importers.load_with_options(
         importers.FORMATS[fmt], trace, nodes_file, trace_options or {}
     )
@@ -96,7 +101,9 @@ def workload_format(arg: str, fmt: str | None = None) -> str:
     return _infer_format(TraceFile(path, arg))
 
 
-def _load_builtin(name: str, fmt: str | None, nodes_file: str | None) -> Workload:
+def _load_builtin(
+    name: str, fmt: str | None, nodes_file: str | None, seed: int | None = None
+) -> Workload:
     builtins = builtin_workloads()
     if name not in builtins:
         hint = f"no such file or built-in workload (built-ins: {join(builtins)})"
@@ -104,7 +111,7 @@ def _load_builtin(name: str, fmt: str | None, nodes_file: str | None) -> Workloa
     if fmt not in (None, YAML) or nodes_file is not None:
         raise WorkloadError(name, None, "built-in workloads are YAML; no format or nodes file")
     text = package_files.files("treadle.workloads").joinpath(f"{name}.yaml").read_text("utf-8")
-    return parse_workload(text, name)
+    return parse_workload(text, name, seed=seed)
 
 
 def _infer_format(trace: TraceFile) -> str:
@@ -119,16 +126,20 @@ def _infer_format(trace: TraceFile) -> str:
     )
 
 
-def parse_workload(text: str, source: str, *, base_dir: Path | None = None) -> Workload:
+def parse_workload(
+    text: str, source: str, *, base_dir: Path | None = None, seed: int | None = None
+) -> Workload:
     """Parse and validate YAML workload text; ``source`` names it in error messages.
 
     Relative paths inside (a ``tpch`` generator's trace) are resolved against
-    ``base_dir``, by default the directory of ``source``."""
+    ``base_dir``, by default the directory of ``source``; ``seed`` replaces the file's."""
     data = parse_yaml(text, source)
     if data is None:
         raise WorkloadError(source, None, "the workload file is empty")
     if not isinstance(data, dict):
         raise WorkloadError(source, None, "the top level must be a mapping (cluster:, jobs:, ...)")
+    if seed is not None:
+        data = {**data, "seed": seed}
     try:
         doc = WorkloadFile.model_validate(data)
     except ValidationError as e:

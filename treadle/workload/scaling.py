@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from treadle.errors import InputError
 from treadle.model import ClusterSpec, NodeSpec, Workload
@@ -103,3 +104,23 @@ def with_load(wl: Workload, target: float) -> tuple[Workload, float, float]:
         dataclasses.replace(j, submit_s=round(t0 + (j.submit_s - t0) * factor, 3)) for j in wl.jobs
     )
     return dataclasses.replace(wl, jobs=jobs), before, factor
+
+
+def scaled(
+    wl: Workload, nodes: int | None, nodes_scale: float | None, load: float | None
+) -> tuple[Workload, dict[str, Any]]:
+    """``wl`` on ``nodes`` nodes (or its count times ``nodes_scale``), then at offered
+    ``load``, and the record of what was done (empty when nothing is asked), which the run
+    keeps in its parameters."""
+    record: dict[str, Any] = {}
+    if nodes_scale is not None:
+        nodes = scaled_node_count(wl, nodes_scale)
+        record["nodes_scale"] = nodes_scale
+    if nodes is not None:
+        record["nodes_before"] = len(wl.cluster.nodes)
+        wl = with_nodes(wl, nodes)
+        record["nodes"] = nodes
+    if load is not None:
+        wl, before, factor = with_load(wl, load)
+        record |= {"load": load, "load_before": round(before, 6), "arrival_factor": factor}
+    return wl, record
