@@ -58,6 +58,7 @@ def convert(
         wl = load(trace, fmt, nodes_file, trace_options(homo_filter, wta_scaling))
         from treadle.workload.columnar_write import write_workload
 
+        to.parent.mkdir(parents=True, exist_ok=True)
         # Beside --to (a rename stays on one file system), named by this process.
         temporary = to.with_name(f".{to.name}.{os.getpid()}.tmp")
         try:

@@ -65,8 +65,6 @@ VERSION_KEY = b"treadle.workload"
 HEADER_KEY = b"treadle.workload.yaml"
 VERSION = b"1"
 JOBS_PER_ROW_GROUP = 10_000
-PARQUET_MAGIC = b"PAR1"
-SUFFIX = ".parquet"
 
 _STRINGS = pa.list_(pa.string())
 STAGE = pa.struct(
@@ -123,15 +121,6 @@ class HeaderFile(WorkloadFile):
         description="The tasks' resource asks, each once; a stage's ask indexes this list.",
     )
     node_ids: list[Name] | None = Field(default=None, max_length=MAX_NODES)
-
-
-def sniff(path: Path) -> bool:
-    """Whether ``path`` starts as a Parquet file does (its layout is checked on load)."""
-    try:
-        with path.open("rb") as f:
-            return f.read(4) == PARQUET_MAGIC
-    except OSError:
-        return False
 
 
 # Reading --------------------------------------------------------------------------------
