@@ -41,6 +41,7 @@ def sim(workload: str, policy: str, cwd: Path) -> subprocess.CompletedProcess[st
         ("budgets", "dp"),  # closed-loop jobs and queue accounts
         (str(ROOT / "tests/data/google2011"), "drf"),
         (str(ROOT / "tests/data/google2019/instance_events.csv"), "fifo"),
+        (str(ROOT / "tests/data/google2019/instance_events.jsonl"), "fair"),
         (str(TRACES / "sls/2jobs2min-rumen-jh.json"), "capacity"),  # host-named nodes
         (str(TRACES / "sls/inputsls.json"), "fair"),
     ],

@@ -7,12 +7,13 @@ file as it reads a YAML one. The layout (docs/workloads.md shows it):
   ``name``, ``user``, ``queue``, ``submit_s``, the optional ``spending_rate``,
   ``priority`` and ``scheduling_class``, a closed-loop job's ``follows`` (the job whose
   end releases it) and ``follow_wait_s``, and ``stages``: a list of structs ``name``,
-  ``parents`` (list of stage names, each before its child), ``resources`` (a map of
-  resource name to the amount per task) and ``durations_s`` (one per task);
+  ``parents`` (list of stage names, each before its child), ``ask`` (what each task
+  asks: an index into the header's ``asks``) and ``durations_s`` (one per task);
 * the file's key-value metadata: ``treadle.workload`` (the layout's version, ``1``) and
   ``treadle.workload.yaml``, the header: a workload file without jobs (seed, cluster,
-  queues, users, admin), plus the workload's ``name`` and, when the nodes' ids are not
-  the node groups' numbering (a trace's host names), ``node_ids``, one per node in order.
+  queues, users, admin), plus the workload's ``name``, ``asks`` (the distinct resource
+  asks, amounts typed as in the model) and, when the nodes' ids are not the node groups'
+  numbering (a trace's host names), ``node_ids``, one per node in order.
 
 The header is validated as a YAML workload file is (its schema, then the builder's cluster,
 queue and admin checks); each job is checked as the model and the builder check a YAML
@@ -130,7 +131,10 @@ class Header:
     """A header's YAML, validated as a workload file and built by the workload builder."""
 
     def __init__(self, text: str, source: str) -> None:
-        data = read_yaml(text, source, WorkloadError)
+        try:
+            data = read_yaml(text, source, WorkloadError)
+        except RecursionError:
+            raise WorkloadError(source, "header", "nested too deeply") from None
         if not isinstance(data, dict):
             raise WorkloadError(source, "header", "must be a mapping (name:, cluster:, ...)")
         try:
@@ -241,13 +245,19 @@ class ColumnarWorkload:
             raise self.error(None, "no jobs: the table has no rows")
         if meta.num_rows > MAX_JOBS:
             raise self.error(None, f"{meta.num_rows} jobs; at most {MAX_JOBS}")
-        leaf = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        durations = leaf.index("stages.list.element.durations_s.list.element")
-        values = sum(
-            meta.row_group(g).column(durations).num_values for g in range(meta.num_row_groups)
-        )
+        leaves = [meta.schema.column(i).path.split(".") for i in range(meta.num_columns)]
+        # stages.<list>.<item>.durations_s.<list>.<item>: the names between vary by writer.
+        durations = next(i for i, p in enumerate(leaves) if p[0] == "stages" and "durations_s" in p)
+        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+        values = sum(group.column(durations).num_values for group in groups)
         if values > MAX_TASKS:
             raise self.error(None, f"{values} task durations; at most {MAX_TASKS} tasks")
+        for g, group in enumerate(groups):  # what reading it would take, decompressed
+            if group.total_byte_size > MAX_INPUT_BYTES:
+                raise self.error(
+                    f"row group {g}",
+                    f"{group.total_byte_size} bytes decompressed; at most {MAX_INPUT_BYTES}",
+                )
 
     def workload(self) -> Workload:
         """The whole workload."""
