@@ -287,3 +287,16 @@ def test_a_truncated_file_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
     assert error_of(path).startswith("not a readable Parquet file (")
     assert JOBS.names[0] == "name"
+
+
+def test_an_error_in_a_later_row_group_names_it_and_the_job(tmp_path: Path) -> None:
+    path = tmp_path / "demo.parquet"
+    write_workload(load_workload("demo"), path, "demo")
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    rows[13]["stages"][-1]["durations_s"][0] = 0.0
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path, row_group_size=6)
+    last = len(rows[13]["stages"]) - 1
+    assert error_of(path) == (
+        f"row group 2, job 13.stages[{last}].durations_s[0]: must be in (0, 1e+15] seconds, got 0.0"
+    )

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -280,10 +281,13 @@ class ColumnarWorkload:
         stages = table.column("stages").combine_chunks()
         self._check_nulls(g, table, stages)
         self._check_tasks(g, stages)
-        rows = {name: table.column(name).to_pylist() for name in JOBS.names}
+        columns = {name: table.column(name).to_pylist() for name in JOBS.names if name != "stages"}
+        flat = _FlatStages.of(stages)
         first = sum(self.file.metadata.row_group(k).num_rows for k in range(g))
         return [
-            self._job(f"row group {g}, job {first + i}", {k: v[i] for k, v in rows.items()})
+            self._job(
+                f"row group {g}, job {first + i}", {k: v[i] for k, v in columns.items()}, flat, i
+            )
             for i in range(table.num_rows)
         ]
 
@@ -360,7 +364,7 @@ class ColumnarWorkload:
 
     # One job -----------------------------------------------------------------------------
 
-    def _job(self, where: str, row: dict[str, Any]) -> JobSpec:
+    def _job(self, where: str, row: dict[str, Any], flat: _FlatStages, i: int) -> JobSpec:
         for key in ("name", "user", "queue"):
             if not row[key]:
                 raise self.error(f"{where}.{key}", "must be a non-empty name")
@@ -391,9 +395,10 @@ class ColumnarWorkload:
             raise self.error(f"{where}.follow_wait_s", "follows and follow_wait_s go together")
         if row["follows"] is not None:
             self.follows[name] = Follow(row["follows"], self._seconds(row, "follow_wait_s", where))
-        earlier: list[str] = []
+        earlier: dict[str, None] = {}  # the job's stages so far, in order
+        start = flat.jobs[i]
         stages = tuple(
-            self._stage(f"{where}.stages[{k}]", s, earlier) for k, s in enumerate(row["stages"])
+            self._stage(where, k - start, flat, k, earlier) for k in range(start, flat.jobs[i + 1])
         )
         try:
             return JobSpec(
@@ -417,29 +422,64 @@ class ColumnarWorkload:
             )
         return float(value)
 
-    def _stage(self, at: str, s: dict[str, Any], earlier: list[str]) -> StageSpec:
-        name = s["name"]
+    def _stage(
+        self, where: str, k: int, flat: _FlatStages, index: int, earlier: dict[str, None]
+    ) -> StageSpec:
+        name = flat.names[index]
         if not name:
-            raise self.error(f"{at}.name", "must be a non-empty name")
+            raise self.error(f"{where}.stages[{k}].name", "must be a non-empty name")
         if name in earlier:
-            raise self.error(f"{at}.name", f"duplicate stage name {name!r}")
-        parents = s["parents"]
-        for k, p in enumerate(parents):
+            raise self.error(f"{where}.stages[{k}].name", f"duplicate stage name {name!r}")
+        parents = flat.parents[flat.parent_offsets[index] : flat.parent_offsets[index + 1]]
+        for n, p in enumerate(parents):
             if p not in earlier:
                 raise self.error(
-                    f"{at}.parents[{k}]",
+                    f"{where}.stages[{k}].parents[{n}]",
                     f"unknown stage {p!r}; a parent comes before its child (before: "
-                    f"{join(earlier) or 'none'})",
+                    f"{join(list(earlier)) or 'none'})",
                 )
-            if p in parents[:k]:
-                raise self.error(f"{at}.parents[{k}]", f"stage {p!r} is listed twice")
-        earlier.append(name)
-        return StageSpec(
-            name,
-            self.header.asks[s["ask"]],
-            tuple(s["durations_s"]),
-            tuple(parents),
+            if p in parents[:n]:
+                raise self.error(
+                    f"{where}.stages[{k}].parents[{n}]", f"stage {p!r} is listed twice"
+                )
+        earlier[name] = None
+        durations = flat.durations[flat.duration_offsets[index] : flat.duration_offsets[index + 1]]
+        return StageSpec(name, self.header.asks[flat.asks[index]], tuple(durations), tuple(parents))
+
+
+@dataclass(frozen=True, slots=True)
+class _FlatStages:
+    """A row group's stages as flat lists (no object per stage until its ``StageSpec``):
+    job ``i``'s stages are ``jobs[i]:jobs[i + 1]``, stage ``k``'s parents
+    ``parents[parent_offsets[k]:parent_offsets[k + 1]]``, and its durations likewise."""
+
+    jobs: list[int]
+    names: list[str]
+    asks: list[int]
+    parent_offsets: list[int]
+    parents: list[str]
+    duration_offsets: list[int]
+    durations: list[float]
+
+    @classmethod
+    def of(cls, stages: pa.ListArray) -> _FlatStages:
+        fields = dict(zip(STAGE.names, stages.flatten().flatten(), strict=True))
+        parents, durations = fields["parents"], fields["durations_s"]
+        return cls(
+            _offsets(stages),
+            fields["name"].to_pylist(),
+            fields["ask"].to_pylist(),
+            _offsets(parents),
+            parents.flatten().to_pylist(),
+            _offsets(durations),
+            durations.flatten().to_pylist(),
         )
+
+
+def _offsets(lists: pa.ListArray) -> list[int]:
+    """A list array's offsets from 0: ``flatten`` gives its values from the first."""
+    offsets = lists.offsets.to_pylist()
+    return [o - offsets[0] for o in offsets]
 
 
 def _check_schema(schema: pa.Schema, source: str) -> None:
