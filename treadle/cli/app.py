@@ -30,6 +30,7 @@ from treadle.cli.common import (
     say,
     trace_options,
 )
+from treadle.cli.convert import convert
 from treadle.cli.queues import queues
 from treadle.cli.replay import run_live
 from treadle.cli.simulate import compare, sim
@@ -148,6 +149,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(admin_app, name="admin")
 app.command("traces")(traces_command)
 app.command("queues")(queues)
+app.command("convert")(convert)
 
 
 def main() -> None:

@@ -51,7 +51,8 @@ FormatOpt = Annotated[
     str | None,
     typer.Option(
         "--format",
-        help=f"Workload format: {or_list(('yaml', *TRACE_FORMATS))} (default: inferred).",
+        help=f"Workload format: {or_list(('yaml', 'parquet', *TRACE_FORMATS))} "
+        "(default: inferred).",
     ),
 ]
 NodesFileOpt = Annotated[

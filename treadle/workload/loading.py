@@ -1,13 +1,17 @@
 """Reading workloads: files, built-ins, YAML parsing and format inference.
 
 ``load_workload`` takes a file path or a built-in name; a YAML file is parsed here
-(``parse_workload``: YAML, then the schema, then the builder), and a trace is handed to
-its importer in ``treadle.importers.FORMATS``, the one table of trace formats.
+(``parse_workload``: YAML, then the schema, then the builder), a columnar workload
+(``.parquet``, ``treadle convert``'s output) is read by ``treadle.workload.columnar``,
+and a trace is handed to its importer in ``treadle.importers.FORMATS``, the one table of
+trace formats. The columnar format is the model's own, as YAML is, not a trace's: its
+header is checked by the YAML workload validator, which the importers may not import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Callable, Mapping
 from importlib import resources as package_files
 from pathlib import Path
 from typing import Any
@@ -26,11 +30,16 @@ from treadle.yamlfile import read_yaml
 YAML = "yaml"
 """The native format: a workload file (``treadle.workload.schema``)."""
 YAML_SUFFIXES = (".yaml", ".yml")
+COLUMNAR = "parquet"
+"""The model's columnar form: a workload ``treadle convert`` wrote
+(``treadle.workload.columnar``)."""
+COLUMNAR_SUFFIX = ".parquet"
 
 
 def format_names() -> tuple[str, ...]:
-    """Every name ``load_workload`` takes as a format: yaml, then the trace formats."""
-    return (YAML, *importers.FORMATS)
+    """Every name ``load_workload`` takes as a format: yaml, parquet, then the trace
+    formats."""
+    return (YAML, COLUMNAR, *importers.FORMATS)
 
 
 def builtin_workloads() -> dict[str, str]:
@@ -87,6 +96,14 @@ def load_workload(
         return parse_workload(trace.text, arg, base_dir=path.parent, seed=seed)
     if seed is not None:
         raise WorkloadError(arg, None, f"a {fmt} trace has no seed to draw another workload from")
+    if fmt == COLUMNAR:
+        if nodes_file is not None or trace_options:
+            raise WorkloadError(arg, None, "a columnar workload takes no nodes file or options")
+        # Imported here, by name: pyarrow is paid only by a command that reads one.
+        read: Callable[[Path, str], Workload] = importlib.import_module(
+            "treadle.workload.columnar"
+        ).load_columnar
+        return read(path, arg)
     return importers.load_with_options(
         importers.FORMATS[fmt], trace, nodes_file, trace_options or {}
     )
@@ -117,6 +134,8 @@ def _load_builtin(
 def _infer_format(trace: TraceFile) -> str:
     if trace.path.suffix.lower() in YAML_SUFFIXES:
         return YAML
+    if trace.path.suffix.lower() == COLUMNAR_SUFFIX:
+        return COLUMNAR
     if importers.claims(trace.path):
         return importers.recognise(trace)
     raise WorkloadError(
