@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml | $(PY)
 	touch $@ $(VENV)/.installed-run
 
 demo: install
-	$(BIN)/treadle compare demo --policies all --out $(OUT) --force
+	$(BIN)/treadle compare demo --policies all --seeds 3 --out $(OUT) --force
 	@echo "treadle is in $(BIN): run '. $(BIN)/activate' to put it on your PATH"
 
 lint: setup

@@ -105,7 +105,17 @@ def test_another_spec_in_a_study_directory_is_refused(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     (tmp_path / "plain" / "notes.txt").write_text("mine")
     proc = treadle("study", str(spec), "--out", str(tmp_path / "plain"))
-    assert "is not a study directory" in one_line_error(proc)
+    line = one_line_error(proc)
+    assert line.startswith("error: --out: ")
+    assert "is not a study directory" in line
+    assert "--force" in line
+    # --force makes the directory this study's; what was there stays.
+    proc = treadle("study", str(other), "--out", str(tmp_path / "out"), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert "drf" in (tmp_path / "out" / "report.md").read_text()
+    proc = treadle("study", str(spec), "--out", str(tmp_path / "plain"), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "plain" / "notes.txt").read_text() == "mine"
 
 
 def test_compare_seeds_writes_the_study_of_its_policies(tmp_path: Path) -> None:

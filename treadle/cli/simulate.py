@@ -279,7 +279,7 @@ def compare(
         if seeds is not None:  # treadle study's short form: its own runs and report
             return compare_seeds(seeds, mode, out_dir, choices, settings, baseline, options,
                                  workers, cluster, queues=(queues_file, strict),
-                                 knobs=knobs)  # fmt: skip
+                                 knobs=knobs, force=force)  # fmt: skip
         check_out(out_dir, force)
         loaded = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
         wl, options = _compared_workload(mode, loaded, partition, scheduling, options, knobs)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from treadle.cli.common import USAGE, LogLevelOpt, OutOpt, err, errors, fail
+from treadle.cli.common import USAGE, ForceOpt, LogLevelOpt, OutOpt, err, errors, fail
 from treadle.cli.options import ClusterOpt, Scaling, WorkersOpt
 from treadle.live import logs
 
@@ -52,6 +52,7 @@ def study(
     workers: WorkersOpt = None,
     cluster: ClusterOpt = None,
     resume: ResumeOpt = True,
+    force: ForceOpt = False,
     log_level: LogLevelOpt = "warning",
 ) -> None:
     """Run a study: every workload x policy x grid point x replication, resumed in an
@@ -61,7 +62,8 @@ def study(
         from treadle.study.studies import run
 
         logs.configure(log_level)
-        run(spec, out_dir, workers=_workers(workers), cluster=cluster, say=_say, resume=resume)
+        run(spec, out_dir, workers=_workers(workers), cluster=cluster, say=_say, resume=resume,
+            force=force)  # fmt: skip
 
 
 def compare_seeds(
@@ -77,6 +79,7 @@ def compare_seeds(
     *,
     queues: tuple[Path | None, bool] = (None, False),
     knobs: Scaling = (None, None, None),
+    force: bool = False,
 ) -> None:
     """``treadle compare --seeds N``: the study of the compared policies over N phase
     seeds from ``--phase-seed`` on, written as ``treadle study`` writes one (with
@@ -107,4 +110,5 @@ def compare_seeds(
             spec |= {"queues": str(queues[0]), "strict_queues": queues[1]}
         scaling = dict(zip(("nodes", "nodes_scale", "load"), knobs, strict=True))
         spec |= {k: v for k, v in scaling.items() if v is not None}
-        run(spec, out_dir, workers=workers, cluster=cluster, say=_say, source="--seeds")
+        run(spec, out_dir, workers=workers, cluster=cluster, say=_say, source="--seeds",
+            force=force)  # fmt: skip

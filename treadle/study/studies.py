@@ -59,10 +59,12 @@ def run(
     say: Say = _quiet,
     source: str = "<study>",
     resume: bool = True,
+    force: bool = False,
 ) -> StudyResult:
     """Run the study ``spec`` (a spec file, its data, or a loaded ``Study``) in
     ``out_dir``: only its runs missing there (see the module). ``source`` names spec data
-    in errors; ``resume`` false runs every run again, the complete ones too."""
+    in errors; ``resume`` false runs every run again, the complete ones too; ``force`` takes
+    over an ``out_dir`` that holds something else (``units.prepare_dir``)."""
     if isinstance(spec, Study):
         study = spec
     elif isinstance(spec, Mapping):
@@ -75,7 +77,7 @@ def run(
         from treadle.errors import InputError
 
         raise InputError("--workers", None, f"must be >= 1, got {workers}")
-    prepare_dir(out, study)
+    prepare_dir(out, study, force=force)
     todo = pending(units, out, resume)
     where = f"on {cluster}" if cluster else f"with {workers} worker" + "s" * (workers > 1)
     already = len(units) - len(todo)

@@ -148,22 +148,28 @@ class UnitBackend(SimBackend):
         return super().run(unit.workload, unit.config.choice, unit.options, refs, progress, run_dir)
 
 
-def prepare_dir(out_dir: Path, study: Study) -> None:
+def prepare_dir(out_dir: Path, study: Study, *, force: bool = False) -> None:
     """``out_dir`` as this study's directory: a new one, or the same study's (resumed). A
-    directory of another study, or of anything else, is refused."""
+    directory of another study, or of anything else, is refused, unless ``force``: then it
+    becomes this study's, whose runs already there are kept (a run's key is its inputs)."""
     identity = json.dumps(study.identity(), sort_keys=True, indent=2)
     marker = out_dir / STUDY_JSON
+    if out_dir.exists() and not out_dir.is_dir():
+        raise InputError("--out", None, f"{out_dir} is a file; give a directory")
     if marker.is_file():
-        if marker.read_text(encoding="utf-8") != identity + "\n":
+        if marker.read_text(encoding="utf-8") == identity + "\n":
+            return
+        if not force:
             raise InputError(
-                str(out_dir), None, f"holds another study (its {STUDY_JSON} differs from "
-                f"{study.source}); use another --out"
+                "--out", None, f"{out_dir} holds another study (its {STUDY_JSON} differs "
+                f"from {study.source}); choose another --out, or pass --force to run this "
+                "one there"
             )  # fmt: skip
-        return
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+    elif out_dir.exists() and any(out_dir.iterdir()) and not force:
         raise InputError(
-            str(out_dir), None, "exists and is not a study directory; use another --out"
-        )
+            "--out", None, f"{out_dir} exists and is not a study directory; choose another "
+            "--out, or pass --force to write into it"
+        )  # fmt: skip
     (out_dir / RUNS_DIR).mkdir(parents=True, exist_ok=True)
     write_atomic(marker, (identity + "\n").encode())
 
