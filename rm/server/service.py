@@ -142,6 +142,8 @@ class RmServer:
     async def _launch_am(self, container_id: str, app_id: str, node_id: str) -> None:
         address = self.addresses.get(node_id, "")
         command = [*self.settings.am_command, "--rm", self.settings.advertise, "--app-id", app_id]
+        if self.settings.event:
+            command.append("--event")  # a managed AM calls on news too
         if not self.rm.reports.is_running(app_id):
             return
         launch = wire.launch_to_pb(
