@@ -200,7 +200,7 @@ class NodeSpec:
 
 #: ``ClusterSpec.scheduling``: when the simulator's RM places and AMs call (see
 #: ``treadle.sim.engine``). ``heartbeat``: at node heartbeats and AM interval ticks only;
-#: ``event``: also at once when something changes (simulator only).
+#: ``event``: also at once when something changes (live too: docs, emulation.md).
 SCHEDULING_MODES = ("heartbeat", "event")
 
 

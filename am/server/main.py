@@ -44,6 +44,11 @@ def parser() -> ArgumentParser:
     p.add_argument("--app-id", help="run the AM of this application only (a managed AM)")
     p.add_argument("--poll-s", type=float, default=0.2, help="host: wall seconds between RM polls")
     p.add_argument("--max-concurrent", type=int, default=10_000, help="host: most AMs run at once")
+    p.add_argument(
+        "--event",
+        action="store_true",
+        help="event mode (cluster.scheduling: event): AMs also call at once on news",
+    )
     p.add_argument("--rm-wait-s", type=float, default=60.0, help="how long to wait for the RM")
     add_security(p, identity=True)
     add_common(p)
@@ -109,14 +114,20 @@ async def main_async(argv: list[str]) -> int:
         log.info("am_host_started", rm=args.rm, poll_s=args.poll_s)
         lag_log = asyncio.create_task(lag.log_periodically(log, stop))
         await run_am_host(
-            args.rm, poll_s=args.poll_s, stop=stop, max_concurrent=args.max_concurrent
+            args.rm,
+            poll_s=args.poll_s,
+            stop=stop,
+            max_concurrent=args.max_concurrent,
+            event=args.event,
         )
         lag_log.cancel()
         log.info("am_host_stopped", lag=lag.PROCESS.summary())
         return 0
     try:
         token = os.environ.get(ENV_AM_TOKEN, "")
-        status = await run_application_master(args.rm, args.app_id, am_token=token, stop=stop)
+        status = await run_application_master(
+            args.rm, args.app_id, am_token=token, stop=stop, event=args.event
+        )
     except TreadleError as e:
         fail(PROG, str(e), 1)
     except grpc.aio.AioRpcError as e:

@@ -65,6 +65,16 @@ BACKOFF_CAP_INTERVALS = 4
 HOST_BACKOFF_CAP_S = 2.0
 #: Re-registrations in a row (no Allocate answered between) before the attempt gives up.
 MAX_REREGISTRATIONS = 3
+#: Event mode: wall seconds after a container's expected end (its launch plus its
+#: duration) before the AM calls to hear of it, and between calls until it has: the NM's
+#: out-of-band heartbeat has to reach the RM first.
+EVENT_END_GRACE_WALL_S = 0.002
+#: Event mode: wall seconds between calls while tasks wait for containers (the grants'
+#: news, which the RM cannot push).
+EVENT_WAIT_WALL_S = 0.005
+#: Event mode: calls at once in a row, at most, before the periodic one is awaited (a
+#: guard, as the simulator's ``MAX_EVENT_CALLS``).
+MAX_EVENT_CALLS_IN_A_ROW = 20
 
 #: The application ended, was killed, or this attempt is no longer the current one.
 GONE = (
@@ -87,6 +97,7 @@ async def run_application_master(
     stop: asyncio.Event | None = None,
     rpc_timeout_s: float = 10.0,
     rm_lost_s: float = 60.0,
+    event: bool = False,
 ) -> FinalStatus:
     """Run one AM attempt for ``app_id`` to its end and return the job's final status.
 
@@ -95,12 +106,15 @@ async def run_application_master(
     (KILLED if the application was killed, FAILED otherwise). Raises :class:`AmError` when
     the RM refuses the registration or cannot be reached for ``rm_lost_s`` wall seconds.
     ``am_token`` is the application's AM token (issued at submission), sent with every
-    Register, Allocate and Finish.
+    Register, Allocate and Finish. ``event`` (``cluster: {scheduling: event}``): the AM
+    also calls at once on news, as AMRMClientAsync's heartbeat thread wakes early
+    (``_Session.next_call``).
     """
     stop = stop if stop is not None else asyncio.Event()
     with structlog.contextvars.bound_contextvars(app=app_id):
         async with channel(rm_address) as ch, _NodeChannels() as nodes:
             session = _Session(ch, app_id, nodes, rpc_timeout_s, rm_lost_s, am_token)
+            session.event = event
             return await session.run(stop)
 
 
@@ -153,6 +167,12 @@ class _Session:
         self._carry_releases: list[str] = []
         self._carry_done: list[tuple[int, int]] = []
         self.attempt = 0  # set at registration; sent with Finish
+        self.event = False  # event mode: call at once on news (``next_call``)
+        # Event mode: container id -> when it is expected to end (emulated), from its
+        # launch until the RM reports its end.
+        self.ends: dict[str, float] = {}
+        self._sent_asks: list[Any] | None = None  # event mode: the last call's asks
+        self._at_once = 0  # event mode: calls at once in a row
 
     # ------------------------------------------------------------------ register
     async def register(self) -> am_pb.RegisterApplicationMasterResponse:
@@ -261,9 +281,16 @@ class _Session:
                 failing_since = None
                 reregistered = 0
                 backoff.reset()
-                await self._take_allocation(core, resp, clock)
+                news = await self._take_allocation(core, resp, clock)
                 if core.finished:
                     break
+                if self.event:  # ``t`` keeps the periodic calls' times
+                    wake = self.next_call(core, request, news, t + interval, clock)
+                    if wake is not None:
+                        if await _sleep_or_stop(clock, wake, stop):
+                            continue
+                        if clock.now() < t + interval:
+                            continue  # an event call, off the periodic schedule
             t += step
             if clock.now() > t + interval:
                 t = clock.now()  # fell behind: no burst of calls to catch up
@@ -279,18 +306,59 @@ class _Session:
 
     async def _take_allocation(
         self, core: ApplicationMaster, resp: am_pb.AllocateResponse, clock: EmulatedClock
-    ) -> None:
+    ) -> bool:
         """Feed an Allocate answer to the core: note each new container's NM and grant,
-        launch what the core starts, forget the containers completed."""
+        launch what the core starts, forget the containers completed. Whether it had news
+        (containers granted, ended or preempted)."""
         for c in resp.allocated:
             self.addresses[c.container_id] = c.node_address
             self.grants[c.container_id] = wire.grant_from_pb(c)
         launches = core.on_allocate_response(wire.allocate_response_from_pb(resp), clock.now())
         if launches:
             await self.launch(core, launches)
+            if self.event:
+                now = clock.now()
+                for x in launches:
+                    if x.container_id in self.addresses:  # started (not failed)
+                        self.ends[x.container_id] = now + x.duration_s
         for s in resp.completed:
             self.addresses.pop(s.container_id, None)
             self.grants.pop(s.container_id, None)
+            self.ends.pop(s.container_id, None)
+        return bool(resp.allocated or resp.completed or resp.preempted)
+
+    def next_call(
+        self,
+        core: ApplicationMaster,
+        sent: AllocateRequest,
+        news: bool,
+        periodic: float,
+        clock: EmulatedClock,
+    ) -> float | None:
+        """Event mode: when to call next, if before the ``periodic`` call (None: at it).
+        At once after a call that changed what either side knows (it sent asks, releases
+        or finished tasks, or heard news: the next stage's asks, the grants the RM placed
+        on them). Else the earlier of: a grace after the first container's expected end,
+        and again each grace until the RM reports it (Spark's driver hears of a task's end
+        from its executor at once and calls); and, while tasks wait for containers, every
+        ``EVENT_WAIT_WALL_S``: the RM pushes nothing, so this poll stands for the
+        simulator's call back on a grant (as Spark's AM polls at its short
+        ``initial-allocation.interval`` while requests are pending)."""
+        now = clock.now()
+        changed = sent.asks != self._sent_asks or sent.releases or sent.completed_tasks
+        self._sent_asks = sent.asks
+        if (news or changed) and self._at_once < MAX_EVENT_CALLS_IN_A_ROW:
+            self._at_once += 1
+            return now
+        self._at_once = 0
+        wakes = [periodic]
+        if self.ends:
+            grace = EVENT_END_GRACE_WALL_S * clock.dilation
+            wakes.append(max(min(self.ends.values()), now) + grace)
+        if any(core.unassigned(stage) for stage in core.runnable_stages()):
+            wakes.append(now + EVENT_WAIT_WALL_S * clock.dilation)
+        wake = min(wakes)
+        return wake if wake < periodic else None
 
     async def _register_again(
         self, core: ApplicationMaster, unsent: AllocateRequest
@@ -426,10 +494,12 @@ async def run_am_host(
     poll_s: float,
     stop: asyncio.Event,
     max_concurrent: int = 10_000,
+    event: bool = False,
 ) -> None:
     """Host the unmanaged AMs: every ``poll_s`` wall seconds, start an AM attempt for each
-    application the RM lists as awaiting one; run until ``stop`` is set, then cancel the
-    attempts still running (the RM expires them and a later host starts new ones)."""
+    application the RM lists as awaiting one (``event``: AMs that call at once on news);
+    run until ``stop`` is set, then cancel the attempts still running (the RM expires
+    them and a later host starts new ones)."""
     if not poll_s > 0:
         raise ValueError(f"poll_s must be > 0, got {poll_s}")
     if max_concurrent < 1:
@@ -476,7 +546,11 @@ async def run_am_host(
                             break
                         task = asyncio.create_task(
                             run_application_master(
-                                rm_address, report.app_id, am_token=report.am_token, stop=stop
+                                rm_address,
+                                report.app_id,
+                                am_token=report.am_token,
+                                stop=stop,
+                                event=event,
                             ),
                             name=f"am-{report.app_id}",
                         )

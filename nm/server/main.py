@@ -64,6 +64,11 @@ def parser() -> ArgumentParser:
     p.add_argument("--listen", default="127.0.0.1:0", help="ContainerManager host:port")
     p.add_argument("--advertise", help="host:port AMs use to reach this process")
     p.add_argument("--batch", action="store_true", help="send all NMs' heartbeats in one call")
+    p.add_argument(
+        "--event",
+        action="store_true",
+        help="event mode (cluster.scheduling: event): report a start out of band too",
+    )
     p.add_argument("--rm-wait-s", type=float, default=60.0, help="how long to wait for the RM")
     p.add_argument(
         "--node-secret-file",
@@ -206,6 +211,7 @@ async def main_async(argv: list[str]) -> int:
         node_secret=secret,
         token_file=token_file,
         run_as=account,
+        event=args.event,
     )
     cm_grpc.add_ContainerManagerServicer_to_server(ContainerManagerServicer(host), server)
     add_health(server, ["treadle.v1.ContainerManager"])

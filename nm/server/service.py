@@ -69,6 +69,7 @@ class NodeHost:
         node_secret: bytes | None = None,
         token_file: Path | None = None,
         run_as: Account | None = None,
+        event: bool = False,
     ) -> None:
         if not nodes:
             raise InvalidRequestError("an NM host needs at least one node")
@@ -101,6 +102,9 @@ class NodeHost:
         self.tokens: dict[str, str] = load_tokens(token_file) if token_file else {}
         #: Whom AM containers' processes run as (None: this process's own account).
         self.run_as = run_as
+        #: Event mode (``cluster: {scheduling: event}``): a container's start is reported
+        #: out of band too, as its end always is (``out_of_band``).
+        self.event = event
 
     def nm(self, node_id: str) -> NodeManager:
         nm = self.nms.get(node_id)
@@ -199,8 +203,11 @@ class NodeHost:
             log.warning("nm_register_again_failed", code=str(e.code()), details=e.details())
 
     def out_of_band(self, node_id: str) -> None:
-        """A container ended: report it now rather than at the next regular heartbeat (as
-        YARN's NodeStatusUpdater does). Requests arriving together share one round."""
+        """A container ended (or, in event mode, started): report it now rather than at
+        the next regular heartbeat, as YARN's ``NodeStatusUpdater.sendOutofBandHeartBeat``
+        wakes its heartbeat loop. No rate limit (YARN has none either): requests arriving
+        while a round is under way share the next round, and a round waits for the one
+        before it (``_hb_lock``)."""
         self._oob[node_id] = None
         if self._oob_task is None or self._oob_task.done():
             self._oob_task = asyncio.get_running_loop().create_task(self._flush_oob())
@@ -396,6 +403,8 @@ class ContainerManagerServicer(cm_grpc.ContainerManagerServicer):
                 if host.node_secret is not None:
                     host.grant_tokens[launch.container_id] = m.container_token
                 host.schedule_completion(launch.node_id, launch.duration_s)
+                if host.event:
+                    host.out_of_band(launch.node_id)
                 if m.command:
                     await host.launch_process(
                         nm, launch.container_id, list(m.command), dict(m.environment)

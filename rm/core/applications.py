@@ -5,7 +5,7 @@ expiry and retries (the AMLivelinessMonitor), and the end of an application."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rm.core.blinding import blind_ask, blind_job
 from rm.core.containers import ContainerLifecycle
@@ -296,7 +296,14 @@ class Applications:
             )
 
     # ------------------------------------------------------------------ Allocate
-    def allocate(self, req: AllocateRequest, now: float) -> AllocateResponse:
+    def allocate(
+        self,
+        req: AllocateRequest,
+        now: float,
+        place: Callable[[float], None] | None = None,
+    ) -> AllocateResponse:
+        """``place`` (live event mode): a placement pass run once the call's asks are in,
+        so that its answer carries what it placed."""
         st = self._state
         st.now = now
         app = self.running(req.app_id)
@@ -349,6 +356,8 @@ class Applications:
             pending.update(app, was_pending, None if moved else changed)
             st.version += 1  # demand changed: shares may too
         app.progress = req.progress
+        if place is not None and st.pending.apps:
+            place(now)
         completed = app.completed_reports
         resp = AllocateResponse(
             allocated=app.undelivered,

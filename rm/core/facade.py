@@ -180,8 +180,13 @@ class ResourceManager:
     def register_application_master(self, app_id: str, now: float) -> AmRegistration:
         return self.apps.register_am(app_id, now)
 
-    def on_allocate(self, req: AllocateRequest, now: float) -> AllocateResponse:
-        return self.apps.allocate(req, now)
+    def on_allocate(
+        self, req: AllocateRequest, now: float, *, place: bool = False
+    ) -> AllocateResponse:
+        """An AM's call; ``place`` (live event mode): pending asks are placed on the nodes
+        before it is answered, not only at their heartbeats (``NodeTracker.place_pending``:
+        CapacityScheduler's asynchronous scheduling), so the answer carries the grants."""
+        return self.apps.allocate(req, now, self.nodes.place_pending if place else None)
 
     def finish_application(
         self,

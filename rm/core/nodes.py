@@ -165,6 +165,20 @@ class NodeTracker:
         _r_interval(resp, self.heartbeat_s)
         return resp
 
+    def place_pending(self, now: float) -> None:
+        """A placement pass without heartbeats (event mode live: CapacityScheduler's
+        asynchronous scheduling): the scheduling pass of each live node, in node order, on
+        which a pending ask could fit, until none is pending. The grants reach their AMs
+        at their next calls and their NMs with the AMs' launches, as at a heartbeat."""
+        st = self._state
+        st.now = now
+        pending = st.pending
+        for node in list(st.nodes.values()):
+            if not pending.apps:
+                break
+            if node.alive and pending.could_fit(node._free):
+                self._scheduler.schedule(node, now)
+
     def expire(self, now: float, grace_s: float = 0.0) -> list[str]:
         """Mark nodes silent for longer than the expiry plus ``grace_s`` LOST; their
         containers fail."""

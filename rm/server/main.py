@@ -82,6 +82,11 @@ def parser() -> ArgumentParser:
     )
     p.add_argument("--heartbeat-s", type=float, help="NM heartbeat interval (emulated s)")
     p.add_argument("--am-interval-s", type=float, default=1.0, help="AM allocate interval")
+    p.add_argument(
+        "--event",
+        action="store_true",
+        help="event mode (cluster.scheduling: event): also place asks after each Allocate",
+    )
     p.add_argument("--expiry-intervals", type=int, default=10, help="NM/AM expiry, in intervals")
     p.add_argument("--max-am-attempts", type=int, default=2)
     p.add_argument(
@@ -232,7 +237,11 @@ async def main_async(argv: list[str]) -> int:
         max_completed_applications=config.max_completed_applications,
     )
     settings = RmSettings(
-        dilation=args.dilation, am_interval_s=args.am_interval_s, tls=peer.tls, limits=limits
+        dilation=args.dilation,
+        am_interval_s=args.am_interval_s,
+        tls=peer.tls,
+        limits=limits,
+        event=args.event,
     )
     restarted = _restored(args, store, stored, rm, gate, settings)
     metrics = _metrics() if args.http_port is not None else None

@@ -69,6 +69,9 @@ class RmSettings:
     tls: TlsFiles | None = None  # serve over mutual TLS
     limits: RmLimits = field(default_factory=RmLimits)
     epoch: float | None = None  # the clock's epoch (unix s): a restarted RM keeps its own
+    #: ``cluster: {scheduling: event}``: pending asks are also placed at each Allocate,
+    #: not only at node heartbeats (``ResourceManager.on_allocate``'s ``place``).
+    event: bool = False
 
 
 class RmServer:
@@ -139,6 +142,8 @@ class RmServer:
     async def _launch_am(self, container_id: str, app_id: str, node_id: str) -> None:
         address = self.addresses.get(node_id, "")
         command = [*self.settings.am_command, "--rm", self.settings.advertise, "--app-id", app_id]
+        if self.settings.event:
+            command.append("--event")  # a managed AM calls on news too
         if not self.rm.reports.is_running(app_id):
             return
         launch = wire.launch_to_pb(
@@ -367,7 +372,7 @@ class ApplicationMasterServicer(am_grpc.ApplicationMasterServicer):
         with structlog.contextvars.bound_contextvars(app=request.app_id):
             s.gate.check_am(request.app_id, request.am_token, "Allocate")
             req = wire.allocate_from_pb(request)
-            resp = s.rm.on_allocate(req, s.now())
+            resp = s.rm.on_allocate(req, s.now(), place=s.settings.event)
         s.after_core_calls()
         out = wire.allocate_response_to_pb(resp, s.addresses)
         if s.gate.enabled:

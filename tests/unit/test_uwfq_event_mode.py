@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 from treadle import registry
 from treadle.cli.app import app
-from treadle.errors import InputError, WorkloadError
+from treadle.errors import WorkloadError
 from treadle.model import ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
 from treadle.resources import Resources
 from treadle.sim import Simulation, eventmode
@@ -254,28 +254,20 @@ def test_the_flag_overrides_the_key_and_a_bad_one_exits_2(tmp_path: Path) -> Non
     bad = cli([*args, "--scheduling", "async"])
     assert bad.exit_code == 2
     assert "--scheduling" in bad.output
-    live = ["compare", str(path), "--policies", "fifo", "--mode", "local", "--out"]
-    live.append(str(tmp_path / "live"))
-    refused = cli([*live, "--scheduling", "event"])
-    assert refused.exit_code == 2
-    assert "simulator-only" in refused.output
 
 
-def test_a_live_cluster_refuses_event_mode() -> None:
-    from treadle.cluster.commands import check_cluster_settings
+@pytest.mark.parametrize("value", ["event", "heartbeat"])
+def test_a_live_cluster_runs_event_mode_by_its_roles_flags(tmp_path: Path, value: str) -> None:
+    """Event mode live (``tests/integration/test_event_mode_live.py``): the RM places at
+    each Allocate, the NM reports starts out of band, the AM host calls on news; each
+    role hears it by its ``--event`` flag, which heartbeat mode leaves out."""
+    from treadle.cluster.local import LocalCluster
 
-    wl = parse_workload(CLUSTER_YAML.format(value="event"), "k.yaml")
-    with pytest.raises(InputError, match="simulator-only") as e:
-        check_cluster_settings(
-            wl,
-            "fifo",
-            {},
-            dilation=10.0,
-            parts=1,
-            parts_option="--nm-processes",
-            expiry_intervals=3,
-            max_am_attempts=2,
-            am_interval_s=None,
-        )
-    assert "cluster.scheduling" in str(e.value)
-    assert "\n" not in str(e.value)
+    wl = parse_workload(CLUSTER_YAML.format(value=value), "k.yaml")
+    cluster = LocalCluster(wl, "fifo", workdir=tmp_path)  # checks the settings
+    argvs = [
+        cluster.rm_argv("python", listen="127.0.0.1:0", config="c.yaml", events="e.jsonl"),
+        cluster.nm_argv("python", "127.0.0.1:1", "nodes.json", listen="127.0.0.1:0"),
+        cluster.am_argv("python", "127.0.0.1:1", port_file="am.ready"),
+    ]
+    assert ["--event" in argv for argv in argvs] == [value == "event"] * 3

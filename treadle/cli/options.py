@@ -128,8 +128,8 @@ SchedulingOpt = Annotated[
     typer.Option(
         "--scheduling",
         help="heartbeat or event: overrides the workload's cluster.scheduling. event "
-        "(simulator only) also places asks and calls AMs back at the instant something "
-        "changes (YARN's asynchronous scheduling and out-of-band heartbeats).",
+        "also places asks and calls AMs back at the instant something changes, live too "
+        "(YARN's asynchronous scheduling and out-of-band heartbeats).",
         metavar="MODE",
         show_default=False,
     ),

@@ -355,12 +355,6 @@ def _compared_workload(
     against --mode, and the run options recording the scaling."""
     wl = scheduled(partitioned(wl, partitioning(partition)), scheduling)
     wl, options = scaled(wl, options, knobs)
-    if mode != "sim" and wl.cluster.event_driven:
-        fail(
-            f"cluster.scheduling 'event' is simulator-only (--mode sim); a {mode} cluster "
-            "schedules on its heartbeats and AM intervals",
-            USAGE,
-        )
     return wl, options
 
 

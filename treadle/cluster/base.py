@@ -187,6 +187,7 @@ class ClusterBase(abc.ABC):
             secrets=self.secrets_dir(),
             tls=self.tls_paths(),
             state_dir=state_dir,
+            event=self.workload.cluster.event_driven,
         )
 
     def nm_argv(
@@ -210,6 +211,7 @@ class ClusterBase(abc.ABC):
             advertise=advertise,
             work_dir=work_dir,
             run_as=run_as,
+            event=self.workload.cluster.event_driven,
             rm_wait_s=max(1.0, self.ready_timeout_s),
             log_level=self.log_level,
             secrets=self.secrets_dir(),
@@ -222,6 +224,7 @@ class ClusterBase(abc.ABC):
             rm,
             port_file=port_file,
             poll_s=self.am_poll_s,
+            event=self.workload.cluster.event_driven,
             log_level=self.log_level,
             secrets=self.secrets_dir(),
             tls=self.tls_paths(),

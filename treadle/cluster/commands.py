@@ -104,8 +104,10 @@ def rm_command(
     http_port: int | None = None,
     http_port_file: str | None = None,
     state_dir: str | None = None,
+    event: bool = False,
 ) -> list[str]:
-    """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
+    """``event``: ``cluster: {scheduling: event}`` (asks placed after each Allocate too);
+    ``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
     ``tls``: certificate, key and CA paths, or nothing; ``http_port``: the RM's HTTP port
     (REST API, metrics, live page; 0: any free one, None: none); ``state_dir``: the RM's
     state store (a restarted RM reloads it)."""
@@ -126,6 +128,7 @@ def rm_command(
         "--am-interval-s", repr(float(am_interval_s)),
         "--expiry-intervals", str(expiry_intervals),
         "--max-am-attempts", str(max_am_attempts),
+        *(("--event",) if event else ()),
         "--acl", f"{secrets}/{ACL_FILE}",
         "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
         *_tls_flags(tls),
@@ -154,7 +157,9 @@ def nm_command(
     advertise: str | None = None,
     work_dir: str | None = None,
     run_as: str | None = None,
+    event: bool = False,
 ) -> list[str]:
+    """``event``: ``cluster: {scheduling: event}`` (out-of-band heartbeats at starts too)."""
     return [
         python, "-m", "nm",
         "--rm", rm,
@@ -165,6 +170,7 @@ def nm_command(
         *(("--advertise", advertise) if advertise else ()),
         *(("--work-dir", work_dir) if work_dir else ()),
         *(("--run-as", run_as) if run_as else ()),
+        *(("--event",) if event else ()),
         "--rm-wait-s", repr(float(rm_wait_s)),
         "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
         *_tls_flags(tls),
@@ -181,7 +187,9 @@ def am_host_command(
     secrets: str,
     tls: Sequence[str] = (),
     port_file: str | None = None,
+    event: bool = False,
 ) -> list[str]:
+    """``event``: ``cluster: {scheduling: event}`` (AMs that call at once on news)."""
     return [
         python, "-m", "am",
         "--rm", rm,
@@ -190,6 +198,7 @@ def am_host_command(
         *_tls_flags(tls),
         *(("--port-file", port_file) if port_file else ()),
         "--poll-s", repr(poll_s),
+        *(("--event",) if event else ()),
         "--log-level", log_level,
     ]  # fmt: skip
 
@@ -211,13 +220,6 @@ def check_cluster_settings(
     nodes = workload.cluster.nodes
     if not nodes:
         raise InputError("cluster", None, "the workload has no nodes")
-    if workload.cluster.event_driven:
-        raise InputError(
-            workload.name,
-            "cluster.scheduling",
-            "'event' is simulator-only (--mode sim); a live cluster schedules on its "
-            "heartbeats and AM intervals",
-        )
     if not dilation > 0:
         raise InputError("--dilation", None, f"must be > 0, got {dilation:g}")
     if not 1 <= parts <= len(nodes):

@@ -231,7 +231,7 @@ class ClusterFile(Strict):
     scheduling: Literal["heartbeat", "event"] = Field(
         default="heartbeat",
         description="heartbeat: the RM places at node heartbeats, AMs call every interval "
-        "(YARN's default). event (simulator only): also at the instant something changes: "
+        "(YARN's default). event: also at the instant something changes (live too): "
         "the RM places as soon as asks or room appear (CapacityScheduler's asynchronous "
         "scheduling) and an AM is called back at once on a grant or a container's end "
         "(AMRMClientAsync's callbacks; Spark's driver).",
