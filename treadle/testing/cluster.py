@@ -25,7 +25,7 @@ from typing import Any
 from treadle import events as ev
 from treadle.cluster.driver import replay
 from treadle.cluster.local import LocalCluster
-from treadle.cluster.procs import signal_group
+from treadle.cluster.procs import ProcessInfo, signal_group
 from treadle.cluster.secrets import add_user
 from treadle.live.auth import Credentials, read_secret
 from treadle.model import NodeSpec, Workload
@@ -165,9 +165,13 @@ class LiveCluster:
         return self.cluster.secrets.driver if self.secure else None
 
     @property
+    def processes(self) -> dict[str, ProcessInfo]:
+        """Each role's process (pid, start time, log) by name: "rm", "nm-1", "am"."""
+        return self.cluster.processes
+
+    @property
     def pids(self) -> dict[str, int]:
-        """Each role's process id (an NM host's AM containers lead no group of their own)."""
-        return {name: p.pid for name, p in self.cluster.processes.items()}
+        return {name: p.pid for name, p in self.processes.items()}
 
     def add_user(self, user: str, role: str = "user") -> Credentials:
         """A new user of a secure cluster's ACL (``treadle cluster add-user``)."""
