@@ -162,12 +162,14 @@ def test_a_cluster_serves_its_rest_api_to_its_credentials(secure: bool, tmp_path
     """Secure: unsigned REST reads are refused, signed ones see the run; simple: anyone."""
     (tmp_path / "test_rest.py").write_text(WORKLOAD + textwrap.dedent(f'''
         import requests
+        from rm.server.http_auth import SignedAuth
 
         def test_rest(treadle_cluster):
             cluster = treadle_cluster(WORKLOAD, policy="fair", dilation=20, secure={secure})
             assert cluster.run().finished == 2
             url = cluster.rest_url + "/ws/v1/cluster/apps"
-            apps = requests.get(url, auth=cluster.rest_auth(), timeout=10).json()
+            auth = SignedAuth(cluster.credentials) if cluster.credentials else None
+            apps = requests.get(url, auth=auth, timeout=10).json()
             assert sorted(a["name"] for a in apps["apps"]["app"]) == ["first", "second"]
             assert {{a["finalStatus"] for a in apps["apps"]["app"]}} == {{"SUCCEEDED"}}
             unsigned = requests.get(url, timeout=10).status_code

@@ -128,8 +128,8 @@ class Submission:
 @dataclass
 class LiveCluster:
     """A started local cluster as a test sees it. ``credentials`` is the cluster's admin
-    (``treadle``) for a secure cluster, None for ``secure=False``; ``rest_auth()`` signs
-    ``requests`` calls to ``rest_url`` as it (or as a user of ``add_user``)."""
+    (``treadle``) for a secure cluster, None for ``secure=False``; REST calls to
+    ``rest_url`` are signed with them by ``rm.server.http_auth.SignedAuth``."""
 
     cluster: LocalCluster
     workload: Workload
@@ -179,14 +179,6 @@ class LiveCluster:
             raise ValueError("an insecure cluster has no ACL: every caller is accepted")
         key = add_user(self.secrets_dir, user, role)
         return Credentials(user, read_secret(key.path, f"key of {user!r}"))
-
-    def rest_auth(self, creds: Credentials | None = None) -> Any:
-        """A ``requests`` auth signing as ``creds`` (default: ``credentials``); None for an
-        insecure cluster, which takes unsigned requests."""
-        from rm.server.http_auth import SignedAuth
-
-        creds = creds or self.credentials
-        return SignedAuth(creds) if creds is not None else None
 
     def submit(
         self, workload: WorkloadArg | None = None, *, timeout_s: float = 120.0
