@@ -136,4 +136,4 @@ def test_the_packages_own_tests_pass_with_treadles_pytest_plugin(
     the simulator and in the live cluster's RM process alike."""
     inner = run_pytest(["-q", "-rA"], plugin_copy, plugin_env)
     assert inner.returncode == 0, inner.stdout + inner.stderr
-    assert "4 passed" in inner.stdout, inner.stdout
+    assert "5 passed" in inner.stdout, inner.stdout

@@ -43,3 +43,8 @@ def test_the_policy_schedules_a_live_cluster_as_simulated(treadle_cluster, tread
     live = cluster.run()
     assert live.finished == 3
     assert live.finish_order() == treadle_sim(THREE_JOBS, policy="lifo").finish_order()
+
+
+def test_a_bad_parameter_fails_before_a_cluster_starts(treadle_cluster):
+    with pytest.raises(TreadleError, match="newest_first"):
+        treadle_cluster(THREE_JOBS, policy="lifo", params={"newest_first": "perhaps"})
