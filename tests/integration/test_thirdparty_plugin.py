@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.inner_pytest import run_pytest
+
 PLUGIN_SRC = Path(__file__).resolve().parents[1] / "thirdparty" / "treadle-lifo"
 TREADLE = [sys.executable, "-m", "treadle.cli"]
 
@@ -41,7 +43,12 @@ def _tree(root: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def plugin_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("plugin") / PLUGIN_SRC.name
+
+
+@pytest.fixture(scope="module")
+def plugin_env(plugin_copy: Path) -> Iterator[dict[str, str]]:
     """Install the plugin package into a site directory of its own, on PYTHONPATH.
 
     It is built from a copy: a build writes build/ and *.egg-info next to its sources, and
@@ -49,11 +56,11 @@ def plugin_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, s
     unchanged afterwards.
     """
     before = _tree(PLUGIN_SRC)
-    src = tmp_path_factory.mktemp("plugin") / PLUGIN_SRC.name
+    src = plugin_copy
     shutil.copytree(
         PLUGIN_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
     )
-    site = tmp_path_factory.mktemp("site")
+    site = src.parent / "site"
     subprocess.run(
         [
             sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
@@ -120,3 +127,13 @@ def test_plugin_parameters_are_validated(plugin_env: dict[str, str], tmp_path: P
     assert "Traceback" not in bad.stderr
     assert "newest_first" in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_the_packages_own_tests_pass_with_treadles_pytest_plugin(
+    plugin_env: dict[str, str], plugin_copy: Path
+) -> None:
+    """Its tests/ use the treadle_sim and treadle_cluster fixtures, lifo found by name in
+    the simulator and in the live cluster's RM process alike."""
+    inner = run_pytest(["-q", "-rA"], plugin_copy, plugin_env)
+    assert inner.returncode == 0, inner.stdout + inner.stderr
+    assert "5 passed" in inner.stdout, inner.stdout
