@@ -36,6 +36,7 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -121,18 +122,36 @@ def options_from(source: str, given: dict[str, Any], base: GoogleOptions) -> Goo
         raise WorkloadError(source, None, str(e)) from None
 
 
-def load_with(
-    trace: TraceFile,
-    nodes_file: str | None,
-    given: Mapping[str, Any],
-    base: GoogleOptions,
-    jobs: Callable[[TraceFile, GoogleOptions], JobStream],
-) -> Workload:
-    """A format's ``load_trace_with``: ``jobs`` of ``trace`` under ``base`` and the
-    importer options ``given`` (``options_from``), as one workload."""
-    if nodes_file is not None:
-        raise WorkloadError(trace.source, None, "a nodes file applies only to SLS and Rumen traces")
-    return workload(trace_name(trace), jobs(trace, options_from(trace.source, dict(given), base)))
+@dataclass(frozen=True)
+class Loaders:
+    """A Google format's loaders (``FORMATS`` takes ``load_trace`` and
+    ``load_trace_with``; ``load`` is the Python call): ``jobs`` of a trace under the
+    format's ``defaults`` and the importer options given (``options_from``), as one
+    workload."""
+
+    defaults: GoogleOptions
+    jobs: Callable[[TraceFile, GoogleOptions], JobStream]
+
+    def load_trace(self, trace: TraceFile, nodes_file: str | None) -> Workload:
+        return self.load_trace_with(trace, nodes_file, {})
+
+    def load_trace_with(
+        self, trace: TraceFile, nodes_file: str | None, given: Mapping[str, Any]
+    ) -> Workload:
+        """With importer options ``nodes``, ``node_vcores``, ``node_memory_mb``,
+        ``failed`` (drop or keep), ``width_cap`` (0: none)."""
+        if nodes_file is not None:
+            raise WorkloadError(
+                trace.source, None, "a nodes file applies only to SLS and Rumen traces"
+            )
+        options = options_from(trace.source, dict(given), self.defaults)
+        return workload(trace_name(trace), self.jobs(trace, options))
+
+    def load(
+        self, path: str | Path, options: GoogleOptions | None = None, source: str = ""
+    ) -> Workload:
+        trace = TraceFile(Path(path), source)
+        return workload(trace_name(trace), self.jobs(trace, options or self.defaults))
 
 
 def trace_name(trace: TraceFile) -> str:

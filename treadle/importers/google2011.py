@@ -36,9 +36,7 @@ column.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 from treadle.errors import WorkloadError
 from treadle.importers import google
@@ -53,7 +51,6 @@ from treadle.importers.google import (
     optional_count,
 )
 from treadle.importers.tabular import Row, check_columns, head, lines
-from treadle.model import Workload
 
 TASK_COLUMNS = (
     "time",
@@ -105,25 +102,6 @@ def sniff(trace: TraceFile) -> bool:
     return len(fields) == len(TASK_COLUMNS) and all(
         fields[i].strip().isdigit() for i in (0, 2, 3, 5)
     )
-
-
-def load_trace(trace: TraceFile, nodes_file: str | None) -> Workload:
-    return load_trace_with(trace, nodes_file, {})
-
-
-def load_trace_with(
-    trace: TraceFile, nodes_file: str | None, options: Mapping[str, Any]
-) -> Workload:
-    """With importer options ``nodes``, ``node_vcores``, ``node_memory_mb``, ``failed``
-    (drop or keep), ``width_cap`` (0: none)."""
-    return google.load_with(trace, nodes_file, options, OPTIONS, jobs)
-
-
-def load_google2011(
-    path: str | Path, options: GoogleOptions | None = None, source: str = ""
-) -> Workload:
-    trace = TraceFile(Path(path), source)
-    return google.workload(google.trace_name(trace), jobs(trace, options or OPTIONS))
 
 
 def jobs(trace: TraceFile, o: GoogleOptions) -> JobStream:
@@ -206,3 +184,9 @@ def _job_events(shards: list[TraceFile]) -> Iterator[JobEvent]:
             optional_count(row, "scheduling_class", 3),
             row,
         )
+
+
+_LOADERS = google.Loaders(OPTIONS, jobs)
+load_trace = _LOADERS.load_trace
+load_trace_with = _LOADERS.load_trace_with
+load_google2011 = _LOADERS.load

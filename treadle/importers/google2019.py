@@ -44,9 +44,7 @@ column.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 from treadle.errors import WorkloadError
 from treadle.importers import google
@@ -60,7 +58,6 @@ from treadle.importers.google import (
     optional_count,
 )
 from treadle.importers.tabular import Row, check_columns, head, lines
-from treadle.model import Workload
 
 COLUMNS = (
     "time",
@@ -100,25 +97,6 @@ def sniff(trace: TraceFile) -> bool:
         return '"collection_id"' in first and '"instance_index"' in first
     header = {c.strip() for c in first.split(",")}
     return set(COLUMNS[:4]) <= header
-
-
-def load_trace(trace: TraceFile, nodes_file: str | None) -> Workload:
-    return load_trace_with(trace, nodes_file, {})
-
-
-def load_trace_with(
-    trace: TraceFile, nodes_file: str | None, options: Mapping[str, Any]
-) -> Workload:
-    """With importer options ``nodes``, ``node_vcores``, ``node_memory_mb``, ``failed``
-    (drop or keep), ``width_cap`` (0: none)."""
-    return google.load_with(trace, nodes_file, options, OPTIONS, jobs)
-
-
-def load_google2019(
-    path: str | Path, options: GoogleOptions | None = None, source: str = ""
-) -> Workload:
-    trace = TraceFile(Path(path), source)
-    return google.workload(google.trace_name(trace), jobs(trace, options or OPTIONS))
 
 
 def jobs(trace: TraceFile, o: GoogleOptions) -> JobStream:
@@ -198,3 +176,9 @@ def _task_events(rows: Iterator[Row]) -> Iterator[TaskEvent]:
             row.optional("resource_request_memory", low=0, high=1),
             row,
         )
+
+
+_LOADERS = google.Loaders(OPTIONS, jobs)
+load_trace = _LOADERS.load_trace
+load_trace_with = _LOADERS.load_trace_with
+load_google2019 = _LOADERS.load
