@@ -122,6 +122,14 @@ MaxRestartsOpt = Annotated[
         "the cluster is declared failed (0: no supervision).",
     ),
 ]
+InsecureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--insecure",
+        help="YARN's simple mode: nothing signed, ?user.name= names the REST caller; on "
+        "127.0.0.1 only (for trying YARN clients and curl on this machine).",
+    ),
+]
 RestartWindowOpt = Annotated[
     float, typer.Option("--restart-window-s", help="The restart budget's window (wall s).")
 ]
@@ -152,10 +160,12 @@ def cluster_up(
     restart_window_s: RestartWindowOpt = 60.0,
     queues_file: QueuesOpt = None,
     strict: StrictOpt = False,
+    insecure: InsecureOpt = False,
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
-    directory signs its calls with them (see docs/security.md). A supervisor process
+    directory signs its calls with them (see docs/security.md); --insecure runs YARN's
+    simple mode instead (docs/http-api.md). A supervisor process
     restarts a role that dies (the RM from its store, on its address; see docs/emulation.md,
     Supervision)."""
     with errors():
@@ -190,7 +200,16 @@ def cluster_up(
             supervise=max_restarts > 0,
             max_restarts=max_restarts,
             restart_window_s=restart_window_s,
+            insecure=insecure,
         )
+        if insecure:
+            err.print(
+                "treadle: warning: --insecure: simple mode, every call unauthenticated "
+                "(?user.name= is trusted as sent); listening on 127.0.0.1 only",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
         address = run_async(cluster.start())
     say(address)
     web = f"; web (REST API, /metrics, live page) at {cluster.http_url}" if cluster.http_url else ""

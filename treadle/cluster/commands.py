@@ -97,7 +97,7 @@ def rm_command(
     expiry_intervals: int,
     max_am_attempts: int,
     log_level: str,
-    secrets: str,
+    secrets: str | None,
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
@@ -105,7 +105,8 @@ def rm_command(
     http_port_file: str | None = None,
     state_dir: str | None = None,
 ) -> list[str]:
-    """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
+    """``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets;
+    None: an RM in YARN's simple mode, ``--insecure``);
     ``tls``: certificate, key and CA paths, or nothing; ``http_port``: the RM's HTTP port
     (REST API, metrics, live page; 0: any free one, None: none); ``state_dir``: the RM's
     state store (a restarted RM reloads it)."""
@@ -126,11 +127,16 @@ def rm_command(
         "--am-interval-s", repr(float(am_interval_s)),
         "--expiry-intervals", str(expiry_intervals),
         "--max-am-attempts", str(max_am_attempts),
-        "--acl", f"{secrets}/{ACL_FILE}",
-        "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
+        *_rm_identity(secrets),
         *_tls_flags(tls),
         "--log-level", log_level,
     ]  # fmt: skip
+
+
+def _rm_identity(secrets: str | None) -> list[str]:
+    if secrets is None:
+        return ["--insecure"]
+    return ["--acl", f"{secrets}/{ACL_FILE}", "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}"]
 
 
 def _tls_flags(tls: Sequence[str]) -> list[str]:
@@ -148,7 +154,7 @@ def nm_command(
     listen: str,
     rm_wait_s: float,
     log_level: str,
-    secrets: str,
+    secrets: str | None,
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
@@ -166,7 +172,7 @@ def nm_command(
         *(("--work-dir", work_dir) if work_dir else ()),
         *(("--run-as", run_as) if run_as else ()),
         "--rm-wait-s", repr(float(rm_wait_s)),
-        "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
+        *(("--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}") if secrets else ("--insecure",)),
         *_tls_flags(tls),
         "--log-level", log_level,
     ]  # fmt: skip
@@ -178,15 +184,15 @@ def am_host_command(
     *,
     poll_s: float,
     log_level: str,
-    secrets: str,
+    secrets: str | None,
     tls: Sequence[str] = (),
     port_file: str | None = None,
 ) -> list[str]:
     return [
         python, "-m", "am",
         "--rm", rm,
-        "--user", AM_HOST_USER,
-        "--key-file", f"{secrets}/{AM_HOST_KEY_FILE}",
+        *(("--user", AM_HOST_USER, "--key-file", f"{secrets}/{AM_HOST_KEY_FILE}")
+          if secrets else ()),
         *_tls_flags(tls),
         *(("--port-file", port_file) if port_file else ()),
         "--poll-s", repr(poll_s),
