@@ -39,8 +39,9 @@ DAG = {
 
 
 @contextmanager
-def rm_process(tmp_path: Path, *, secured: bool) -> Iterator[str]:
-    """``python -m rm`` (fifo, queues default and other) with an HTTP port: its URL."""
+def rm_process(tmp_path: Path, *, secured: bool, store: bool = False) -> Iterator[str]:
+    """``python -m rm`` (fifo, queues default and other) with an HTTP port (and a state
+    store in ``tmp_path``): its URL."""
     (tmp_path / "rm.yaml").write_text(RM_YAML)
     identity = ["--insecure"]
     if secured:
@@ -50,7 +51,11 @@ def rm_process(tmp_path: Path, *, secured: bool) -> Iterator[str]:
         for f in (acl, secret):
             f.chmod(0o600)
         identity = ["--acl", str(acl), "--node-secret-file", str(secret)]
+    if store:
+        events = str(tmp_path / "events.jsonl")
+        identity += ["--state-dir", str(tmp_path / "state"), "--events", events]
     http = tmp_path / "rm.http"
+    http.unlink(missing_ok=True)
     proc = subprocess.Popen(
         [sys.executable, "-m", "rm", "--policy", "fifo", "--config", str(tmp_path / "rm.yaml"),
          *identity, "--http-port", "0", "--http-port-file", str(http), "--log-level", "warning"],
@@ -238,6 +243,17 @@ def test_secured_writes_signed_and_refused(tmp_path: Path) -> None:
         with requests.Session() as session:
             assert session.send(prepared, timeout=10).status_code == 401
         assert alice("GET", f"/apps/{app_id}/state").json() == {"state": "ACCEPTED"}
+
+
+def test_a_rest_submission_and_its_move_survive_an_rm_restart(tmp_path: Path) -> None:
+    with rm_process(tmp_path, secured=False, store=True) as url:
+        alice = simple(url, "alice")
+        app_id = new_and_submit(alice)
+        assert alice("PUT", f"/apps/{app_id}/queue", {"queue": "other"}).status_code == 200
+    with rm_process(tmp_path, secured=False, store=True) as url:
+        app = simple(url, "alice")("GET", f"/apps/{app_id}").json()["app"]
+        assert (app["name"], app["user"], app["queue"]) == ("rest-job", "alice", "other")
+        assert app["state"] == "ACCEPTED"
 
 
 def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
