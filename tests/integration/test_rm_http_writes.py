@@ -320,3 +320,25 @@ def test_yarn_api_client_against_cluster_up_insecure(tmp_path: Path) -> None:
     finally:
         down = cli(["cluster", "down"], tmp_path)
         assert down.returncode == 0, down.stderr
+
+
+@pytest.mark.slow
+def test_cluster_up_insecure_on_a_given_address(tmp_path: Path) -> None:
+    """``--host`` widens where the RM listens; the one warning line says where."""
+    up = cli(["cluster", "up", "--insecure", "--host", "0.0.0.0", "--nodes", "1",
+              "--policy", "fifo"], tmp_path)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    try:
+        warnings = [line for line in up.stderr.splitlines() if "warning" in line]
+        assert len(warnings) == 1, up.stderr
+        assert "listens on 0.0.0.0" in warnings[0]
+        state = json.loads((tmp_path / ".treadle/cluster/cluster.json").read_text())
+        assert state["rm"].startswith("0.0.0.0:")
+        assert state["secrets"] is None
+        info = requests.get(f"{state['http']}{WS}/info", timeout=10)
+        assert info.json()["clusterInfo"]["haState"] == "ACTIVE"
+        status = cli(["cluster", "status", "--json"], tmp_path)
+        assert json.loads(status.stdout)["rm_metrics"]["nodes"] == 1  # unsigned, and heard
+    finally:
+        down = cli(["cluster", "down"], tmp_path)
+        assert down.returncode == 0, down.stderr

@@ -122,12 +122,20 @@ MaxRestartsOpt = Annotated[
         "the cluster is declared failed (0: no supervision).",
     ),
 ]
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        help="Address the RM listens on, gRPC and HTTP (127.0.0.1: this "
+        "machine only; 0.0.0.0: every interface).",
+    ),
+]
 InsecureOpt = Annotated[
     bool,
     typer.Option(
         "--insecure",
-        help="YARN's simple mode: nothing signed, ?user.name= names the REST caller; on "
-        "127.0.0.1 only (for trying YARN clients and curl on this machine).",
+        help="YARN's simple mode: nothing signed, ?user.name= names the REST caller (for "
+        "trying YARN clients and curl on this machine; --host widens it).",
     ),
 ]
 RestartWindowOpt = Annotated[
@@ -161,6 +169,7 @@ def cluster_up(
     queues_file: QueuesOpt = None,
     strict: StrictOpt = False,
     insecure: InsecureOpt = False,
+    host: HostOpt = "127.0.0.1",
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
@@ -201,11 +210,13 @@ def cluster_up(
             max_restarts=max_restarts,
             restart_window_s=restart_window_s,
             insecure=insecure,
+            rm_host=host,
         )
         if insecure:
             err.print(
                 "treadle: warning: --insecure: simple mode, every call unauthenticated "
-                "(?user.name= is trusted as sent); listening on 127.0.0.1 only",
+                f"(?user.name= is trusted as sent); the RM listens on {host}"
+                + (" only" if host == "127.0.0.1" else ""),
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
