@@ -136,7 +136,7 @@ class Applications:
         old = app.queue
         if old == queue:
             return old
-        st.move_app(app, queue)
+        _move_books(st, app, queue)
         sub = app.submission
         real = sub.job if sub.job is None else dataclasses.replace(sub.job, queue=queue)
         app.submission = dataclasses.replace(sub, queue=queue, job=real)  # what a restart reads
@@ -387,3 +387,26 @@ class Applications:
             c = app.containers.get(cid)
             if c is not None and cid != app.am_container:
                 self._containers.release(c, now)
+
+
+def _move_books(st: ClusterState, app: Application, queue: str) -> None:
+    """Move ``app`` to the leaf ``queue``: what its containers hold leaves the books of its
+    old queue and their ancestors for the new ones'. Deferred books are brought up to
+    date and kept at once from then on (exact either way, ``rm.core.books``)."""
+    held = app.allocated
+    if app.containers:
+        st.ledger.stop()
+    user_book, *queue_books = app.books
+    for b in queue_books:
+        b.sub(held)
+    app.queue = queue
+    books = [user_book]
+    q = st.queues.get(queue)
+    while q is not None:
+        books.append(q._used)
+        q = q.parent
+    for b in books[1:]:
+        b.add(held)
+    app.books = tuple(books)
+    app._all_books = (app._allocated, *app.books)
+    st.version += 1

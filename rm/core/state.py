@@ -454,28 +454,6 @@ class ClusterState:
         self.apps[app.app_id] = app
         self.version += 1
 
-    def move_app(self, app: Application, queue: str) -> None:
-        """Move ``app`` to the leaf ``queue``: what its containers hold leaves the books of
-        its old queue and their ancestors for the new ones'. Deferred books are brought up
-        to date and kept at once from then on (exact either way, ``rm.core.books``)."""
-        held = app.allocated
-        if app.containers:
-            self.ledger.stop()
-        user_book, *queue_books = app.books
-        for b in queue_books:
-            b.sub(held)
-        app.queue = queue
-        books = [user_book]
-        q: Queue | None = self.queues.get(queue)
-        while q is not None:
-            books.append(q._used)
-            q = q.parent
-        for b in books[1:]:
-            b.add(held)
-        app.books = tuple(books)
-        app._all_books = (app._allocated, *app.books)
-        self.version += 1
-
     def app(self, app_id: str) -> Application | None:
         """A running or ended application."""
         return self.apps.get(app_id) or self.finished.get(app_id)

@@ -169,7 +169,7 @@ class RmHttp:
         body = {"app": [self.app_json(a, abs_of) for a in chosen]} if chosen else None
         return web.json_response({"apps": body})
 
-    def _app(self, request: web.Request) -> AppDetail:
+    def find_app(self, request: web.Request) -> AppDetail:
         caller = self.caller(request)
         app_id = request.match_info["app_id"]
         for a in self.apps():
@@ -179,11 +179,11 @@ class RmHttp:
         raise NotFoundError(f"app with id: {app_id} not found")
 
     async def one_app(self, request: web.Request) -> web.Response:
-        a = self._app(request)
+        a = self.find_app(request)
         return web.json_response({"app": self.app_json(a, self.queue_abs())})
 
     async def app_attempts(self, request: web.Request) -> web.Response:
-        return web.json_response(yj.app_attempts(self._app(request), self.clock()))
+        return web.json_response(yj.app_attempts(self.find_app(request), self.clock()))
 
     async def nodes(self, request: web.Request) -> web.Response:
         self.caller(request)

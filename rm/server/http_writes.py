@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from aiohttp import web
@@ -36,14 +36,25 @@ from treadle.errors import InvalidRequestError, NotFoundError
 from treadle.live.gate import Caller
 from treadle.rpc.v1 import client_pb2 as client_pb, common_pb2 as pb
 
-if TYPE_CHECKING:
-    from rm.server.http import RmHttp
-
 log = structlog.get_logger("rm")
 
 DAG_ENV = "TREADLE_DAG"
 DEFAULT_TASK_S = 10.0
 DEFAULT_RESOURCE = {"memory_mb": 1024.0, "vcores": 1.0}
+
+
+class Host(Protocol):
+    """What the writes use of ``rm.server.http.RmHttp``."""
+
+    s: Any  # rm.server.service.RmServer
+
+    def apps(self) -> list[AppDetail]: ...
+
+    def caller(self, request: web.Request) -> Caller: ...
+
+    def identify(self, request: web.Request, body: bytes, *, write: bool) -> Caller: ...
+
+    def find_app(self, request: web.Request) -> AppDetail: ...
 
 
 @dataclass
@@ -59,7 +70,7 @@ class Extras:
 class Writes:
     """The write handlers over ``RmHttp``."""
 
-    h: RmHttp
+    h: Host
     extras: dict[str, Extras] = field(default_factory=dict)
 
     @property
@@ -177,7 +188,7 @@ class Writes:
         return web.json_response({"appStatInfo": {"statItem": items}})
 
     async def attempt_containers(self, request: web.Request) -> web.Response:
-        a = self.h._app(request)
+        a = self.h.find_app(request)
         r = a.report
         attempt = _attempt_number(request.match_info["attempt_id"], r.app_id)
         if not 1 <= attempt <= r.attempt:

@@ -213,20 +213,25 @@ def cluster_up(
             rm_host=host,
         )
         if insecure:
-            err.print(
-                "treadle: warning: --insecure: simple mode, every call unauthenticated "
-                f"(?user.name= is trusted as sent); the RM listens on {host}"
-                + (" only" if host == "127.0.0.1" else ""),
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
+            _warn_insecure(host)
         address = run_async(cluster.start())
     say(address)
     web = f"; web (REST API, /metrics, live page) at {cluster.http_url}" if cluster.http_url else ""
     err.print(
         f"cluster up: {len(specs)} nodes, policy {policy}, dilation {dilation:g}{web}; state in "
         f"{cluster_dir}; stop it with: treadle cluster down --dir {cluster_dir}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _warn_insecure(host: str) -> None:
+    """The one line ``cluster up --insecure`` says about it, on stderr."""
+    only = " only" if host == "127.0.0.1" else ""
+    err.print(
+        "treadle: warning: --insecure: simple mode, every call unauthenticated "
+        f"(?user.name= is trusted as sent); the RM listens on {host}{only}",
         markup=False,
         highlight=False,
         soft_wrap=True,
