@@ -183,6 +183,21 @@ def exercise_writes(call: Call) -> str:
     return app_id
 
 
+def refused_and_unchanged(owner: Call, app_id: str, *, other: Call, nobody: Call) -> None:
+    """Another user's changes to ``owner``'s app get 403, an unnamed caller's 401; the app
+    stays as it was."""
+    for path, body in (
+        ("/state", {"state": "KILLED"}),
+        ("/queue", {"queue": "other"}),
+        ("/priority", {"priority": 1}),
+    ):
+        assert_remote(other("PUT", f"/apps/{app_id}{path}", body), 403, "ForbiddenException")
+        assert_remote(nobody("PUT", f"/apps/{app_id}{path}", body), 401,
+                      "AuthenticationException")  # fmt: skip
+    after = owner("GET", f"/apps/{app_id}").json()["app"]
+    assert (after["state"], after["queue"], after["priority"]) == ("ACCEPTED", "default", 3)
+
+
 def test_simple_mode_writes(tmp_path: Path) -> None:
     with rm_process(tmp_path, secured=False) as url:
         alice, bob, anonymous = simple(url, "alice"), simple(url, "bob"), simple(url, None)
@@ -192,18 +207,9 @@ def test_simple_mode_writes(tmp_path: Path) -> None:
         app = alice("GET", f"/apps/{app_id}").json()["app"]
         assert (app["user"], app["state"]) == ("alice", "ACCEPTED")
         # Another user may not change alice's app; an anonymous write names nobody.
-        for verb, path, body in (
-            ("PUT", "/state", {"state": "KILLED"}),
-            ("PUT", "/queue", {"queue": "other"}),
-            ("PUT", "/priority", {"priority": 1}),
-        ):
-            assert_remote(bob(verb, f"/apps/{app_id}{path}", body), 403, "ForbiddenException")
-            assert_remote(anonymous(verb, f"/apps/{app_id}{path}", body), 401,
-                          "AuthenticationException")  # fmt: skip
+        refused_and_unchanged(alice, app_id, other=bob, nobody=anonymous)
         assert_remote(anonymous("POST", "/apps", submission("", dag=False)), 401,
                       "AuthenticationException")  # fmt: skip
-        after = alice("GET", f"/apps/{app_id}").json()["app"]
-        assert (after["state"], after["queue"], after["priority"]) == ("ACCEPTED", "default", 3)
         # Reads stay open to everyone, as before.
         assert anonymous("GET", f"/apps/{app_id}/state").json() == {"state": "ACCEPTED"}
         # A reused id is refused.
@@ -216,20 +222,11 @@ def test_secured_writes_signed_and_refused(tmp_path: Path) -> None:
         alice, bob, stranger = signed(url, "alice"), signed(url, "bob"), signed(url, None)
         exercise_writes(alice)
         app_id = new_and_submit(alice)
-        for verb, path, body in (
-            ("PUT", "/state", {"state": "KILLED"}),
-            ("PUT", "/queue", {"queue": "other"}),
-            ("PUT", "/priority", {"priority": 1}),
-        ):
-            assert_remote(bob(verb, f"/apps/{app_id}{path}", body), 403, "ForbiddenException")
-            assert_remote(stranger(verb, f"/apps/{app_id}{path}", body), 401,
-                          "AuthenticationException")  # fmt: skip
+        refused_and_unchanged(alice, app_id, other=bob, nobody=stranger)
         assert_remote(stranger("POST", "/apps/new-application"), 401, "AuthenticationException")
         # user.name means nothing on a secured RM.
         assert_remote(simple(url, "alice")("PUT", f"/apps/{app_id}/state", {"state": "KILLED"}),
                       401, "AuthenticationException")  # fmt: skip
-        after = alice("GET", f"/apps/{app_id}").json()["app"]
-        assert (after["state"], after["queue"], after["priority"]) == ("ACCEPTED", "default", 3)
         # A body changed after signing is refused.
         req = requests.Request(
             "PUT",
@@ -261,19 +258,29 @@ def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 
 
-@pytest.mark.slow
-def test_yarn_api_client_against_cluster_up_insecure(tmp_path: Path) -> None:
-    """yarn-api-client from PyPI, unmodified (the user named by its requests session's
-    query parameters), against ``treadle cluster up --insecure``: a DAG job submitted,
-    run to its end by the cluster's AM, and a second one killed after a move."""
-    up = cli(["cluster", "up", "--insecure", "--nodes", "2", "--policy", "fifo",
-              "--dilation", "20"], tmp_path)  # fmt: skip
+@contextmanager
+def insecure_cluster(tmp_path: Path, *flags: str) -> Iterator[tuple[dict[str, Any], str]]:
+    """``treadle cluster up --insecure FLAGS``: its cluster.json and its one warning line;
+    taken down after."""
+    up = cli(["cluster", "up", "--insecure", "--policy", "fifo", *flags], tmp_path)
     assert up.returncode == 0, up.stderr
     try:
         warnings = [line for line in up.stderr.splitlines() if "warning" in line]
         assert len(warnings) == 1, up.stderr
         assert "--insecure" in warnings[0]
-        state = json.loads((tmp_path / ".treadle/cluster/cluster.json").read_text())
+        yield json.loads((tmp_path / ".treadle/cluster/cluster.json").read_text()), warnings[0]
+    finally:
+        down = cli(["cluster", "down"], tmp_path)
+        assert down.returncode == 0, down.stderr
+
+
+@pytest.mark.slow
+def test_yarn_api_client_against_cluster_up_insecure(tmp_path: Path) -> None:
+    """yarn-api-client from PyPI, unmodified (the user named by its requests session's
+    query parameters), against ``treadle cluster up --insecure``: a DAG job submitted,
+    run to its end by the cluster's AM, and a second one killed after a move."""
+    with insecure_cluster(tmp_path, "--nodes", "2", "--dilation", "20") as (state, warning):
+        assert "listens on 127.0.0.1 only" in warning
         url = state["http"]
         assert url.startswith("http://127.0.0.1:")
         assert requests.get(f"{url}{WS}/info", timeout=10).status_code == 200  # no 401
@@ -317,28 +324,16 @@ def test_yarn_api_client_against_cluster_up_insecure(tmp_path: Path) -> None:
         assert yarn.cluster_application_state(second).data["state"] == "KILLED"
         assert yarn.cluster_applications().data["apps"]["app"]
         assert yarn.cluster_metrics().data["clusterMetrics"]["appsKilled"] == 1
-    finally:
-        down = cli(["cluster", "down"], tmp_path)
-        assert down.returncode == 0, down.stderr
 
 
 @pytest.mark.slow
 def test_cluster_up_insecure_on_a_given_address(tmp_path: Path) -> None:
     """``--host`` widens where the RM listens; the one warning line says where."""
-    up = cli(["cluster", "up", "--insecure", "--host", "0.0.0.0", "--nodes", "1",
-              "--policy", "fifo"], tmp_path)  # fmt: skip
-    assert up.returncode == 0, up.stderr
-    try:
-        warnings = [line for line in up.stderr.splitlines() if "warning" in line]
-        assert len(warnings) == 1, up.stderr
-        assert "listens on 0.0.0.0" in warnings[0]
-        state = json.loads((tmp_path / ".treadle/cluster/cluster.json").read_text())
+    with insecure_cluster(tmp_path, "--host", "0.0.0.0", "--nodes", "1") as (state, warning):
+        assert "listens on 0.0.0.0" in warning
         assert state["rm"].startswith("0.0.0.0:")
         assert state["secrets"] is None
         info = requests.get(f"{state['http']}{WS}/info", timeout=10)
         assert info.json()["clusterInfo"]["haState"] == "ACTIVE"
         status = cli(["cluster", "status", "--json"], tmp_path)
         assert json.loads(status.stdout)["rm_metrics"]["nodes"] == 1  # unsigned, and heard
-    finally:
-        down = cli(["cluster", "down"], tmp_path)
-        assert down.returncode == 0, down.stderr
