@@ -4,6 +4,7 @@ expiry and retries (the AMLivelinessMonitor), and the end of an application."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 
@@ -65,6 +66,8 @@ class Applications:
         self.max_completed = max_completed
         #: Ended applications dropped since the host last took them (``take_dropped``).
         self.dropped: list[str] = []
+        #: Ids handed out ahead of their submission (YARN's new-application): id -> seq.
+        self._reserved: dict[str, int] = {}
         #: Attempts failed through no fault of the AM since this RM started (a state store
         #: writes such a failure at once: it must not count after a restart either).
         self.uncounted_failures = 0
@@ -100,8 +103,23 @@ class Applications:
         return app
 
     # ------------------------------------------------------------------ clients
-    def submit(self, sub: AppSubmission, now: float) -> str:
+    def reserve_id(self) -> str:
+        """An id for a submission to come (YARN's new-application); one never used is a gap
+        in the numbering, as in YARN."""
+        seq = self._seq
+        self._seq += 1
+        app_id = f"application_{seq + 1:05d}"
+        self._reserved[app_id] = seq
+        return app_id
+
+    def submit(self, sub: AppSubmission, now: float, reserved_id: str = "") -> str:
+        """Submit ``sub`` under a fresh id, or under ``reserved_id`` (``reserve_id``)."""
         st = self._state
+        if reserved_id and reserved_id not in self._reserved:
+            raise InvalidRequestError(
+                f"application id {reserved_id!r} was not handed out by new-application, "
+                "or it was used already"
+            )
         queue = st.queues.get(sub.queue)
         if queue is None:
             raise InvalidRequestError(f"unknown queue {sub.queue!r}")
@@ -112,9 +130,12 @@ class Applications:
         a = sub.alone_jct_s
         if a is not None and not (math.isfinite(a) and a >= 0):
             raise InvalidRequestError(f"alone_jct_s must be a finite number >= 0, got {a}")
-        seq = self._seq
-        self._seq += 1
-        app_id = f"application_{seq + 1:05d}"
+        if reserved_id:
+            app_id, seq = reserved_id, self._reserved.pop(reserved_id)
+        else:
+            seq = self._seq
+            self._seq += 1
+            app_id = f"application_{seq + 1:05d}"
         st.now = now  # the policy's on_app_added sees the submission's time
         app = Application(app_id, seq, sub, now)
         if self.blind and app.job is not None:
@@ -130,6 +151,28 @@ class Applications:
         elif sub.managed_am:
             self._ask_am_container(app)
         return app_id
+
+    def move(self, app_id: str, queue: str) -> str:
+        """Move a running application to another leaf queue (YARN's moveApplicationAcrossQueues);
+        the policy hears of it (``Policy.on_app_moved``). Returns the queue it left."""
+        st = self._state
+        app = self.running(app_id)
+        target = st.queues.get(queue)
+        if target is None:
+            raise InvalidRequestError(f"unknown queue {queue!r}")
+        if not target.is_leaf:
+            raise InvalidRequestError(f"queue {queue!r} is not a leaf queue")
+        old = app.queue
+        if old == queue:
+            return old
+        _move_books(st, app, queue)
+        sub = app.submission
+        real = sub.job if sub.job is None else dataclasses.replace(sub.job, queue=queue)
+        app.submission = dataclasses.replace(sub, queue=queue, job=real)  # what a restart reads
+        if app.job is not None:
+            app.job = dataclasses.replace(app.job, queue=queue)
+        self._scheduler.policy.on_app_moved(app, old, st)
+        return old
 
     def restore(self, rec: AppRecord, now: float, rm_epoch: int) -> None:
         """An application from the state store, after an RM restart: an ended one as it
@@ -410,3 +453,26 @@ def _ended(app: Application | AppRecord) -> EndedApp:
     if isinstance(app, Application):
         out.am_container = app.am_container
     return out
+
+
+def _move_books(st: ClusterState, app: Application, queue: str) -> None:
+    """Move ``app`` to the leaf ``queue``: what its containers hold leaves the books of its
+    old queue and their ancestors for the new ones'. Deferred books are brought up to
+    date and kept at once from then on (exact either way, ``rm.core.books``)."""
+    held = app.allocated
+    if app.containers:
+        st.ledger.stop()
+    user_book, *queue_books = app.books
+    for b in queue_books:
+        b.sub(held)
+    app.queue = queue
+    books = [user_book]
+    q = st.queues.get(queue)
+    while q is not None:
+        books.append(q._used)
+        q = q.parent
+    for b in books[1:]:
+        b.add(held)
+    app.books = tuple(books)
+    app._all_books = (app._allocated, *app.books)
+    st.version += 1

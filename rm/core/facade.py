@@ -168,14 +168,25 @@ class ResourceManager:
         self.nodes.lose(node_id, now)
 
     # ------------------------------------------------------------------ applications
-    def submit_application(self, sub: AppSubmission, now: float) -> str:
+    def new_application_id(self) -> str:
+        """An id handed out before its submission (YARN's new-application)."""
+        return self.apps.reserve_id()
+
+    def submit_application(self, sub: AppSubmission, now: float, app_id: str = "") -> str:
         """Admit (``rm.core.admission``: the queue's ACLs, the task bound) and submit an
-        application; its id."""
+        application (under ``app_id`` if ``new_application_id`` handed it out); its id."""
         self.admission.check_queue(sub.user, sub.queue)
         self.admission.check(sub.tasks)
-        app_id = self.apps.submit(sub, now)
+        app_id = self.apps.submit(sub, now, app_id)
         self.admission.admit(sub.tasks)
         return app_id
+
+    def move_application(self, app_id: str, queue: str) -> str:
+        """Move a running application to another leaf queue its user may submit to (the
+        queue's ACLs); the queue it left."""
+        app = self.apps.running(app_id)
+        self.admission.check_queue(app.user, queue)
+        return self.apps.move(app_id, queue)
 
     def register_application_master(self, app_id: str, now: float) -> AmRegistration:
         return self.apps.register_am(app_id, now)

@@ -19,7 +19,9 @@ Optional hooks, every one a no-op by default (the RM skips a hook not overridden
 
 - lifecycle: ``log_to(log)`` once, then ``on_start(cluster)`` once, when the RM is built
   (queues and users known, no nodes nor applications yet); ``on_app_added`` when an
-  application is submitted, ``on_app_removed`` when it finished, failed or was killed;
+  application is submitted, ``on_app_removed`` when it finished, failed or was killed,
+  ``on_app_moved`` when a client moved a running one to another leaf queue (by default
+  nothing: override it to keep state per queue);
 - feeds: ``on_container_allocated`` after each of the policy's placements is applied
   (and for the containers an RM restart recovers), ``on_container_finished`` when a
   container ended (completed, failed, released, lost or preempted);

@@ -159,6 +159,12 @@ class Policy(ABC, Generic[P]):
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         """An application finished, failed or was killed."""
 
+    def on_app_moved(self, app: AppView, old_queue: str, cluster: ClusterView) -> None:
+        """A running application moved from ``old_queue`` to ``app.queue`` (a client's
+        move; its containers' usage moved with it). By default nothing more: a policy that
+        reads ``app.queue`` when it places needs no more; one that keeps state per queue
+        of its own overrides this."""
+
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         """A placement of this policy was applied."""
 

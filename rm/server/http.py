@@ -4,17 +4,19 @@
 ``rm/server/web``), served by aiohttp on the RM's own event loop, so every read sees the RM
 between two of its calls.
 
-Who may read (``/ws/...``):
+Who may call (``/ws/...``; the writes are ``rm.server.http_writes``):
 
-- an unsecured RM (``--insecure``): everyone, as YARN's "simple" mode with anonymous
-  access allowed; ``?user.name=NAME`` is accepted and changes nothing;
+- an unsecured RM (``--insecure``: YARN's "simple" mode, as its pseudo authentication):
+  ``?user.name=NAME`` names the caller, trusted as sent; everyone reads, a write needs a
+  name (401 without) and acts only on that user's applications (403 otherwise) in the
+  queues whose ACLs admit it;
 - a secured RM (an ACL): a request is signed as a gRPC call is (``treadle.live.auth``):
   headers ``X-Treadle-User``, ``X-Treadle-Ts`` (integer ns since the Unix epoch, fresh for
   that user) and ``X-Treadle-Sig``, the base64 HMAC-SHA256 under the user's key of
-  ``"GET <path?query as sent>\\nUSER\\nTS\\n" + sha256hex(b"")`` (``http_auth`` builds
-  them). A ``user`` sees its own applications, an ``admin`` all; nodes, queues and
-  cluster metrics are for every user of the ACL. Unsigned or badly signed: 401; a user
-  reading another's application: 403.
+  ``"VERB <path?query as sent>\nUSER\nTS\n" + sha256hex(body)`` (``http_auth`` builds
+  them). A ``user`` sees and changes its own applications, an ``admin`` all; nodes,
+  queues and cluster metrics are for every user of the ACL. Unsigned or badly signed:
+  401; a user reading or changing another's application: 403.
 
 The page, its assets and ``/metrics`` (aggregates per queue and state, no user names)
 are not signed; the page signs its own data requests in the browser (WebCrypto, which
@@ -40,6 +42,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from rm.core.reports import AppDetail, QueueReport, app_details, node_reports, queue_reports
 from rm.server import http_yarn as yj
 from rm.server.http_metrics import RmMetrics
+from rm.server.http_writes import Writes, add_routes as add_write_routes
 from treadle.errors import InvalidRequestError, NotFoundError, TreadleError
 from treadle.live import auth
 from treadle.live.gate import ANYONE, Caller, Gate
@@ -76,6 +79,7 @@ class RmHttp:
         self.s = server
         self.metrics = metrics
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_SAMPLES)
+        self.writes = Writes(self)
 
     # ------------------------------------------------------------------ plumbing
     @property
@@ -83,15 +87,29 @@ class RmHttp:
         return self.s.gate
 
     def caller(self, request: web.Request) -> Caller:
+        """Who reads (``identify`` of a request without a body)."""
+        return self.identify(request, b"", write=False)
+
+    def identify(self, request: web.Request, body: bytes, *, write: bool) -> Caller:
+        """Who calls: on a secured RM the signer of the request and its ``body``; in simple
+        mode the user ``?user.name=`` names (a write needs one), a read without one
+        anyone's."""
         gate = self.gate
         if not gate.enabled:
+            user = request.query.get("user.name", "")
+            if user:
+                return Caller(user, "user")
+            if write:
+                raise auth.UnauthenticatedError(
+                    "name the caller: ?user.name=NAME (this RM runs YARN's simple mode)"
+                )
             return ANYONE
         h = request.headers
         metadata = [(auth.USER_KEY, h.get(HEADERS["user"], "")),
                     (auth.TS_KEY, h.get(HEADERS["ts"], "")),
                     (auth.SIG_KEY, h.get(HEADERS["sig"], ""))]  # fmt: skip
         try:
-            return gate.client(signed_target(request.method, request.raw_path), b"", metadata)
+            return gate.client(signed_target(request.method, request.raw_path), body, metadata)
         except auth.UnauthenticatedError as e:
             if "no credentials" in str(e):
                 raise auth.UnauthenticatedError(
@@ -121,8 +139,14 @@ class RmHttp:
 
     def app_json(self, a: AppDetail, abs_of: dict[str, float]) -> dict[str, Any]:
         rm = self.s.rm
+        x = self.writes.extra(a.report.app_id)
         return yj.app_json(
-            a, self.clock(), self.s.now(), rm.state.capacity, abs_of.get(a.report.queue, 1.0)
+            a,
+            self.clock(),
+            self.s.now(),
+            rm.state.capacity,
+            abs_of.get(a.report.queue, 1.0),
+            (x.priority, x.app_type, x.tags),
         )
 
     # ------------------------------------------------------------------ handlers
@@ -145,7 +169,7 @@ class RmHttp:
         body = {"app": [self.app_json(a, abs_of) for a in chosen]} if chosen else None
         return web.json_response({"apps": body})
 
-    def _app(self, request: web.Request) -> AppDetail:
+    def find_app(self, request: web.Request) -> AppDetail:
         caller = self.caller(request)
         app_id = request.match_info["app_id"]
         for a in self.apps():
@@ -155,11 +179,11 @@ class RmHttp:
         raise NotFoundError(f"app with id: {app_id} not found")
 
     async def one_app(self, request: web.Request) -> web.Response:
-        a = self._app(request)
+        a = self.find_app(request)
         return web.json_response({"app": self.app_json(a, self.queue_abs())})
 
     async def app_attempts(self, request: web.Request) -> web.Response:
-        return web.json_response(yj.app_attempts(self._app(request), self.clock()))
+        return web.json_response(yj.app_attempts(self.find_app(request), self.clock()))
 
     async def nodes(self, request: web.Request) -> web.Response:
         self.caller(request)
@@ -284,13 +308,14 @@ def build_app(h: RmHttp) -> web.Application:
         ("/static/{name}", h.static),
     ):
         r.add_get(path, fn)
+    add_write_routes(r, h.writes, ws)
     r.add_route("*", "/ws/{tail:.*}", _not_found)
     return app
 
 
 async def _not_found(request: web.Request) -> web.Response:
     if request.method not in ("GET", "HEAD"):
-        return _error(405, f"{request.method} is not supported: this RM's web services read only")
+        return _error(405, f"{request.method} {request.path} is not supported by this RM")
     return _error(404, f"no resource at {request.path}")
 
 

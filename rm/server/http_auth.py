@@ -13,10 +13,13 @@ from treadle.live import auth
 HEADERS = ("X-Treadle-User", "X-Treadle-Ts", "X-Treadle-Sig")
 
 
-def signed_headers(creds: auth.Credentials, verb: str, target: str, ts: int) -> dict[str, str]:
+def signed_headers(
+    creds: auth.Credentials, verb: str, target: str, ts: int, body: bytes = b""
+) -> dict[str, str]:
     """The headers of a request ``verb target`` (``target``: the path and query exactly as
-    sent) signed by ``creds`` at ``ts`` (ns since the Unix epoch, fresh for the user)."""
-    sig = auth.sign(creds.key, auth.canonical(f"{verb} {target}", creds.user, ts, b""))
+    sent) with ``body``, signed by ``creds`` at ``ts`` (ns since the Unix epoch, fresh for
+    the user)."""
+    sig = auth.sign(creds.key, auth.canonical(f"{verb} {target}", creds.user, ts, body))
     return dict(zip(HEADERS, (creds.user, str(ts), sig), strict=True))
 
 
@@ -28,5 +31,9 @@ class SignedAuth(requests.auth.AuthBase):
         self._stamper = auth.Stamper()
 
     def __call__(self, r: Any) -> Any:
-        r.headers.update(signed_headers(self.creds, r.method, r.path_url, self._stamper.next()))
+        body = r.body or b""
+        if isinstance(body, str):
+            body = body.encode()
+        ts = self._stamper.next()
+        r.headers.update(signed_headers(self.creds, r.method, r.path_url, ts, body))
         return r

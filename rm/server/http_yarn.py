@@ -28,6 +28,7 @@ from typing import Any
 from rm.core.reports import AppDetail, ClusterReport, NodeReport, QueueReport
 from rm.policy.accounts import AccountInfo
 from treadle.errors import InvalidRequestError
+from treadle.messages import Container
 from treadle.resources import Resources
 
 VERSION = "treadle"
@@ -37,6 +38,7 @@ APP_STATES = ("NEW", "NEW_SAVING", "SUBMITTED", "ACCEPTED", "RUNNING", "FINISHED
 FINAL_STATUSES = ("UNDEFINED", "SUCCEEDED", "FAILED", "KILLED")
 NODE_STATES = ("NEW", "RUNNING", "UNHEALTHY", "DECOMMISSIONING", "DECOMMISSIONED", "LOST",
                "REBOOTED", "SHUTDOWN")  # fmt: skip
+ZERO = Resources()
 _UNITS = {"memory_mb": ("memory-mb", "Mi"), "vcores": ("vcores", "")}
 
 
@@ -246,9 +248,15 @@ def _number(q: Mapping[str, str], key: str, low: int = 0) -> int | None:
 
 
 def app_json(
-    a: AppDetail, clock: Clock, now_s: float, cluster: Resources, queue_abs: float
+    a: AppDetail,
+    clock: Clock,
+    now_s: float,
+    cluster: Resources,
+    queue_abs: float,
+    extras: tuple[int, str, Sequence[str]] = (0, APP_TYPE, ()),
 ) -> dict[str, Any]:
-    """One application; ``queue_abs``: its queue's absolute capacity (a fraction)."""
+    """One application; ``queue_abs``: its queue's absolute capacity (a fraction);
+    ``extras``: its priority, type and tags (``rm.server.http_writes``)."""
     r = a.report
     started, finished = clock.ms(r.submit_s), clock.ms(r.finish_s)
     end = finished if r.finish_s is not None else clock.ms(now_s)
@@ -265,9 +273,9 @@ def app_json(
         "trackingUrl": "",
         "diagnostics": r.diagnostics,
         "clusterId": clock.ms(0.0),
-        "applicationType": APP_TYPE,
-        "applicationTags": "",
-        "priority": 0,
+        "applicationType": extras[1],
+        "applicationTags": ",".join(extras[2]),
+        "priority": extras[0],
         "startedTime": started,
         "launchTime": started,
         "finishedTime": finished,
@@ -331,6 +339,26 @@ def app_attempts(a: AppDetail, clock: Clock) -> dict[str, Any]:
             }
         )
     return {"appAttempts": {"appAttempt": out}}
+
+
+def container_json(c: Container, node_address: str) -> dict[str, Any]:
+    """A running container of an attempt (YARN's ContainerInfo; times are not kept)."""
+    return {
+        "containerId": c.container_id,
+        "allocatedMB": mb(c.resources),
+        "allocatedVCores": vcores(c.resources),
+        "assignedNodeId": c.node_id,
+        "priority": c.priority,
+        "startedTime": 0,
+        "finishedTime": 0,
+        "elapsedTime": 0,
+        "logUrl": "",
+        "containerExitStatus": 0,
+        "containerState": "RUNNING",
+        "nodeHttpAddress": node_address,
+        "nodeId": c.node_id,
+        "allocatedResources": resource_info(c.resources),
+    }
 
 
 # ---------------------------------------------------------------------- nodes

@@ -174,6 +174,54 @@ class RmServer:
         self.rm.admission.check(tasks)
         return tasks
 
+    async def submit(
+        self, caller: Caller, request: client_pb.SubmitApplicationRequest, app_id: str = ""
+    ) -> tuple[str, str]:
+        """Submit ``request`` for ``caller`` (gRPC's SubmitApplication and the REST API's
+        submit alike: the same checks, core call and store write), under ``app_id`` if
+        new-application handed it out; its id and AM token. What grows with a big
+        request runs off the event loop, so that it never holds up heartbeats."""
+        big = request.ByteSize() > submissions.OFF_LOOP_BYTES
+        off_loop = submissions.maybe_off_loop
+        now = self.now()
+        if not request.user:
+            raise InvalidRequestError("user must not be empty")
+        self.gate.may_act_for(caller, request.user, "submit applications")
+        # Refused before the work of decoding; submitting checks again.
+        self.rm.admission.check_queue(request.user, request.queue or DEFAULT_QUEUE)
+        tasks = await off_loop(big, submissions.check_limits, request, self.settings.limits)
+        # Before decoding; submitting checks again (others may be admitted meanwhile).
+        self.rm.admission.check(tasks)
+        job, strategy, params = await off_loop(big, submissions.decode, request, now)
+        sub = AppSubmission(
+            job.name,
+            request.user,
+            job.queue,
+            job.tasks,
+            request.alone_jct_s if request.has_alone_jct else None,
+            job,
+            request.managed_am,
+            strategy,
+            params,
+        )
+        app_id = self.rm.submit_application(sub, now, app_id)
+        token = self.gate.issue_am_token(app_id)
+        self.persist([app_id])  # before the answer: an acknowledged submission survives
+        self.after_core_calls()
+        log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
+        return app_id, token
+
+    def kill(self, caller: Caller, app_id: str) -> None:
+        """Kill a running application for ``caller`` (gRPC's KillApplication and the REST
+        API's state PUT alike), and write it to the store."""
+        self.may_act_on(caller, self.rm.reports.application(app_id), "kill the applications")
+        self.rm.finish_application(
+            app_id, FinalStatus.KILLED, self.now(), f"killed by {caller.user or 'a client'}"
+        )
+        log.info("app_killed", app=app_id, by=caller.user)
+        self.persist([app_id])
+        self.after_core_calls()
+
     # ------------------------------------------------------------------ the state store
     def persist(self, app_ids: Sequence[str] = (), *, every_s: float = 0.0) -> None:
         """Write what changed to the store, if there is one (``Persister.persist``); forget
@@ -426,38 +474,11 @@ class ClientServicer(client_grpc.ClientServicer):
         self, request: client_pb.SubmitApplicationRequest, context: Any
     ) -> client_pb.SubmitApplicationResponse:
         s = self.s
-        # What grows with a big request runs off the event loop, so that it never holds
-        # up heartbeats: the bytes signed, the limits, the decoding.
+        # What grows with a big request runs off the event loop (``RmServer.submit``).
         big = request.ByteSize() > submissions.OFF_LOOP_BYTES
-        off_loop = submissions.maybe_off_loop
-        body = await off_loop(big, _body, request)
+        body = await submissions.maybe_off_loop(big, _body, request)
         caller = self._caller("SubmitApplication", request, context, body)
-        now = s.now()
-        if not request.user:
-            raise InvalidRequestError("user must not be empty")
-        s.gate.may_act_for(caller, request.user, "submit applications")
-        # Refused before the work of decoding; submitting checks again.
-        s.rm.admission.check_queue(request.user, request.queue or DEFAULT_QUEUE)
-        tasks = await off_loop(big, submissions.check_limits, request, s.settings.limits)
-        # Before decoding; submitting checks again (others may be admitted meanwhile).
-        s.rm.admission.check(tasks)
-        job, strategy, params = await off_loop(big, submissions.decode, request, now)
-        sub = AppSubmission(
-            job.name,
-            request.user,
-            job.queue,
-            job.tasks,
-            request.alone_jct_s if request.has_alone_jct else None,
-            job,
-            request.managed_am,
-            strategy,
-            params,
-        )
-        app_id = s.rm.submit_application(sub, now)
-        token = s.gate.issue_am_token(app_id)
-        s.persist([app_id])  # before the answer: an acknowledged submission survives
-        s.after_core_calls()
-        log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
+        app_id, token = await s.submit(caller, request)
         return client_pb.SubmitApplicationResponse(app_id=app_id, am_token=token)
 
     async def GetApplicationReport(
@@ -503,16 +524,8 @@ class ClientServicer(client_grpc.ClientServicer):
     async def KillApplication(
         self, request: client_pb.KillApplicationRequest, context: Any
     ) -> client_pb.KillApplicationResponse:
-        s = self.s
         caller = self._caller("KillApplication", request, context)
-        s.may_act_on(caller, s.rm.reports.application(request.app_id), "kill the applications")
-        now = s.now()
-        s.rm.finish_application(
-            request.app_id, FinalStatus.KILLED, now, f"killed by {caller.user or 'a client'}"
-        )
-        log.info("app_killed", app=request.app_id, by=caller.user)
-        s.persist([request.app_id])
-        s.after_core_calls()
+        self.s.kill(caller, request.app_id)
         return client_pb.KillApplicationResponse()
 
     async def SetQueueBudget(

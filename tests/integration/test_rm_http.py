@@ -278,13 +278,50 @@ def test_access_on_a_secured_rm(cluster: Cluster) -> None:
         assert s.send(req, timeout=10).status_code == 401
 
 
+@pytest.mark.slow
+def test_yarn_api_client_writes_signed_on_a_secured_cluster(cluster: Cluster) -> None:
+    """YARN's REST writes, signed (``SignedAuth`` covers the body): a user submits, moves,
+    reprioritizes and kills its own application; a stranger gets 401 and another user
+    403, and the application stays as it was."""
+    acl = cluster.cwd / ".treadle/cluster/secrets/acl"
+    keys = {"dave": new_secret(), "erin": new_secret()}
+    acl.write_text(acl.read_text() + "".join(f"{u} user {k}\n" for u, k in keys.items()))
+
+    def as_(user: str) -> YarnRM:
+        return YarnRM([cluster.url], timeout=10,
+                      auth=SignedAuth(Credentials(user, keys[user].encode())))  # fmt: skip
+
+    dave, erin = as_("dave"), as_("erin")
+    app_id = dave.cluster_new_application().data["application-id"]
+    dave.cluster_submit_application(
+        {"application-id": app_id, "application-name": "signed", "queue": "etl",
+         "unmanaged-AM": True, "resource": {"memory": 1024, "vCores": 1}}
+    )  # fmt: skip
+    assert dave.cluster_application(app_id).data["app"]["user"] == "dave"
+    assert dave.cluster_change_application_queue(app_id, "adhoc").data == {"queue": "adhoc"}
+    assert dave.cluster_change_application_priority(app_id, 4).data == {"priority": 4}
+    stranger = YarnRM([cluster.url], timeout=10)
+    for who, status in ((stranger, "401"), (erin, "403")):
+        with pytest.raises(APIError, match=status):
+            who.cluster_application_kill(app_id)
+        with pytest.raises(APIError, match=status):
+            who.cluster_change_application_queue(app_id, "etl")
+        with pytest.raises(APIError, match=status):
+            who.cluster_change_application_priority(app_id, 1)
+    app = dave.cluster_application(app_id).data["app"]
+    assert (app["queue"], app["priority"]) == ("adhoc", 4)
+    assert app["state"] in ("ACCEPTED", "RUNNING")
+    dave.cluster_application_kill(app_id)
+    assert dave.cluster_application_state(app_id).data == {"state": "KILLED"}
+
+
 # --------------------------------------------------------------------------------------
 # RMs in this process
 
 
 def test_unsecured_rms_in_one_process_each_have_their_own_port_and_metrics() -> None:
-    """YARN's simple mode on an --insecure RM (``user.name`` accepted, nothing signed),
-    and one metrics registry per RM."""
+    """YARN's simple mode on an --insecure RM (``user.name`` accepted, nothing signed; a
+    write without one refused), and one metrics registry per RM."""
 
     async def body() -> None:
         servers = []
@@ -320,7 +357,11 @@ def test_unsecured_rms_in_one_process_each_have_their_own_port_and_metrics() -> 
             post = await asyncio.to_thread(
                 requests.post, f"{urls[0]}/ws/v1/cluster/apps", timeout=10
             )
-            assert post.status_code == 405
+            assert post.status_code == 401  # a write names its user (?user.name=)
+            delete = await asyncio.to_thread(
+                requests.delete, f"{urls[0]}/ws/v1/cluster/apps", timeout=10
+            )
+            assert delete.status_code == 405
             for u in urls:
                 text = (await asyncio.to_thread(requests.get, f"{u}/metrics", timeout=10)).text
                 assert 'treadle_rm_applications{state="RUNNING"} 0.0' in text

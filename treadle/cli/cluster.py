@@ -122,6 +122,22 @@ MaxRestartsOpt = Annotated[
         "the cluster is declared failed (0: no supervision).",
     ),
 ]
+HostOpt = Annotated[
+    str,
+    typer.Option(
+        "--host",
+        help="Address the RM listens on, gRPC and HTTP (127.0.0.1: this "
+        "machine only; 0.0.0.0: every interface).",
+    ),
+]
+InsecureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--insecure",
+        help="YARN's simple mode: nothing signed, ?user.name= names the REST caller (for "
+        "trying YARN clients and curl on this machine; --host widens it).",
+    ),
+]
 RestartWindowOpt = Annotated[
     float, typer.Option("--restart-window-s", help="The restart budget's window (wall s).")
 ]
@@ -152,10 +168,13 @@ def cluster_up(
     restart_window_s: RestartWindowOpt = 60.0,
     queues_file: QueuesOpt = None,
     strict: StrictOpt = False,
+    insecure: InsecureOpt = False,
+    host: HostOpt = "127.0.0.1",
 ) -> None:
     """Start a local cluster that keeps running after this command; print the RM address.
     Its secrets are made fresh in --dir/secrets; `treadle run --rm ADDR` from this
-    directory signs its calls with them (see docs/security.md). A supervisor process
+    directory signs its calls with them (see docs/security.md); --insecure runs YARN's
+    simple mode instead (docs/http-api.md). A supervisor process
     restarts a role that dies (the RM from its store, on its address; see docs/emulation.md,
     Supervision)."""
     with errors():
@@ -190,13 +209,29 @@ def cluster_up(
             supervise=max_restarts > 0,
             max_restarts=max_restarts,
             restart_window_s=restart_window_s,
+            insecure=insecure,
+            rm_host=host,
         )
+        if insecure:
+            _warn_insecure(host)
         address = run_async(cluster.start())
     say(address)
     web = f"; web (REST API, /metrics, live page) at {cluster.http_url}" if cluster.http_url else ""
     err.print(
         f"cluster up: {len(specs)} nodes, policy {policy}, dilation {dilation:g}{web}; state in "
         f"{cluster_dir}; stop it with: treadle cluster down --dir {cluster_dir}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _warn_insecure(host: str) -> None:
+    """The one line ``cluster up --insecure`` says about it, on stderr."""
+    only = " only" if host == "127.0.0.1" else ""
+    err.print(
+        "treadle: warning: --insecure: simple mode, every call unauthenticated "
+        f"(?user.name= is trusted as sent); the RM listens on {host}{only}",
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -72,6 +72,9 @@ class ClusterBase(abc.ABC):
     log_level: str = "info"
     tls: TlsFiles | None = None  # every role's channels over mutual TLS (one cert for all)
     http_port: int | None = None  # the RM's HTTP port (rm.server.http; 0: any free one)
+    #: YARN's simple mode: the roles run ``--insecure`` (no ACL, no node secret, nothing
+    #: signed; the HTTP port trusts ``?user.name=``). Local clusters on loopback only.
+    insecure: bool = False
     rm_address: str = field(default="", init=False)
     #: The RM's HTTP port's URL from this machine, once started (when it has one).
     http_url: str = field(default="", init=False)
@@ -139,7 +142,7 @@ class ClusterBase(abc.ABC):
     @property
     def driver_peer(self) -> Peer:
         """How this process's clients reach the RM: as the ``treadle`` admin, over TLS if on."""
-        return Peer(self.secrets.driver, self.tls)
+        return Peer(None if self.insecure else self.secrets.driver, self.tls)
 
     def tls_paths(self) -> tuple[str, ...]:
         """The roles' --tls-* paths (their own view of the files)."""
@@ -148,6 +151,10 @@ class ClusterBase(abc.ABC):
     def secrets_dir(self) -> str:
         """Where the roles find the cluster's secrets (their own view)."""
         return str(self.workdir / "secrets")
+
+    def roles_secrets(self) -> str | None:
+        """The secrets directory the roles' commands name (None: ``insecure``)."""
+        return None if self.insecure else self.secrets_dir()
 
     # ------------------------------------------------------------------ the roles' commands
     def rm_config_text(self) -> str:
@@ -184,7 +191,7 @@ class ClusterBase(abc.ABC):
             expiry_intervals=self.expiry_intervals,
             max_am_attempts=self.max_am_attempts,
             log_level=self.log_level,
-            secrets=self.secrets_dir(),
+            secrets=self.roles_secrets(),
             tls=self.tls_paths(),
             state_dir=state_dir,
             event=self.workload.cluster.event_driven,
@@ -214,7 +221,7 @@ class ClusterBase(abc.ABC):
             event=self.workload.cluster.event_driven,
             rm_wait_s=max(1.0, self.ready_timeout_s),
             log_level=self.log_level,
-            secrets=self.secrets_dir(),
+            secrets=self.roles_secrets(),
             tls=self.tls_paths(),
         )
 
@@ -226,7 +233,7 @@ class ClusterBase(abc.ABC):
             poll_s=self.am_poll_s,
             event=self.workload.cluster.event_driven,
             log_level=self.log_level,
-            secrets=self.secrets_dir(),
+            secrets=self.roles_secrets(),
             tls=self.tls_paths(),
         )
 

@@ -97,7 +97,7 @@ def rm_command(
     expiry_intervals: int,
     max_am_attempts: int,
     log_level: str,
-    secrets: str,
+    secrets: str | None,
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
@@ -107,7 +107,8 @@ def rm_command(
     event: bool = False,
 ) -> list[str]:
     """``event``: ``cluster: {scheduling: event}`` (asks placed after each Allocate too);
-    ``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets);
+    ``secrets``: the directory holding the ACL and node secret (treadle.cluster.secrets;
+    None: an RM in YARN's simple mode, ``--insecure``);
     ``tls``: certificate, key and CA paths, or nothing; ``http_port``: the RM's HTTP port
     (REST API, metrics, live page; 0: any free one, None: none); ``state_dir``: the RM's
     state store (a restarted RM reloads it)."""
@@ -129,11 +130,16 @@ def rm_command(
         "--expiry-intervals", str(expiry_intervals),
         "--max-am-attempts", str(max_am_attempts),
         *(("--event",) if event else ()),
-        "--acl", f"{secrets}/{ACL_FILE}",
-        "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
+        *_rm_identity(secrets),
         *_tls_flags(tls),
         "--log-level", log_level,
     ]  # fmt: skip
+
+
+def _rm_identity(secrets: str | None) -> list[str]:
+    if secrets is None:
+        return ["--insecure"]
+    return ["--acl", f"{secrets}/{ACL_FILE}", "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}"]
 
 
 def _tls_flags(tls: Sequence[str]) -> list[str]:
@@ -151,7 +157,7 @@ def nm_command(
     listen: str,
     rm_wait_s: float,
     log_level: str,
-    secrets: str,
+    secrets: str | None,
     tls: Sequence[str] = (),
     port_file: str | None = None,
     advertise: str | None = None,
@@ -172,7 +178,7 @@ def nm_command(
         *(("--run-as", run_as) if run_as else ()),
         *(("--event",) if event else ()),
         "--rm-wait-s", repr(float(rm_wait_s)),
-        "--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}",
+        *(("--node-secret-file", f"{secrets}/{NODE_SECRET_FILE}") if secrets else ("--insecure",)),
         *_tls_flags(tls),
         "--log-level", log_level,
     ]  # fmt: skip
@@ -184,7 +190,7 @@ def am_host_command(
     *,
     poll_s: float,
     log_level: str,
-    secrets: str,
+    secrets: str | None,
     tls: Sequence[str] = (),
     port_file: str | None = None,
     event: bool = False,
@@ -193,8 +199,8 @@ def am_host_command(
     return [
         python, "-m", "am",
         "--rm", rm,
-        "--user", AM_HOST_USER,
-        "--key-file", f"{secrets}/{AM_HOST_KEY_FILE}",
+        *(("--user", AM_HOST_USER, "--key-file", f"{secrets}/{AM_HOST_KEY_FILE}")
+          if secrets else ()),
         *_tls_flags(tls),
         *(("--port-file", port_file) if port_file else ()),
         "--poll-s", repr(poll_s),

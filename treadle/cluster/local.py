@@ -120,6 +120,8 @@ class LocalCluster(ClusterBase):
     max_restarts: int = DEFAULT_MAX_RESTARTS
     restart_window_s: float = DEFAULT_WINDOW_S
     python: str = sys.executable
+    #: Where the RM listens (gRPC and its HTTP port); loopback: this machine only.
+    rm_host: str = "127.0.0.1"
     _procs: list[_Running] = field(default_factory=list, init=False, repr=False)
     _budget: RestartBudget | None = field(default=None, init=False, repr=False)
     _restarts: dict[str, int] = field(default_factory=dict, init=False, repr=False)
@@ -182,7 +184,7 @@ class LocalCluster(ClusterBase):
         write_private(config, self.rm_config_text())
         argv = self.rm_argv(
             self.python,
-            listen="127.0.0.1:0",
+            listen=f"{self.rm_host}:0",
             port_file=str(wd / "rm.port"),
             config=str(config),
             events=str(self.events_path),
@@ -244,7 +246,8 @@ class LocalCluster(ClusterBase):
                 "detached": self.detached,
                 "events": str(self.events_path),
                 "rm_state": str(self.workdir / RM_STATE) if self.rm_state else None,
-                "secrets": str(self.workdir / "secrets"),
+                "secrets": None if self.insecure else str(self.workdir / "secrets"),
+                "insecure": self.insecure,
                 "tls": list(self.tls_paths()) or None,
                 "started_unix": time.time(),
                 "processes": [asdict(r.info) for r in self._procs],

@@ -33,35 +33,6 @@ from treadle.study.runner import PolicyChoice, RunOptions, asks_for
 from treadle.testing.results import Results
 from treadle.testing.sim import WorkloadArg, as_workload
 
-#: The flags giving a role an identity to check or present (treadle.cluster.commands).
-_IDENTITY_FLAGS = ("--acl", "--node-secret-file")
-
-
-def _insecure(argv: list[str]) -> list[str]:
-    """``argv`` without its identity flags (and their values), with ``--insecure``."""
-    out: list[str] = []
-    values = iter(argv)
-    for arg in values:
-        if arg in _IDENTITY_FLAGS:
-            next(values, None)
-        else:
-            out.append(arg)
-    return [*out, "--insecure"]
-
-
-@dataclass
-class _OpenLocalCluster(LocalCluster):
-    """A ``LocalCluster`` without identity checks: its RM accepts every call
-    unauthenticated and issues no container tokens, and its NMs, ``--insecure`` too,
-    register unsigned and start unsigned containers. The AM host still signs its calls,
-    which such an RM accepts as any other."""
-
-    def rm_argv(self, python: str, **kwargs: Any) -> list[str]:
-        return _insecure(super().rm_argv(python, **kwargs))
-
-    def nm_argv(self, python: str, rm: str, nodes_file: str, **kwargs: Any) -> list[str]:
-        return _insecure(super().nm_argv(python, rm, nodes_file, **kwargs))
-
 
 def with_nodes(workload: Workload, nodes: int | Sequence[NodeSpec] | None) -> Workload:
     """``workload`` on other nodes: None keeps its own, N is N nodes of its first node's
@@ -218,11 +189,11 @@ class ClusterFactory:
         ready_timeout_s: float = 60.0,
     ) -> LiveCluster:
         wl = with_nodes(as_workload(workload), nodes)
-        kind = LocalCluster if secure else _OpenLocalCluster
         workdir = self.root / f"cluster-{len(self.clusters) + 1}"
-        cluster = kind(
+        cluster = LocalCluster(
             wl, policy, dict(params or {}), workdir=workdir, dilation=dilation,
             nm_processes=nm_processes, http_port=0, ready_timeout_s=ready_timeout_s,
+            insecure=not secure,
         )  # fmt: skip
         live = LiveCluster(cluster, wl, secure)
         self.clusters.append(live)
