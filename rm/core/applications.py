@@ -295,6 +295,11 @@ class Applications:
         Only attempts that ``counts`` (not those whose AM container's node was lost or
         that were preempted: YARN-614) use up the ``max_am_attempts``."""
         app = self.running(app_id)
+        if app.managed_am and not app.am_registered:
+            # YARN's attempt starts when the RM launches its AM container: one whose AM
+            # died before registering is spent too (else an AM that cannot start is
+            # retried for ever).
+            app.attempt += 1
         if not counts:
             app.uncounted_attempts += 1
             self.uncounted_failures += 1

@@ -622,6 +622,25 @@ def test_managed_am_gets_a_container_first_and_its_exit_fails_the_attempt() -> N
     assert rm.state.used == ZERO
 
 
+def test_an_am_that_dies_before_registering_uses_up_its_attempt() -> None:
+    """An AM container that exits before its AM registers (the AM cannot start) is a
+    failed attempt as YARN counts it: with two attempts allowed the job fails after the
+    second, instead of asking for AM containers for ever."""
+    rm = ResourceManager(FifoPolicy(), max_am_attempts=2, am_resources=res(1, 512))
+    rm.register_node(NodeRegistration("n1", NODE), 0.0)
+    app = rm.submit_application(AppSubmission("j", "alice", "default", 1, managed_am=True), 0.0)
+    beat = Beater(rm)
+    for t in (1.0, 3.0):
+        beat(t)
+        (amc,) = rm.take_effects().am_launches
+        beat(t + 1.0, completed=[ContainerStatus(amc.container_id, ContainerState.FAILED, 1, t, t)])
+    assert [r["attempt"] for r in of(rm, ev.ATTEMPT_FAILED)] == [1, 2]
+    (fin,) = of(rm, ev.JOB_FAILED)
+    assert fin["status"] == "FAILED"
+    assert rm.reports.application(app).state == "FAILED"
+    assert rm.state.used == ZERO
+
+
 def test_a_lost_node_does_not_use_up_an_am_attempt() -> None:
     """YARN-614: the AM container's node lost is no failure of the AM: with one attempt
     allowed, the job gets a second AM container (attempt 2) instead of failing."""
