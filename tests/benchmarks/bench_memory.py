@@ -23,7 +23,18 @@ Measured on 2026-12-02 (2 cores, load average 5-8, so wall times wander by 2-4x 
 runs: read the RSS, and instruction counts for time), ``--scales 1,5 --events none``:
 main 488543a 575 MB at 1x, 2,138 MB at 5x (3.72x; 1.53 KB per task of the trace);
 branch i30-stream (an ended job's AM freed at once) 563 MB and 1,974 MB (3.50x; 1.38 KB
-per task). Where the rest goes (the same command in one process, RSS after each phase, at
+per task); with the ended simulation collected before the metrics, 551 MB and 1,829 MB
+(3.32x; 1.25 KB per task). ``--events parquet --against`` main, one run each, alternating:
+578 -> 527 MB at 1x, 2,143 -> 1,818 MB at 5x (3.71x -> 3.45x), time per task 0.78x and
+0.79x of main's (wall time, noisy as said). That collection costs 0.69 s of CPU at 1x
+(of 15.2 s: 4.5%; ``time.process_time`` around it, 425,000 tracked objects), most of it
+freeing the RM's ended applications, which a run that released them as they end would
+pay as it goes.
+The AM release leaves the loop's instructions as they were: ``bench_sim --child fifo 200
+300`` under ``valgrind --tool=cachegrind --cache-sim=no`` with ``PYTHONHASHSEED=0``,
+5.5485 G on main, 5.5476 G on the branch, the same events, heartbeats and allocates.
+
+Where the rest goes (the same command in one process, RSS after each phase, at
 600 s and 1,800 s of arrivals): loading 47 B per task (the decoded workload), the
 simulation about 250 B per task (``ColumnarEventLog`` with a discarding sink: the RM's
 ended applications, each with its job, its done-task set and the dict that once held its
