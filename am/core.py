@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from am.asks import AskStrategy, stage_of
+from am.asks import AskStrategy, JobProgress, stage_of
 from treadle.frozen import slot_setters
 from treadle.messages import (
     AllocateRequest,
@@ -43,6 +43,18 @@ from treadle.resources import ZERO, Resources, total
 
 _COMPLETE = ContainerState.COMPLETE
 
+
+class _EndedAsks(AskStrategy):
+    """The strategy of an AM whose job ended (``ApplicationMaster.release``): no asks."""
+
+    time_invariant = True
+    reads_share = False
+
+    def asks(self, progress: JobProgress, now: float) -> list[Ask]:
+        return []
+
+
+_ENDED = _EndedAsks()
 
 _new = object.__new__
 _l_id, _l_app, _l_node, _l_res, _l_dur = slot_setters(
@@ -169,6 +181,24 @@ class ApplicationMaster:
             self._mean_durations[stage] = None
             self._runnable = None
             self._task_finished(stage, task)
+
+    def release(self) -> None:
+        """Its job ended and its host is done with it: drop what it kept per task, per
+        container and per ask, and its strategy (which may hold it: a strategy's memo of
+        its progress is a reference cycle, kept until the cyclic collector runs, which
+        the simulator pauses). Afterwards only ``app_id``, ``finished``,
+        ``final_status``, ``failed_reason`` and ``progress`` may be read."""
+        self.strategy = _ENDED
+        self._unassigned = []
+        self._ends = []
+        self._attempts = {}
+        self._task_of = {}
+        self._held = None
+        self._sent = {}
+        self._releases = []
+        self._newly_done = []
+        self._in_flight = self._last_asks = self._repeat_of = None
+        self._repeat = None
 
     # JobProgress ---------------------------------------------------------------------
     @property

@@ -386,6 +386,7 @@ class EventHandlers:
         app_id = am.app_id
         self.rm.finish_application(app_id, am.final_status, t)
         del self.active[app_id]
+        am.release()  # what it kept per task goes now, not when the collector runs
         self.finished += 1
         self.running = self.finished < self.total
         if self.timeline is not None:

@@ -1,0 +1,211 @@
+"""Memory of a whole ``treadle sim`` run against the trace's length, at the same load.
+
+Workload (deterministic, seeded, the issue's measurement): 1,000 nodes of 16 vcores /
+65536 memory_mb, 1 s heartbeats; jobs of one stage of 100 tasks of 30 s +- 5 s (uniform),
+each task 1 vcore / 4096 memory_mb (16 per node); Poisson arrivals for 80 % load from 10
+users (one ``poisson`` generator each, in a small workload file). At 1x the arrivals span
+600 s (2,560 jobs, 256,000 tasks); 5x and 20x span five and twenty times that, so
+the running work (about 13,000 containers at a time) is the same and only the trace's
+length grows. ``--tasks N`` adds a case of about N tasks (the must-show's 10 million).
+
+Each case is ``python -m treadle.cli sim FILE --policy fifo --events none|parquet`` in a
+fresh process (the real command: loading, the alone references, the run, the metrics and
+the run files); its peak RSS is that process's own ``ru_maxrss`` (``os.wait4``), its time
+the process's wall time, per task of the trace. Printed: each case, then per event-log
+format the ratios of peak RSS and of time per task to the 1x case.
+
+``--against DIR`` runs every case in another checkout too (a ``git worktree`` of the start
+commit, say), alternating, with that checkout's ``treadle`` on ``PYTHONPATH``; the
+workload files are this file's, so both sides run exactly the same trace. It prints this
+checkout's figures over the other's.
+
+Measured on 2026-12-02 (2 cores, load average 5-8, so wall times wander by 2-4x between
+runs: read the RSS, and instruction counts for time), ``--scales 1,5 --events none``:
+main 488543a 575 MB at 1x, 2,138 MB at 5x (3.72x; 1.53 KB per task of the trace);
+branch i30-stream (an ended job's AM freed at once) 563 MB and 1,974 MB (3.50x; 1.38 KB
+per task); with the ended simulation collected before the metrics, 551 MB and 1,829 MB
+(3.32x; 1.25 KB per task). ``--events parquet --against`` main, one run each, alternating:
+578 -> 527 MB at 1x, 2,143 -> 1,818 MB at 5x (3.71x -> 3.45x), time per task 0.78x and
+0.79x of main's (wall time, noisy as said). That collection costs 0.69 s of CPU at 1x
+(of 15.2 s: 4.5%; ``time.process_time`` around it, 425,000 tracked objects), most of it
+freeing the RM's ended applications, which a run that released them as they end would
+pay as it goes.
+The AM release leaves the loop's instructions as they were: ``bench_sim --child fifo 200
+300`` under ``valgrind --tool=cachegrind --cache-sim=no`` with ``PYTHONHASHSEED=0``,
+5.5485 G on main, 5.5476 G on the branch, the same events, heartbeats and allocates.
+
+Where the rest goes (the same command in one process, RSS after each phase, at
+600 s and 1,800 s of arrivals): loading 47 B per task (the decoded workload), the
+simulation about 250 B per task (``ColumnarEventLog`` with a discarding sink: the RM's
+ended applications, each with its job, its done-task set and the dict that once held its
+containers), reading ``events.parquet`` back for the metrics and ``metrics.analyze``
+(the whole event table, then numpy arrays over every row) about 1 KB per task: the
+metrics are the bulk, then the RM's retention of ended applications.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.benchmarks.bench_sim import LOAD, TASK_S, TASKS_PER_JOB, USERS
+
+NODES = 1000
+SLOTS_PER_NODE = 16  # tasks of 1 vcore (bench_sim's take 2)
+BASE_SPAN_S = 600.0
+DEFAULT_SCALES = (1, 5, 20)
+EVENTS = ("none", "parquet")
+
+HERE = Path(__file__).resolve()
+REPO = HERE.parents[2]
+
+
+def jobs_per_user(span_s: float) -> int:
+    """Jobs each user submits over ``span_s`` at the bench's load (the expected count)."""
+    rate = LOAD * NODES * SLOTS_PER_NODE / (TASKS_PER_JOB * TASK_S)  # jobs per second
+    return max(1, round(rate * span_s / USERS))
+
+
+def workload_yaml(span_s: float, seed: int = 1) -> str:
+    """The bench's workload file: ``USERS`` Poisson generators sized for ``span_s``."""
+    rate = LOAD * NODES * SLOTS_PER_NODE / (TASKS_PER_JOB * TASK_S)
+    per_min = rate * 60.0 / USERS
+    count = jobs_per_user(span_s)
+    lines = [
+        "# bench_memory: 80 % load on 1,000 nodes, jobs of 100 tasks of 30 s +- 5 s",
+        f"seed: {seed}",
+        "cluster:",
+        "  nodes:",
+        f"    - {{count: {NODES}, resources: {{vcores: 16, memory_mb: 65536}}}}",
+        "users:",
+        *(f"  user{u}: {{weight: 1}}" for u in range(USERS)),
+        "generators:",
+    ]
+    for u in range(USERS):
+        lines += [
+            "  - kind: poisson",
+            f"    user: user{u}",
+            f"    rate_per_min: {per_min!r}",
+            f"    count: {count}",
+            "    job:",
+            "      stages:",
+            f"        - {{name: s0, tasks: {TASKS_PER_JOB}, resources: {{vcores: 1, "
+            "memory_mb: 4096}, duration_s: {dist: uniform, low: 25, high: 35}}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Case:
+    checkout: Path
+    label: str  # 1x, 5x, ... or the task count
+    events: str
+    tasks: int
+    wall_s: float
+    peak_rss_mb: float
+
+    @property
+    def us_per_task(self) -> float:
+        return self.wall_s / self.tasks * 1e6
+
+
+def run_case(checkout: Path, trace: Path, events: str, label: str, tasks: int) -> Case:
+    """``treadle sim`` of ``trace`` in a fresh process importing ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": str(checkout), "PYTHONHASHSEED": "0"}
+    with tempfile.TemporaryDirectory(prefix="bench-memory-") as out:
+        argv = [sys.executable, "-m", "treadle.cli", "sim", str(trace), "--policy", "fifo"]
+        argv += ["--out", out, "--events", events]
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            argv, env=env, cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        assert proc.stderr is not None
+        err = proc.stderr.read().decode(errors="replace")
+        proc.stderr.close()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"treadle sim failed in {checkout} ({label}):\n{err[-2000:]}")
+    kb = usage.ru_maxrss  # KiB on Linux
+    return Case(checkout, label, events, tasks, wall, kb / 1024.0)
+
+
+def _print(cases: list[Case], against: Path | None) -> None:
+    head = (
+        f"{'checkout':<10} {'events':<8} {'trace':>6} {'tasks':>11} {'wall s':>8} "
+        f"{'us/task':>8} {'peak MB':>9} {'RSS / 1x':>9}"
+    )
+    print(head + "\n" + "-" * len(head))
+    base: dict[tuple[Path, str], Case] = {}
+    for c in cases:
+        base.setdefault((c.checkout, c.events), c)
+        first = base[(c.checkout, c.events)]
+        side = "this" if c.checkout == REPO else "against"
+        print(
+            f"{side:<10} {c.events:<8} {c.label:>6} {c.tasks:>11,} {c.wall_s:>8.1f} "
+            f"{c.us_per_task:>8.1f} {c.peak_rss_mb:>9.0f} "
+            f"{c.peak_rss_mb / first.peak_rss_mb:>8.2f}x"
+        )
+    if against is None:
+        return
+    print("\nthis / against (peak RSS, time per task):")
+    theirs = {(c.label, c.events): c for c in cases if c.checkout == against}
+    for c in cases:
+        other = theirs.get((c.label, c.events))
+        if c.checkout == REPO and other is not None:
+            print(
+                f"  {c.events:<8} {c.label:>6}: RSS {c.peak_rss_mb / other.peak_rss_mb:.3f}x, "
+                f"time per task {c.us_per_task / other.us_per_task:.3f}x"
+            )
+
+
+def _int_list(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tests.benchmarks memory", description=__doc__)
+    ap.add_argument("--scales", type=_int_list, default=list(DEFAULT_SCALES), help="e.g. 1,5")
+    ap.add_argument("--events", default=",".join(EVENTS), help="none, parquet or both")
+    ap.add_argument("--tasks", type=int, help="also a case of about this many tasks")
+    ap.add_argument("--against", type=Path, help="another checkout to measure in the same run")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    formats = [e.strip() for e in args.events.split(",") if e.strip()]
+    if args.against is not None and not (args.against / "treadle").is_dir():
+        ap.error(f"--against {args.against}: not a treadle checkout")
+    against = args.against.resolve() if args.against is not None else None
+    spans = [(f"{s}x", BASE_SPAN_S * s) for s in args.scales]
+    if args.tasks:
+        per_second = jobs_per_user(BASE_SPAN_S) * USERS * TASKS_PER_JOB / BASE_SPAN_S
+        spans.append((f"{args.tasks / 1e6:g}M", args.tasks / per_second))
+    checkouts = [REPO] if against is None else [against, REPO]
+    cases: list[Case] = []
+    with tempfile.TemporaryDirectory(prefix="bench-memory-wl-") as tmp:
+        for label, span in spans:
+            trace = Path(tmp) / f"memory-{label}.yaml"
+            trace.write_text(workload_yaml(span), encoding="utf-8")
+            tasks = jobs_per_user(span) * USERS * TASKS_PER_JOB
+            for events in formats:
+                for checkout in checkouts:
+                    c = run_case(checkout, trace, events, label, tasks)
+                    cases.append(c)
+                    print(
+                        f"  {checkout.name} {events} {label}: {tasks:,} tasks, "
+                        f"{c.wall_s:.1f} s, {c.peak_rss_mb:.0f} MB",
+                        flush=True,
+                    )
+    cases.sort(key=lambda c: (c.checkout != REPO, c.events, c.tasks))
+    print()
+    _print(cases, against)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
