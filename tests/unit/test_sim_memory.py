@@ -57,34 +57,3 @@ def test_an_ended_jobs_am_is_freed_during_the_run(
     # Jobs 10 s apart take under 10 s each: at each submission the jobs before it ended,
     # and their AMs are gone already (not left for a collection after the run).
     assert alive_at_submit == [0] * 6
-
-
-@pytest.mark.parametrize("events", ["none", "jsonl"])
-def test_the_ended_simulation_is_freed_before_the_metrics_read_the_log(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, events: str
-) -> None:
-    from treadle.study import runner
-
-    states: list[weakref.ref[Any]] = []
-    alive_in_metrics: list[bool] = []
-
-    class Tracked(Simulation):
-        def run(self) -> Any:
-            states.append(weakref.ref(self.rm.state))
-            return super().run()
-
-    analyze = runner.metrics.analyze
-
-    def checked(*args: Any, **kwargs: Any) -> Any:
-        alive_in_metrics.append(any(s() is not None for s in states))
-        return analyze(*args, **kwargs)
-
-    monkeypatch.setattr(runner, "Simulation", Tracked)
-    monkeypatch.setattr(runner.metrics, "analyze", checked)
-    options = runner.RunOptions(events=events, slowdown=False)
-    _, run = runner.run_sim(
-        _workload(4, "heartbeat"), runner.PolicyChoice("fifo", {}), tmp_path, options=options
-    )
-    assert run.summary["finished"] == 4
-    assert states
-    assert alive_in_metrics == [False]

@@ -7,7 +7,6 @@ log so that metrics need nothing else). ``treadle.study.compare`` runs several p
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import multiprocessing
 import os
@@ -329,11 +328,8 @@ def _run_sim(
         with maybe(timings, "simulate"):
             result = _simulate(workload, choice, options, progress, alone, policy=policy)
         with maybe(timings, "metrics"):
-            parameters = run_parameters(workload, choice, options, policy)
-            del policy  # it holds the ended cluster (``_collect_simulation``)
-            _collect_simulation()
             run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
-            run.summary["parameters"] = parameters
+            run.summary["parameters"] = run_parameters(workload, choice, options, policy)
         if out_dir is not None:
             with maybe(timings, "write"):
                 metrics.write_run_outputs(
@@ -361,27 +357,14 @@ def _run_sim(
             finally:
                 log.close()
         with maybe(timings, "metrics"):
-            parameters = run_parameters(workload, choice, options, policy)
-            del policy  # it holds the ended cluster (``_collect_simulation``)
-            _collect_simulation()
             run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
-            run.summary["parameters"] = parameters
+            run.summary["parameters"] = run_parameters(workload, choice, options, policy)
     finally:
         if options.events == "none":
             path.unlink(missing_ok=True)
     with maybe(timings, "write"):
         metrics.write_run_files(run, out_dir)
     return result, run
-
-
-def _collect_simulation() -> None:
-    """Free the ended simulation before the metrics start (its policy dropped first: a
-    policy keeps the cluster it schedules). Its cores (the RM with every ended
-    application, the NMs, the loop's handlers) hold one another in cycles, and the run
-    pauses the cyclic collector (``heap.running``): left alone, all of it stays while the
-    metrics read the event log back, which is when a run's memory peaks. One collection
-    of what the run made costs far less than the metrics."""
-    gc.collect()
 
 
 def _resolved(plugin: Any) -> dict[str, Any]:
