@@ -458,7 +458,13 @@ class ClusterState:
         granted (``Application.grant``) and held (``hold``); the pending index hears of it,
         and the AM of a task's container (``news``)."""
         c = app.grant(ask, node.node_id)
-        self.hold(node, app, c)
+        res = c.resources  # ``hold``, inlined: this is once per container, on the hot path
+        node._free.sub(res)
+        cid = c.container_id
+        node.containers[cid] = c
+        app.containers[cid] = c
+        self.ledger.add(app, res)
+        self.version += 1
         prio = c.priority
         if prio != AM_PRIORITY:
             news = self.news
