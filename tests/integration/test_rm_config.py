@@ -87,7 +87,7 @@ BAD = [
     ("no queues", "queues: []\n", "queues", "at least 1"),
     ("sum", "queues: [{name: a, capacity: 60}, {name: b, capacity: 60}]\n", "queues", "120%"),
     ("duplicate queue", "queues: [{name: a}, {name: a}]\n", "queues[1].name", "duplicate"),
-    ("root", "queues: [{name: root}]\n", "queues[0].name", "implicit top"),
+    ("root", "queues: [{name: root}]\n", "queues[0]", "the root needs its queues"),
     (
         "child over max",
         "queues: [{name: a, queues: [{name: b, capacity: 60, max_capacity: 50}]}]\n",
