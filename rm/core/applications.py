@@ -13,8 +13,9 @@ from rm.core.containers import ContainerLifecycle
 from rm.core.effects import Outbox
 from rm.core.ended import EndedApp, retain
 from rm.core.netting import net_of_undelivered, same_but_hints, validate_asks
+from rm.core.queues import Queue
 from rm.core.scheduling import Scheduler
-from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState, Queue
+from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from treadle.errors import ConflictError, InvalidRequestError, NotFoundError
 from treadle.events import EventLog
 from treadle.messages import (

@@ -64,7 +64,8 @@ class ContainerLifecycle:
 
     def done(self, c: Container, status: ContainerStatus, t: float) -> None:
         """``c`` ended on its node (completed, failed, lost or preempted) at ``t``."""
-        app = self._state.free_container(c)
+        st = self._state
+        app = st.free_container(c)
         cid = c.container_id
         self.started.discard(cid)
         state = status.state
@@ -77,7 +78,9 @@ class ContainerLifecycle:
             self._am_ended(app, status)
         else:
             app.completed_reports.append(status)
-            self._state.tell(app.app_id)
+            news = st.news  # ``tell``, inlined: once per container
+            if news is not None:
+                news[app.app_id] = None
             if state is ContainerState.COMPLETE and status.exit_status == 0:
                 app.stage_book.task_done(c.priority, status.finish_s)
 

@@ -7,8 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rm.core.ended import EndedApp
+from rm.core.queues import Queue
 from rm.core.scheduling import Scheduler
-from rm.core.state import Application, AppState, ClusterState, Queue
+from rm.core.state import Application, AppState, ClusterState
 from treadle.errors import NotFoundError
 from treadle.resources import ZERO, Resources
 
