@@ -10,6 +10,7 @@ from rm.core.ended import EndedApp
 from rm.core.scheduling import Scheduler
 from rm.core.state import Application, AppState, ClusterState, Queue
 from treadle.errors import NotFoundError
+from treadle.messages import AppSubmission
 from treadle.resources import ZERO, Resources
 
 
@@ -143,6 +144,7 @@ class AppDetail:
     allocated: Resources
     demand: Resources  # what its outstanding asks add up to
     share: Resources | None  # the policy's entitlement, when it sends shares
+    submission: AppSubmission  # its priority, type and tags among the rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +213,7 @@ def app_details(
                 a.allocated,
                 a.demand if running else ZERO,
                 share_of(a.app_id) if running else None,
+                a.submission,
             )
         )
     return out
