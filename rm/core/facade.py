@@ -182,12 +182,12 @@ class ResourceManager:
         self.admission.admit(sub.tasks)
         return app_id
 
-    def move_application(self, app_id: str, queue: str) -> str:
+    def move_application(self, app_id: str, queue: str, now: float) -> str:
         """Move a running application to another leaf queue its user may submit to (the
-        queue's ACLs); the queue it left."""
+        queue's ACLs) at ``now``; the queue it left."""
         app = self.apps.running(app_id)
         self.admission.check_queue(app.user, queue)
-        return self.apps.move(app_id, queue)
+        return self.apps.move(app_id, queue, now)
 
     def set_application_priority(self, app_id: str, priority: int) -> None:
         """Change a running application's priority (YARN's updateApplicationPriority): kept

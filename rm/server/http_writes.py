@@ -134,7 +134,7 @@ class Writes:
             raise InvalidRequestError('the body must name the target queue: {"queue": NAME}')
         a = self._own_app(request, caller, "move the applications")
         s = self.s
-        old = s.rm.move_application(a.report.app_id, queue)
+        old = s.rm.move_application(a.report.app_id, queue, s.now())
         log.info("app_moved", app=a.report.app_id, by=caller.user, queue=queue, was=old)
         s.persist([a.report.app_id])
         s.after_core_calls()
