@@ -24,7 +24,9 @@ queue): others' get 403, an unknown id 404, a bad body YARN's RemoteException wi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 import structlog
@@ -33,6 +35,7 @@ from aiohttp import web
 from rm.core.reports import AppDetail
 from rm.server import http_yarn as yj
 from rm.server.submissions import YarnContext
+from treadle import events as ev
 from treadle.errors import InvalidRequestError, NotFoundError
 from treadle.live.gate import Caller
 from treadle.rpc.v1 import client_pb2 as client_pb, common_pb2 as pb
@@ -57,12 +60,41 @@ class Host(Protocol):
 
     def find_app(self, request: web.Request) -> AppDetail: ...
 
+    def clock(self) -> yj.Clock: ...
+
+
+#: The events after which a container is no longer live.
+_CONTAINER_ENDS = frozenset((ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED, ev.CONTAINER_PREEMPTED))
+
+
+class AllocationTimes:
+    """When the RM allocated each live container (YARN's container creation time, its
+    ``startedTime``), read from the RM's event log as it grows: each call reads the
+    records logged since the last. A restarted RM's log holds its previous run's, so a
+    container recovered on its node's resync keeps its time."""
+
+    def __init__(self) -> None:
+        self._read = 0
+        self.at: dict[str, float] = {}  # live container -> when it was allocated
+
+    def update(self, records: Sequence[ev.Record]) -> dict[str, float]:
+        at = self.at
+        for r in islice(records, self._read, None):
+            event = r["event"]
+            if event == ev.CONTAINER_ALLOCATED:
+                at[r["container"]] = r["t"]
+            elif event in _CONTAINER_ENDS:
+                at.pop(r["container"], None)
+        self._read = len(records)
+        return at
+
 
 @dataclass
 class Writes:
     """The write handlers over ``RmHttp``."""
 
     h: Host
+    times: AllocationTimes = field(default_factory=AllocationTimes)
 
     @property
     def s(self) -> Any:
@@ -185,7 +217,10 @@ class Writes:
         rows = []
         app = self.s.rm.state.app(r.app_id)
         if attempt == r.attempt and app is not None:
-            rows = [yj.container_json(c, self.s.addresses.get(c.node_id, ""))
+            at, clock = self.times.update(self.s.rm.log.records), self.h.clock()
+            now_ms = clock.ms(self.s.now())
+            rows = [yj.container_json(c, self.s.addresses.get(c.node_id, ""),
+                                      clock.ms(at.get(c.container_id)), now_ms)
                     for c in app.containers.values()]  # fmt: skip
         return web.json_response({"container": rows})
 

@@ -344,17 +344,19 @@ def app_attempts(a: AppDetail, clock: Clock) -> dict[str, Any]:
     return {"appAttempts": {"appAttempt": out}}
 
 
-def container_json(c: Container, node_address: str) -> dict[str, Any]:
-    """A running container of an attempt (YARN's ContainerInfo; times are not kept)."""
+def container_json(c: Container, node_address: str, started_ms: int, now_ms: int) -> dict[str, Any]:
+    """A running container of an attempt (YARN's ContainerInfo): ``started_ms`` when the
+    RM allocated it (YARN's creation time; 0: not known), running for ``now_ms`` less
+    that, not finished (0)."""
     return {
         "containerId": c.container_id,
         "allocatedMB": mb(c.resources),
         "allocatedVCores": vcores(c.resources),
         "assignedNodeId": c.node_id,
         "priority": c.priority,
-        "startedTime": 0,
+        "startedTime": started_ms,
         "finishedTime": 0,
-        "elapsedTime": 0,
+        "elapsedTime": max(0, now_ms - started_ms) if started_ms else 0,
         "logUrl": "",
         "containerExitStatus": 0,
         "containerState": "RUNNING",
