@@ -6,8 +6,10 @@ servicers convert them to and from protobuf. Field names follow the wire contrac
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from treadle.frozen import slot_setters
 from treadle.model import JobSpec
@@ -183,6 +185,51 @@ class AppSubmission:
     #: The AM's ask strategy (a treadle.asks plugin) and its parameters as JSON.
     ask_strategy: str = "greedy"
     ask_params_json: str = "{}"
+    #: YARN's submission-context fields treadle keeps and reports but does not schedule
+    #: by: the priority (changed by the REST API's priority PUT), the application type
+    #: (empty: the RM's default) and tags.
+    priority: int = 0
+    app_type: str = ""
+    tags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """All but the job (a state store's record: ``rm.core.state.AppRecord``)."""
+        return {
+            "name": self.name,
+            "user": self.user,
+            "queue": self.queue,
+            "tasks": self.tasks,
+            "alone_jct_s": self.alone_jct_s,
+            "managed_am": self.managed_am,
+            "ask_strategy": self.ask_strategy,
+            "ask_params_json": self.ask_params_json,
+            "priority": self.priority,
+            "app_type": self.app_type,
+            "tags": list(self.tags),
+        }
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], job: JobSpec | None) -> AppSubmission:
+        """``to_json``'s answer back, with ``job``; the fields a record written before
+        they were kept lacks (priority, type, tags) take their defaults."""
+        alone = d["alone_jct_s"]
+        tags = d.get("tags", ())
+        if not isinstance(tags, list | tuple):
+            raise ValueError(f"tags must be a list, got {tags!r}")
+        return cls(
+            str(d["name"]),
+            str(d["user"]),
+            str(d["queue"]),
+            int(d["tasks"]),
+            None if alone is None else float(alone),
+            job,
+            bool(d["managed_am"]),
+            str(d["ask_strategy"]),
+            str(d["ask_params_json"]),
+            int(d.get("priority", 0)),
+            str(d.get("app_type", "")),
+            tuple(str(t) for t in tags),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,12 @@ system was submitted last (Hadoop keys on ``JobInProgress.getStartTime()``, the
 submission time, of every running job), its containers least elapsed first. The RM ends
 each PREEMPTED; its task runs again in full and does not count as a failed attempt. AM
 containers are never taken.
+
+A client's move (``on_app_moved``): the application's containers count in its new
+queue's account from then on (held, charged, preempted as the new queue's), what they
+held before in the interval stays charged to the old queue, and its pending tasks wait
+under the new queue's quota. The spec is silent on moves (the paper's queue is its
+user's); this is the reading that charges each account for exactly what its queue held.
 """
 
 from __future__ import annotations
@@ -102,7 +108,7 @@ class DpPolicy(Policy[DpParams]):
         self._area: dict[str, float] = {}  # queue -> container-seconds this interval
         self._since: dict[str, float] = {}  # queue -> when _area was last brought up
         self._interval_start = 0.0
-        self._queue_of: dict[str, str] = {}  # live container -> its queue
+        self._queue_of: dict[str, tuple[str, str]] = {}  # live container -> (app, queue)
         self._held: dict[str, tuple[str, str, float]] = {}  # task cid -> (app, queue, t)
         self._last_kill = -math.inf
         self._changes = Changes()
@@ -303,6 +309,33 @@ class DpPolicy(Policy[DpParams]):
                 yield placement(app.app_id, ask.priority)
                 self._file(app, cluster)
 
+    def on_app_moved(self, app: AppView, old_queue: str, cluster: ClusterView) -> None:
+        """From the move on, ``app``'s containers count in (and are charged to) its new
+        queue's account; what they held before stays charged to the old one's. Its pending
+        tasks wait under the new queue's quota."""
+        now, new = cluster.now, app.queue
+        self._bring_up(old_queue, now)  # the interval's usage so far stays where it was
+        self._bring_up(new, now)
+        moved = 0
+        for cid, (app_id, q) in self._queue_of.items():
+            if app_id == app.app_id and q == old_queue:
+                self._queue_of[cid] = (app_id, new)
+                held = self._held.get(cid)
+                if held is not None:
+                    self._held[cid] = (app_id, new, held[2])
+                moved += 1
+        self._running[old_queue] = self._running.get(old_queue, 0) - moved
+        self._running[new] = self._running.get(new, 0) + moved
+        members = self._members.get(old_queue)
+        if members is not None:
+            members.discard(app.app_id)
+            if not members:
+                del self._members[old_queue]
+        self._within_quota.remove(app.app_id)
+        self._file(app, cluster)
+        for q in (old_queue, new):  # either may have crossed its quota
+            self._quota_crossed(q, self._under(q))
+
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         app = cluster.apps[container.app_id]
         q, now, cid = app.queue, cluster.now, container.container_id
@@ -311,7 +344,7 @@ class DpPolicy(Policy[DpParams]):
         self._running[q] = held + 1
         if self._quota.get(q, 0) - held == 1:  # it was under its quota by one: now at it
             self._quota_crossed(q, False)
-        self._queue_of[cid] = q
+        self._queue_of[cid] = (app.app_id, q)
         if container.priority >= 0:  # AM containers are never preempted
             self._held[cid] = (app.app_id, q, now)
 
@@ -319,9 +352,10 @@ class DpPolicy(Policy[DpParams]):
         self, container: Container, status: ContainerStatus, cluster: ClusterView
     ) -> None:
         cid = container.container_id
-        q = self._queue_of.pop(cid, None)
-        if q is None:
+        owner = self._queue_of.pop(cid, None)
+        if owner is None:
             return
+        q = owner[1]
         self._held.pop(cid, None)
         self._bring_up(q, cluster.now)
         held = self._running[q] = self._running[q] - 1

@@ -31,6 +31,13 @@ after their timeouts (``rm.policy.toolkit.fairpreempt``), checked every
 only while the cluster's usage passes ``utilization_threshold``, and an application
 preempted for is not starved again for ``starvation_recheck_s``. Without any of these the
 policy runs exactly as before.
+
+A client's move (``on_app_moved``) makes the application a member of its new leaf at
+once: it is served there, its demand and usage count in the new leaf's share and no
+longer in the old one's. Under the rules, as Hadoop's ``FairScheduler.moveApplication``:
+a runnable application is refused a move that would pass a queue's maxRunningApps or,
+with what it holds, its maxResources (below the lowest queue above both); a waiting one
+moves and runs there as soon as it may; its old queue may then run a waiting one.
 """
 
 from __future__ import annotations
@@ -127,6 +134,14 @@ class FairPolicy(CachedShares[FairParams], QueueTreePolicy[FairParams]):
         if self.limits is not None:
             self.limits.removed(app)
             self.shares_cache.invalidate()
+
+    def refuse_move(self, app: AppView, queue: str, cluster: ClusterView) -> str | None:
+        return None if self.limits is None else self.limits.refuse_move(app, queue, cluster)
+
+    def on_app_moved(self, app: AppView, old_queue: str, cluster: ClusterView) -> None:
+        super().on_app_moved(app, old_queue, cluster)  # its leaf's index, the shares
+        if self.limits is not None:
+            self.limits.moved(app, old_queue)
 
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         if self.limits is not None:

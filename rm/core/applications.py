@@ -153,9 +153,10 @@ class Applications:
             self._ask_am_container(app)
         return app_id
 
-    def move(self, app_id: str, queue: str) -> str:
-        """Move a running application to another leaf queue (YARN's moveApplicationAcrossQueues);
-        the policy hears of it (``Policy.on_app_moved``). Returns the queue it left."""
+    def move(self, app_id: str, queue: str, now: float) -> str:
+        """Move a running application to another leaf queue (YARN's moveApplicationAcrossQueues)
+        unless the policy refuses (``Policy.refuse_move``); the policy hears of it
+        (``Policy.on_app_moved``). Returns the queue it left."""
         st = self._state
         app = self.running(app_id)
         target = st.queues.get(queue)
@@ -166,6 +167,10 @@ class Applications:
         old = app.queue
         if old == queue:
             return old
+        st.now = now  # the policy sees the move's time
+        refused = self._scheduler.policy.refuse_move(app, queue, st)
+        if refused:
+            raise InvalidRequestError(f"moving {app_id} to queue {queue!r}: {refused}")
         _move_books(st, app, queue)
         sub = app.submission
         real = sub.job if sub.job is None else dataclasses.replace(sub.job, queue=queue)

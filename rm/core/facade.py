@@ -32,6 +32,7 @@ completions of the same heartbeat, the other containers of a lost node), in one 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 
 from rm.core.accounts import Accounts
@@ -47,7 +48,7 @@ from rm.core.scheduling import MAX_REJECTIONS_PER_HEARTBEAT, Scheduler, overridd
 from rm.core.state import AM_PRIORITY, Application, AppRecord, AppState, ClusterState
 from rm.policy import Policy
 from treadle.acl import QueueAcls, user_groups
-from treadle.errors import ConflictError
+from treadle.errors import ConflictError, InvalidRequestError
 from treadle.events import EventLog
 from treadle.messages import (
     AllocateRequest,
@@ -181,12 +182,20 @@ class ResourceManager:
         self.admission.admit(sub.tasks)
         return app_id
 
-    def move_application(self, app_id: str, queue: str) -> str:
+    def move_application(self, app_id: str, queue: str, now: float) -> str:
         """Move a running application to another leaf queue its user may submit to (the
-        queue's ACLs); the queue it left."""
+        queue's ACLs) at ``now``; the queue it left."""
         app = self.apps.running(app_id)
         self.admission.check_queue(app.user, queue)
-        return self.apps.move(app_id, queue)
+        return self.apps.move(app_id, queue, now)
+
+    def set_application_priority(self, app_id: str, priority: int) -> None:
+        """Change a running application's priority (YARN's updateApplicationPriority): kept
+        in its submission, so reported and stored; treadle's policies do not order by it."""
+        app = self.apps.running(app_id)
+        if priority < 0:
+            raise InvalidRequestError(f"priority must be >= 0, got {priority}")
+        app.submission = dataclasses.replace(app.submission, priority=priority)
 
     def register_application_master(self, app_id: str, now: float) -> AmRegistration:
         return self.apps.register_am(app_id, now)

@@ -11,6 +11,7 @@ from rm.core.queues import Queue
 from rm.core.scheduling import Scheduler
 from rm.core.state import Application, AppState, ClusterState
 from treadle.errors import NotFoundError
+from treadle.messages import AppSubmission
 from treadle.resources import ZERO, Resources
 
 
@@ -144,6 +145,7 @@ class AppDetail:
     allocated: Resources
     demand: Resources  # what its outstanding asks add up to
     share: Resources | None  # the policy's entitlement, when it sends shares
+    submission: AppSubmission  # its priority, type and tags among the rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +214,7 @@ def app_details(
                 a.allocated,
                 a.demand if running else ZERO,
                 share_of(a.app_id) if running else None,
+                a.submission,
             )
         )
     return out

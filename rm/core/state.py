@@ -470,18 +470,10 @@ class AppRecord:
     def to_json(self) -> dict[str, Any]:
         """Everything but the job (the store keeps it as the wire's bytes) and the done
         tasks (a table of their own: each is written once)."""
-        s = self.submission
         return {
             "app_id": self.app_id,
             "seq": self.seq,
-            "name": s.name,
-            "user": s.user,
-            "queue": s.queue,
-            "tasks": s.tasks,
-            "alone_jct_s": s.alone_jct_s,
-            "managed_am": s.managed_am,
-            "ask_strategy": s.ask_strategy,
-            "ask_params_json": s.ask_params_json,
+            **self.submission.to_json(),
             "state": str(self.state),
             "submit_s": self.submit_s,
             "finish_s": self.finish_s,
@@ -496,17 +488,7 @@ class AppRecord:
     def from_json(
         cls, d: Mapping[str, Any], job: JobSpec | None, done: Iterable[tuple[int, int]]
     ) -> AppRecord:
-        sub = AppSubmission(
-            str(d["name"]),
-            str(d["user"]),
-            str(d["queue"]),
-            int(d["tasks"]),
-            None if d["alone_jct_s"] is None else float(d["alone_jct_s"]),
-            job,
-            bool(d["managed_am"]),
-            str(d["ask_strategy"]),
-            str(d["ask_params_json"]),
-        )
+        sub = AppSubmission.from_json(d, job)
         finish = d["finish_s"]
         return cls(
             str(d["app_id"]),

@@ -21,7 +21,8 @@ Optional hooks, every one a no-op by default (the RM skips a hook not overridden
   (queues and users known, no nodes nor applications yet); ``on_app_added`` when an
   application is submitted, ``on_app_removed`` when it finished, failed or was killed,
   ``on_app_moved`` when a client moved a running one to another leaf queue (by default
-  nothing: override it to keep state per queue);
+  nothing: override it to keep state per queue; ``refuse_move``, asked before, may
+  refuse the move by a rule of the policy's);
 - feeds: ``on_container_allocated`` after each of the policy's placements is applied
   (and for the containers an RM restart recovers), ``on_container_finished`` when a
   container ended (completed, failed, released, lost or preempted);

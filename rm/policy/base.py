@@ -165,6 +165,12 @@ class Policy(ABC, Generic[P]):
         reads ``app.queue`` when it places needs no more; one that keeps state per queue
         of its own overrides this."""
 
+    def refuse_move(self, app: AppView, queue: str, cluster: ClusterView) -> str | None:
+        """Why this policy refuses to move ``app`` to leaf ``queue`` (a rule of its own, e.g.
+        FairScheduler's maxRunningApps); None (the default): it takes it. Asked before
+        anything moves; a refusal leaves everything as it was and the client hears why."""
+        return None
+
     def on_container_allocated(self, container: Container, cluster: ClusterView) -> None:
         """A placement of this policy was applied."""
 

@@ -139,14 +139,8 @@ class RmHttp:
 
     def app_json(self, a: AppDetail, abs_of: dict[str, float]) -> dict[str, Any]:
         rm = self.s.rm
-        x = self.writes.extra(a.report.app_id)
         return yj.app_json(
-            a,
-            self.clock(),
-            self.s.now(),
-            rm.state.capacity,
-            abs_of.get(a.report.queue, 1.0),
-            (x.priority, x.app_type, x.tags),
+            a, self.clock(), self.s.now(), rm.state.capacity, abs_of.get(a.report.queue, 1.0)
         )
 
     # ------------------------------------------------------------------ handlers

@@ -16,7 +16,7 @@ response shapes (Hadoop's ResourceManagerRest.md):
 - ``GET /appstatistics`` and ``GET /apps/{id}/appattempts/{attempt}/containers``.
 
 A submission takes the same path as gRPC's (``RmServer.submit``: checks, core call, store
-write), so it survives an RM restart; priorities, types and tags are this process's own.
+write), so it survives an RM restart, with its priority (as last set), type and tags.
 A caller acts on its own applications only (or as an admin, or an administrator of the
 queue): others' get 403, an unknown id 404, a bad body YARN's RemoteException with 400.
 """
@@ -24,7 +24,9 @@ queue): others' get 403, an unknown id 404, a bad body YARN's RemoteException wi
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Protocol
 
 import structlog
@@ -32,6 +34,8 @@ from aiohttp import web
 
 from rm.core.reports import AppDetail
 from rm.server import http_yarn as yj
+from rm.server.submissions import YarnContext
+from treadle import events as ev
 from treadle.errors import InvalidRequestError, NotFoundError
 from treadle.live.gate import Caller
 from treadle.rpc.v1 import client_pb2 as client_pb, common_pb2 as pb
@@ -56,14 +60,33 @@ class Host(Protocol):
 
     def find_app(self, request: web.Request) -> AppDetail: ...
 
+    def clock(self) -> yj.Clock: ...
 
-@dataclass
-class Extras:
-    """What YARN reports of an application that treadle's core does not keep."""
 
-    priority: int = 0
-    app_type: str = yj.APP_TYPE
-    tags: tuple[str, ...] = ()
+#: The events after which a container is no longer live.
+_CONTAINER_ENDS = frozenset((ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED, ev.CONTAINER_PREEMPTED))
+
+
+class AllocationTimes:
+    """When the RM allocated each live container (YARN's container creation time, its
+    ``startedTime``), read from the RM's event log as it grows: each call reads the
+    records logged since the last. A restarted RM's log holds its previous run's, so a
+    container recovered on its node's resync keeps its time."""
+
+    def __init__(self) -> None:
+        self._read = 0
+        self.at: dict[str, float] = {}  # live container -> when it was allocated
+
+    def update(self, records: Sequence[ev.Record]) -> dict[str, float]:
+        at = self.at
+        for r in islice(records, self._read, None):
+            event = r["event"]
+            if event == ev.CONTAINER_ALLOCATED:
+                at[r["container"]] = r["t"]
+            elif event in _CONTAINER_ENDS:
+                at.pop(r["container"], None)
+        self._read = len(records)
+        return at
 
 
 @dataclass
@@ -71,14 +94,11 @@ class Writes:
     """The write handlers over ``RmHttp``."""
 
     h: Host
-    extras: dict[str, Extras] = field(default_factory=dict)
+    times: AllocationTimes = field(default_factory=AllocationTimes)
 
     @property
     def s(self) -> Any:
         return self.h.s
-
-    def extra(self, app_id: str) -> Extras:
-        return self.extras.get(app_id) or Extras()
 
     async def _body(self, request: web.Request) -> tuple[Caller, dict[str, Any]]:
         raw = await request.read()
@@ -111,9 +131,8 @@ class Writes:
         caller, data = await self._body(request)
         if not caller.user:
             raise InvalidRequestError("name the submitting user (simple mode: ?user.name=)")
-        sub, extras = submission_from_yarn(data, caller.user)
-        app_id, _ = await self.s.submit(caller, sub, str(data.get("application-id") or ""))
-        self.extras[app_id] = extras
+        sub, yarn = submission_from_yarn(data, caller.user)
+        app_id, _ = await self.s.submit(caller, sub, str(data.get("application-id") or ""), yarn)
         url = f"{request.path.rstrip('/')}/{app_id}"
         return web.json_response(None, status=202, headers={"Location": url})
 
@@ -147,7 +166,7 @@ class Writes:
             raise InvalidRequestError('the body must name the target queue: {"queue": NAME}')
         a = self._own_app(request, caller, "move the applications")
         s = self.s
-        old = s.rm.move_application(a.report.app_id, queue)
+        old = s.rm.move_application(a.report.app_id, queue, s.now())
         log.info("app_moved", app=a.report.app_id, by=caller.user, queue=queue, was=old)
         s.persist([a.report.app_id])
         s.after_core_calls()
@@ -156,7 +175,7 @@ class Writes:
     # ------------------------------------------------------------------ priority
     async def get_priority(self, request: web.Request) -> web.Response:
         a = self._own_app(request, self.h.caller(request), "read the applications")
-        return web.json_response({"priority": self.extra(a.report.app_id).priority})
+        return web.json_response({"priority": a.submission.priority})
 
     async def put_priority(self, request: web.Request) -> web.Response:
         caller, data = await self._body(request)
@@ -164,7 +183,9 @@ class Writes:
         a = self._own_app(request, caller, "set the priority of the applications")
         if a.report.state != "RUNNING":
             raise InvalidRequestError(f"application {a.report.app_id} has ended")
-        self.extras.setdefault(a.report.app_id, Extras()).priority = priority
+        self.s.rm.set_application_priority(a.report.app_id, priority)
+        log.info("app_priority", app=a.report.app_id, by=caller.user, priority=priority)
+        self.s.persist([a.report.app_id])  # before the answer: a restart keeps it
         return web.json_response({"priority": priority})
 
     # ------------------------------------------------------------------ reads
@@ -180,7 +201,7 @@ class Writes:
                                       "one applicationType")  # fmt: skip
         counts: dict[str, int] = {}
         for a in self.h.apps():
-            if not types or self.extra(a.report.app_id).app_type.lower() == types[0].lower():
+            if not types or yj.app_type(a).lower() == types[0].lower():
                 counts[yj.yarn_state(a)] = counts.get(yj.yarn_state(a), 0) + 1
         kind = types[0].lower() if types else "*"
         items = [{"state": s, "type": kind, "count": counts.get(s, 0)}
@@ -196,7 +217,10 @@ class Writes:
         rows = []
         app = self.s.rm.state.app(r.app_id)
         if attempt == r.attempt and app is not None:
-            rows = [yj.container_json(c, self.s.addresses.get(c.node_id, ""))
+            at, clock = self.times.update(self.s.rm.log.records), self.h.clock()
+            now_ms = clock.ms(self.s.now())
+            rows = [yj.container_json(c, self.s.addresses.get(c.node_id, ""),
+                                      clock.ms(at.get(c.container_id)), now_ms)
                     for c in app.containers.values()]  # fmt: skip
         return web.json_response({"container": rows})
 
@@ -289,7 +313,7 @@ def _job(name: str, env: dict[str, str], resource: dict[str, float]) -> pb.JobSp
 
 def submission_from_yarn(
     data: dict[str, Any], user: str
-) -> tuple[client_pb.SubmitApplicationRequest, Extras]:
+) -> tuple[client_pb.SubmitApplicationRequest, YarnContext]:
     """A YARN submission context as treadle's submission (a bad field: 400)."""
     name = data.get("application-name") or "application"
     queue = data.get("queue") or "default"
@@ -311,8 +335,8 @@ def submission_from_yarn(
     request = client_pb.SubmitApplicationRequest(
         user=user, queue=queue, job=job, managed_am=not unmanaged
     )
-    extras = Extras(_int(data, "priority", 0), app_type, tuple(str(t) for t in tag_list))
-    return request, extras
+    yarn = YarnContext(_int(data, "priority", 0), app_type, tuple(str(t) for t in tag_list))
+    return request, yarn
 
 
 def add_routes(r: web.UrlDispatcher, w: Writes, ws: str) -> None:

@@ -247,17 +247,20 @@ def _number(q: Mapping[str, str], key: str, low: int = 0) -> int | None:
     return value
 
 
+def app_type(a: AppDetail) -> str:
+    """An application's YARN type: its submission's, or treadle's (``APP_TYPE``)."""
+    return a.submission.app_type or APP_TYPE
+
+
 def app_json(
     a: AppDetail,
     clock: Clock,
     now_s: float,
     cluster: Resources,
     queue_abs: float,
-    extras: tuple[int, str, Sequence[str]] = (0, APP_TYPE, ()),
 ) -> dict[str, Any]:
-    """One application; ``queue_abs``: its queue's absolute capacity (a fraction);
-    ``extras``: its priority, type and tags (``rm.server.http_writes``)."""
-    r = a.report
+    """One application; ``queue_abs``: its queue's absolute capacity (a fraction)."""
+    r, sub = a.report, a.submission
     started, finished = clock.ms(r.submit_s), clock.ms(r.finish_s)
     end = finished if r.finish_s is not None else clock.ms(now_s)
     share = a.allocated.dominant_share(cluster) if cluster else 0.0
@@ -273,9 +276,9 @@ def app_json(
         "trackingUrl": "",
         "diagnostics": r.diagnostics,
         "clusterId": clock.ms(0.0),
-        "applicationType": extras[1],
-        "applicationTags": ",".join(extras[2]),
-        "priority": extras[0],
+        "applicationType": app_type(a),
+        "applicationTags": ",".join(sub.tags),
+        "priority": sub.priority,
         "startedTime": started,
         "launchTime": started,
         "finishedTime": finished,
@@ -341,17 +344,19 @@ def app_attempts(a: AppDetail, clock: Clock) -> dict[str, Any]:
     return {"appAttempts": {"appAttempt": out}}
 
 
-def container_json(c: Container, node_address: str) -> dict[str, Any]:
-    """A running container of an attempt (YARN's ContainerInfo; times are not kept)."""
+def container_json(c: Container, node_address: str, started_ms: int, now_ms: int) -> dict[str, Any]:
+    """A running container of an attempt (YARN's ContainerInfo): ``started_ms`` when the
+    RM allocated it (YARN's creation time; 0: not known), running for ``now_ms`` less
+    that, not finished (0)."""
     return {
         "containerId": c.container_id,
         "allocatedMB": mb(c.resources),
         "allocatedVCores": vcores(c.resources),
         "assignedNodeId": c.node_id,
         "priority": c.priority,
-        "startedTime": 0,
+        "startedTime": started_ms,
         "finishedTime": 0,
-        "elapsedTime": 0,
+        "elapsedTime": max(0, now_ms - started_ms) if started_ms else 0,
         "logUrl": "",
         "containerExitStatus": 0,
         "containerState": "RUNNING",

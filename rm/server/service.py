@@ -29,7 +29,7 @@ from treadle.live import auth, lag, wire
 from treadle.live.clock import EmulatedClock
 from treadle.live.gate import Caller, Gate
 from treadle.live.rpcutil import CHANNEL_OPTIONS, TlsFiles, add_health, bind, channel, map_errors
-from treadle.messages import AppSubmission, ContainerLaunch, FinalStatus
+from treadle.messages import ContainerLaunch, FinalStatus
 from treadle.model import DEFAULT_QUEUE
 from treadle.rpc.v1 import (
     admin_pb2_grpc as admin_grpc,
@@ -175,11 +175,16 @@ class RmServer:
         return tasks
 
     async def submit(
-        self, caller: Caller, request: client_pb.SubmitApplicationRequest, app_id: str = ""
+        self,
+        caller: Caller,
+        request: client_pb.SubmitApplicationRequest,
+        app_id: str = "",
+        yarn: submissions.YarnContext = submissions.NO_CONTEXT,
     ) -> tuple[str, str]:
         """Submit ``request`` for ``caller`` (gRPC's SubmitApplication and the REST API's
         submit alike: the same checks, core call and store write), under ``app_id`` if
-        new-application handed it out; its id and AM token. What grows with a big
+        new-application handed it out, with ``yarn``'s fields (the REST API's); its id and
+        AM token. What grows with a big
         request runs off the event loop, so that it never holds up heartbeats."""
         big = request.ByteSize() > submissions.OFF_LOOP_BYTES
         off_loop = submissions.maybe_off_loop
@@ -192,23 +197,12 @@ class RmServer:
         tasks = await off_loop(big, submissions.check_limits, request, self.settings.limits)
         # Before decoding; submitting checks again (others may be admitted meanwhile).
         self.rm.admission.check(tasks)
-        job, strategy, params = await off_loop(big, submissions.decode, request, now)
-        sub = AppSubmission(
-            job.name,
-            request.user,
-            job.queue,
-            job.tasks,
-            request.alone_jct_s if request.has_alone_jct else None,
-            job,
-            request.managed_am,
-            strategy,
-            params,
-        )
+        sub = await off_loop(big, submissions.decode, request, now, yarn)
         app_id = self.rm.submit_application(sub, now, app_id)
         token = self.gate.issue_am_token(app_id)
         self.persist([app_id])  # before the answer: an acknowledged submission survives
         self.after_core_calls()
-        log.info("app_submitted", app=app_id, name=job.name, user=request.user, by=caller.user)
+        log.info("app_submitted", app=app_id, name=sub.name, user=request.user, by=caller.user)
         return app_id, token
 
     def kill(self, caller: Caller, app_id: str) -> None:

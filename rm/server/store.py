@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS replay (user TEXT PRIMARY KEY, newest_ns INTEGER NOT 
 """
 # Schema changes stay backward compatible within a version: a new table is created when
 # an older store is opened (``replay``), a new field of an application's record is read
-# with its default when absent (``uncounted_attempts``). Anything else: a new version.
+# with its default when absent (``uncounted_attempts``; the submission's ``priority``,
+# ``app_type`` and ``tags``). Anything else: a new version, and a store of another
+# version is refused (``_damage``) before anything is written to it.
 
 
 @dataclass
@@ -113,15 +115,9 @@ class StateStore:
                 f"{self.path}: the state store is {problem}; refused (--fresh-state sets it "
                 "aside and starts an empty store)"
             )
-        version = self._meta("schema")
-        if version is None:
-            self._put_meta("schema", SCHEMA_VERSION)
-        elif version != SCHEMA_VERSION:
-            raise TreadleError(
-                f"--state-dir {directory}: state store schema {version}, this RM reads "
-                f"{SCHEMA_VERSION}"
-            )
         with self._tx():
+            if self._meta("schema") is None:  # a new store (an old one's was checked)
+                self._put_meta("schema", SCHEMA_VERSION)
             self._put_meta("cluster", cluster)
             self._put_meta("open", 1)
         # The open mark must be in the main file: a WAL missing later then shows.
@@ -366,6 +362,9 @@ def _damage(db: sqlite3.Connection, path: Path, cluster: str, wal_present: bool)
         return f"not a treadle state store ({e})"
     if "schema" not in meta:
         return "not a treadle state store (no schema in its header)"
+    if meta["schema"] != SCHEMA_VERSION:  # before anything is written to it
+        version = meta["schema"]
+        return f"of schema {version!r}, which this RM does not read (it reads {SCHEMA_VERSION})"
     theirs = meta.get("cluster")
     if theirs is not None and theirs != cluster:
         return f"another cluster's (its identity {theirs!r}, this RM's {cluster!r})"

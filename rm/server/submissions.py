@@ -8,12 +8,13 @@ import asyncio
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rm.server.config import RmLimits
 from treadle.errors import InvalidRequestError, LimitExceededError
 from treadle.live import wire
-from treadle.model import JobSpec
+from treadle.messages import AppSubmission
 from treadle.rpc.v1 import client_pb2 as client_pb
 
 #: A submission larger than this (bytes) is signed, checked and decoded in a thread.
@@ -56,8 +57,24 @@ async def maybe_off_loop(off: bool, fn: Callable[..., T], *args: Any) -> T:
     return await asyncio.get_running_loop().run_in_executor(_DECODER, fn, *args)
 
 
-def decode(request: client_pb.SubmitApplicationRequest, now: float) -> tuple[JobSpec, str, str]:
-    """The job, ask strategy and its parameters of a submission (off the event loop)."""
+@dataclass(frozen=True, slots=True)
+class YarnContext:
+    """YARN's submission-context fields that gRPC's submission lacks (the REST API's:
+    ``rm.server.http_writes``), kept in the ``AppSubmission``."""
+
+    priority: int = 0
+    app_type: str = ""
+    tags: tuple[str, ...] = ()
+
+
+NO_CONTEXT = YarnContext()
+
+
+def decode(
+    request: client_pb.SubmitApplicationRequest, now: float, yarn: YarnContext = NO_CONTEXT
+) -> AppSubmission:
+    """A submission as the core takes it: its job, ask strategy and their parameters (off
+    the event loop), and ``yarn``'s fields."""
     job = wire.job_from_pb(request.job, request.user, request.queue or "default", now)
     params = request.ask_strategy.params_json or "{}"
     try:
@@ -65,7 +82,20 @@ def decode(request: client_pb.SubmitApplicationRequest, now: float) -> tuple[Job
             raise ValueError("not an object")
     except (ValueError, RecursionError) as e:
         raise InvalidRequestError(f"ask_strategy.params_json: {e}") from None
-    return job, request.ask_strategy.name or "greedy", params
+    return AppSubmission(
+        job.name,
+        request.user,
+        job.queue,
+        job.tasks,
+        request.alone_jct_s if request.has_alone_jct else None,
+        job,
+        request.managed_am,
+        request.ask_strategy.name or "greedy",
+        params,
+        yarn.priority,
+        yarn.app_type,
+        yarn.tags,
+    )
 
 
 def _limit(amount: int, what: str, name: str, cap: int) -> None:

@@ -111,3 +111,38 @@ def test_bad_scaling_values_are_one_line(tmp_path: Path, flags: list[str], expec
     )
     assert expected in line
     assert not (tmp_path / "o").exists()
+
+
+def test_run_refuses_an_existing_results_directory_before_asking_the_rm(tmp_path: Path) -> None:
+    """As ``treadle sim``: refused in one line naming --out and --force, before any RM is
+    reached (none listens at the address given)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    line = one_error_line(treadle("run", "tiny", "--rm", "127.0.0.1:9", "--out", str(out)))
+    assert f"--out {out} already holds files" in line
+    assert "--force" in line
+    assert (out / "summary.json").read_text() == "{}"
+    target = tmp_path / "results"
+    target.write_text("not a directory")
+    line = one_error_line(treadle("run", "tiny", "--rm", "127.0.0.1:9", "--out", str(target)))
+    assert f"--out {target} is a file" in line
+
+
+def test_run_with_force_writes_into_an_existing_results_directory(tmp_path: Path) -> None:
+    from treadle.testing.cluster import ClusterFactory
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")
+    factory = ClusterFactory(tmp_path / "clusters")
+    try:
+        cluster = factory("tiny", "fifo", secure=False, dilation=20.0)
+        proc = treadle("run", "tiny", "--rm", cluster.rm_address, "--out", str(out), "--force",
+                       "--no-slowdown")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    finally:
+        factory.close()
+    assert json.loads((out / "summary.json").read_text())["policy"] == "fifo"
+    assert (out / "notes.txt").read_text() == "mine"  # others stay

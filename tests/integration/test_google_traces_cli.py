@@ -57,3 +57,22 @@ def test_a_malformed_row_is_one_error_line(tmp_path: Path) -> None:
     assert proc.stderr.strip() == (
         f"error: {bad}: line 2.task_index: expected a number, got 'zero'"
     )
+
+
+@pytest.mark.parametrize("sample", ["google2011", "google2019/instance_events.csv"])
+def test_what_an_importer_left_out_is_noted_on_stderr_and_stdout_is_the_answer(
+    tmp_path: Path, sample: str
+) -> None:
+    """``validate`` and ``convert`` (no --log-level): stdout holds only the command's
+    answer, one line a script can read; the importer's notes (its jobs left out) are log
+    records on stderr."""
+    converted = tmp_path / "w.yaml"
+    for args in (["validate", f"tests/data/{sample}"],
+                 ["convert", f"tests/data/{sample}", "--to", str(converted)]):  # fmt: skip
+        proc = treadle(*args)
+        assert proc.returncode == 0, proc.stderr
+        (line,) = proc.stdout.splitlines()
+        assert "3 jobs, 6 tasks" in line
+        notes = [json.loads(r) for r in proc.stderr.splitlines()]
+        assert {n["event"] for n in notes} == {"left out"}
+        assert "1 jobs begun before the trace" in {n["what"] for n in notes}

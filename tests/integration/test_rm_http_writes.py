@@ -243,14 +243,32 @@ def test_secured_writes_signed_and_refused(tmp_path: Path) -> None:
 
 
 def test_a_rest_submission_and_its_move_survive_an_rm_restart(tmp_path: Path) -> None:
+    """The queue it was moved to, its priority as last set (PUT), its type and tags; of a
+    killed one too."""
     with rm_process(tmp_path, secured=False, store=True) as url:
         alice = simple(url, "alice")
         app_id = new_and_submit(alice)
         assert alice("PUT", f"/apps/{app_id}/queue", {"queue": "other"}).status_code == 200
+        assert alice("PUT", f"/apps/{app_id}/priority", {"priority": 9}).status_code == 200
+        killed = new_and_submit(alice, dag=False)
+        assert alice("PUT", f"/apps/{killed}/state", {"state": "KILLED"}).status_code == 200
     with rm_process(tmp_path, secured=False, store=True) as url:
-        app = simple(url, "alice")("GET", f"/apps/{app_id}").json()["app"]
+        alice = simple(url, "alice")
+        app = alice("GET", f"/apps/{app_id}").json()["app"]
         assert (app["name"], app["user"], app["queue"]) == ("rest-job", "alice", "other")
         assert app["state"] == "ACCEPTED"
+        assert (app["priority"], app["applicationType"], app["applicationTags"]) == (
+            9, "YARN", "rest,test")  # fmt: skip
+        assert alice("GET", f"/apps/{app_id}/priority").json() == {"priority": 9}
+        ended = alice("GET", f"/apps/{killed}").json()["app"]
+        assert (ended["state"], ended["priority"], ended["applicationType"]) == (
+            "KILLED", 3, "YARN")  # fmt: skip
+        stats = alice("GET", "/appstatistics", applicationTypes="YARN").json()
+        counts = {i["state"]: i["count"] for i in stats["appStatInfo"]["statItem"]}
+        assert (counts["ACCEPTED"], counts["KILLED"]) == (1, 1)
+        # Set again after the restart, and kept.
+        assert alice("PUT", f"/apps/{app_id}/priority", {"priority": 2}).status_code == 200
+        assert alice("GET", f"/apps/{app_id}").json()["app"]["priority"] == 2
 
 
 def cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,10 @@ UNAUTHENTICATED by an RM that no longer knows their tokens register again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -89,6 +91,50 @@ def test_another_clusters_store_is_refused(tmp_path: Path) -> None:
         tmp_path, "cluster-b"
     )
     StateStore(tmp_path, cluster=CLUSTER).close()  # its own cluster opens it
+
+
+def test_a_store_of_another_schema_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    """Refused in one line, the file as it was: no table this RM's schema adds (an older
+    store of schema 1 lacked ``replay``) is created in it first."""
+    db = written_store(tmp_path)
+    with contextlib.closing(sqlite3.connect(db)) as c, c:
+        c.execute("DROP TABLE replay")
+        c.execute("UPDATE meta SET value = '2' WHERE key = 'schema'")
+    before = db.read_bytes()
+    assert "of schema 2, which this RM does not read (it reads 1)" in refusal(tmp_path)
+    assert db.read_bytes() == before
+    with contextlib.closing(sqlite3.connect(db)) as c:
+        tables = {r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "replay" not in tables
+
+
+def test_a_store_written_before_priorities_were_kept_opens_with_the_defaults(
+    tmp_path: Path,
+) -> None:
+    """Its records lack the submission's priority, type and tags (as written before they
+    were kept): it opens, they read as YARN's defaults, and an RM writes them from then on."""
+    from rm.core.facade import ResourceManager
+    from treadle.messages import AppSubmission
+    from treadle.registry import build
+
+    rm = ResourceManager(build("policies", "fifo"), policy_errors="log")
+    sub = AppSubmission("j", "alice", "default", priority=4, app_type="SPARK", tags=("a", "b"))
+    old, new = (rm.submit_application(sub, 1.0) for _ in range(2))
+    store = StateStore(tmp_path, cluster=CLUSTER)
+    store.save_clock(1000.0, 1.0)
+    store.save_apps(rm.app_records([old, new], {}), {}, new=True)
+    store.close()
+    with contextlib.closing(sqlite3.connect(tmp_path / DB_NAME)) as c, c:
+        c.execute(
+            "UPDATE apps SET record = json_remove(record, '$.priority', '$.app_type', '$.tags') "
+            "WHERE app_id = ?",
+            (old,),
+        )
+    store = StateStore(tmp_path, cluster=CLUSTER)
+    loaded = {r.app_id: r.submission for r in store.load().apps}
+    store.close()
+    kept = {a: (s.priority, s.app_type, s.tags) for a, s in loaded.items()}
+    assert kept == {old: (0, "", ()), new: (4, "SPARK", ("a", "b"))}
 
 
 def killed_writer(where: Path) -> None:

@@ -55,7 +55,7 @@ def test_a_move_takes_the_usage_to_the_new_queue_and_tells_the_policy() -> None:
     assert held == SMALL * 2
     assert used(rm, "a") == held
     assert used(rm, "left") == held
-    assert rm.move_application(app, "c") == "a"
+    assert rm.move_application(app, "c", 1.5) == "a"
     assert rm.state.apps[app].queue == "c"
     assert policy.moves == [(app, "a", "c")]
     for queue, expected in (("a", Resources()), ("left", Resources()), ("c", held),
@@ -76,7 +76,7 @@ def test_a_move_to_an_unknown_or_parent_queue_is_refused_and_changes_nothing(que
     rm = ResourceManager(TellingFifo(), queues=TREE)
     app = running_app(rm)
     with pytest.raises(InvalidRequestError, match=queue):
-        rm.move_application(app, queue)
+        rm.move_application(app, queue, 1.5)
     assert rm.state.apps[app].queue == "a"
     assert used(rm, "a") == SMALL * 2
 
@@ -88,7 +88,7 @@ def test_a_move_into_a_queue_whose_acls_refuse_the_user_is_refused() -> None:
     rm = ResourceManager(FifoPolicy(), queues=tree)
     app = running_app(rm)
     with pytest.raises(PermissionDeniedError):
-        rm.move_application(app, "c")
+        rm.move_application(app, "c", 1.5)
     assert rm.state.apps[app].queue == "a"
 
 

@@ -203,9 +203,11 @@ def load(
 ) -> Any:
     """The workload; ``options`` (``trace_options``) apply to a WTA CSV only. Loaded with
     the cyclic garbage collector paused (``treadle.study.heap``)."""
+    from treadle.live import logs
     from treadle.study import heap
     from treadle.workload import load_workload, workload_format
 
+    logs.configure_once()  # an importer's notes on stderr (a command's level, if it set one)
     if options:
         used = workload_format(workload, fmt)
         if used != "wta":

@@ -22,6 +22,7 @@ from treadle.cli.cluster import (
 )
 from treadle.cli.common import (
     USAGE,
+    ForceOpt,
     FormatOpt,
     LogLevelOpt,
     ManagedAmOpt,
@@ -29,6 +30,7 @@ from treadle.cli.common import (
     OutOpt,
     SetOpt,
     WorkloadArg,
+    check_out,
     errors,
     fail,
     load,
@@ -117,6 +119,7 @@ def run_live(
     tls_ca: TlsCaOpt = None,
     cluster_dir: ClusterDirOpt = DEFAULT_CLUSTER_DIR,
     accept_failures: AcceptFailuresOpt = False,
+    force: ForceOpt = False,
 ) -> None:
     """Replay WORKLOAD on a live cluster (RM at --rm, else the one `treadle cluster up`
     recorded); write the files `treadle sim` does. It signs its calls as --user (or
@@ -126,6 +129,7 @@ def run_live(
     with errors():
         logs.configure(log_level)
         check_events(events)
+        check_out(out_dir, force)  # as `treadle sim`: before the RM is asked anything
         rm = rm if rm is not None else _recorded_rm(cluster_dir)
         identify(rm, user, key_file, (tls_cert, tls_key, tls_ca), cluster_dir)
         from treadle.cluster.driver import run_async, wait_for_rm

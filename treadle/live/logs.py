@@ -38,3 +38,12 @@ def configure(level: str = "warning", *, json: bool | None = None) -> None:
         cache_logger_on_first_use=True,
     )
     _configured = True
+
+
+def configure_once(level: str = "info") -> None:
+    """``configure(level)`` unless this process configured its logs already: a command
+    without ``--log-level`` (``treadle validate``, ``convert``) that reads a trace logs an
+    importer's notes (what it left out) on stderr, never on stdout (structlog's own
+    default), which stays the command's answer."""
+    if not _configured:
+        configure(level)

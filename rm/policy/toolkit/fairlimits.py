@@ -14,7 +14,7 @@ leaves (Hadoop: the fair share, or the available resources where it is 0)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from rm.policy.toolkit.fairpreempt import (
@@ -67,7 +67,9 @@ class FairLimits:
         self.am_used: dict[str, Resources] = {}  # per leaf, its AMs' resources
         self.am_room: dict[str, Resources] = {}  # per leaf, its AM limit this heartbeat
         self.held: dict[str, Held] = {}  # live task containers
-        self.queue_of: dict[str, str] = {}  # live container -> its application's queue
+        #: Live container -> its application and that application's queue.
+        self.queue_of: dict[str, tuple[str, str]] = {}
+        self.am_of: dict[str, Resources] = {}  # live AM container -> its resources
         self.starvation = Starvation()
         self.marked: dict[str, float] = {}  # container -> when to kill it
         self.relieved_until: dict[str, float] = {}  # application -> not starved till then
@@ -94,22 +96,58 @@ class FairLimits:
         self.runnable.remove(app.app_id)
         self.relieved_until.pop(app.app_id, None)
 
+    def refuse_move(self, app: AppView, queue: str, cluster: ClusterView) -> str | None:
+        """Why ``app`` may not move to ``queue``: a runnable application would pass the
+        maxRunningApps or, with what it holds, the maxResources of a queue between the
+        target and the lowest queue above both (Hadoop's
+        ``verifyMoveDoesNotViolateConstraints``)."""
+        full = self.runnable.blocks_move(app.app_id, queue)
+        if full is not None:
+            return f"it would violate queue maxRunningApps constraints on queue {full}"
+        if not self.runnable.is_runnable(app.app_id):
+            return None
+        above = set(_chain(self.rules, app.queue))
+        cap, held = cluster.capacity, app.allocated
+        for name in _chain(self.rules, queue):
+            if name in above:
+                break
+            most = resolve(self.rules[name].max_resources, cap)
+            if most is not None and not (cluster.queues[name].used + held).fits_in(most):
+                return f"it would violate queue maxShare constraints on queue {name}"
+        return None
+
+    def moved(self, app: AppView, old_queue: str) -> None:
+        """``app`` moved from ``old_queue``: it counts (runnable or waiting) in its new
+        queue, and so does its AM's share of the leaf's AM resources."""
+        self.runnable.move(app.app_id, app.queue)
+        for cid, (app_id, queue) in self.queue_of.items():
+            if app_id != app.app_id:
+                continue
+            self.queue_of[cid] = (app_id, app.queue)
+            am = self.am_of.get(cid)
+            if am is not None:  # its AM container
+                self.am_used[queue] = shortfall(self.am_used.get(queue, ZERO), am)
+                self.am_used[app.queue] = self.am_used.get(app.queue, ZERO) + am
+
     def allocated(self, container: Container, cluster: ClusterView) -> None:
         app = cluster.apps.get(container.app_id)
         if app is None:
             return
         cid, r = container.container_id, container.resources
-        self.queue_of[cid] = app.queue
+        self.queue_of[cid] = (app.app_id, app.queue)
         if container.priority < 0:  # an AM
+            self.am_of[cid] = r
             self.am_used[app.queue] = self.am_used.get(app.queue, ZERO) + r
         else:
             self.held[cid] = Held(cid, app.app_id, container.node_id, r, cluster.now)
 
     def finished(self, container: Container) -> None:
         cid = container.container_id
-        queue = self.queue_of.pop(cid, None)
+        owner = self.queue_of.pop(cid, None)
         self.marked.pop(cid, None)
-        if self.held.pop(cid, None) is None and queue is not None:
+        self.held.pop(cid, None)
+        if self.am_of.pop(cid, None) is not None and owner is not None:
+            queue = owner[1]
             self.am_used[queue] = shortfall(self.am_used.get(queue, ZERO), container.resources)
 
     # Placement --------------------------------------------------------------------
@@ -351,3 +389,11 @@ class FairLimits:
 
 def _or(x: float | None, default: float) -> float:
     return default if x is None else x
+
+
+def _chain(rules: Mapping[str, QueueRules], queue: str) -> Iterator[str]:
+    """``queue`` and the queues above it, up to the root."""
+    name: str | None = queue
+    while name is not None:
+        yield name
+        name = rules[name].parent

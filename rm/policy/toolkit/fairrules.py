@@ -186,6 +186,10 @@ class RunnableApps:
         self._user_running[user] -= 1
         for q in self._chain(queue):
             self._queue_running[q] -= 1
+        return self._wake()
+
+    def _wake(self) -> list[str]:
+        """The waiting applications that now pass, made runnable, oldest first."""
         woken: list[str] = []
         for waiting_id, (_, q, u) in sorted(self._waiting.items(), key=lambda kv: kv[1][0]):
             if self.can_run(q, u):
@@ -193,6 +197,39 @@ class RunnableApps:
                 self._run(waiting_id, q, u)
                 woken.append(waiting_id)
         return woken
+
+    def blocks_move(self, app_id: str, queue: str) -> str | None:
+        """The queue whose maxRunningApps a runnable ``app_id`` would pass in ``queue``, up
+        to (not counting) the lowest queue above both (Hadoop's
+        ``FairScheduler.verifyMoveDoesNotViolateConstraints``); None: none."""
+        held = self._runnable.get(app_id)
+        if held is None:
+            return None  # not runnable: it moves, and runs there when it can
+        shared = set(self._chain(held[0]))
+        for q in self._chain(queue):
+            if q in shared:
+                return None
+            m = self._queue_max.get(q)
+            if m is not None and self._queue_running.get(q, 0) >= m:
+                return q
+        return None
+
+    def move(self, app_id: str, queue: str) -> list[str]:
+        """``app_id`` moved to ``queue`` (``blocks_move`` let it): a runnable one runs there,
+        a waiting one waits there unless it can run; the applications that now may run,
+        oldest first (the moved one too, if it may now; Hadoop's ``executeMove``)."""
+        held = self._runnable.pop(app_id, None)
+        if held is not None:
+            old, user = held
+            for q in self._chain(old):
+                self._queue_running[q] -= 1
+            self._runnable[app_id] = (queue, user)
+            for q in self._chain(queue):
+                self._queue_running[q] = self._queue_running.get(q, 0) + 1
+        elif app_id in self._waiting:
+            seq, _, user = self._waiting[app_id]
+            self._waiting[app_id] = (seq, queue, user)
+        return self._wake()
 
     def is_runnable(self, app_id: str) -> bool:
         return app_id in self._runnable

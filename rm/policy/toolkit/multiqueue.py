@@ -26,6 +26,9 @@ and, for work conservation, the sampling jobs by submission. A job is refiled wh
 RM's feed says its application changed (asks, allocation, end) and when its books or
 queue change here; a placement costs O(positions x shapes + log jobs).
 
+YARN's leaf queues play no part here (the positions are runtime ranges): a client's
+move (``Policy.on_app_moved``) leaves a job where it was, and needs no hook.
+
 Log (``Policy.log_to``): a ``job_queue_changed`` record each time a job leaves a position
 for another (gs: out of the sampling position; las: a demotion); entering the first
 position is not a change.

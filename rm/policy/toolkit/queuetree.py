@@ -135,7 +135,26 @@ class QueueTreePolicy(Policy[P]):
             return leaf
         if leaf is None:
             return self._leaf(app)
-        del t.app_leaf[app_id], t.apps[app_id]
+        return self._unfile_app(t, app)
+
+    def on_app_moved(self, app: AppView, old_queue: str, cluster: ClusterView) -> None:
+        """``app`` waits in its new leaf from now on: it leaves the old one's index (and,
+        with ``flat``, its group is filed again) and joins the new one's."""
+        super().on_app_moved(app, old_queue, cluster)
+        t = self.__dict__.get("_queuetree")
+        if t is None or t.app_leaf.get(app.app_id) in (None, self._leaf(app)):
+            return
+        old = self._unfile_app(t, app)
+        new = self._file_app(t, app, cluster, True)
+        if self.flat:
+            for name in {old, new}:
+                self._file_group(t, name, cluster)
+
+    def _unfile_app(self, t: _Tree, app: AppView) -> str:
+        """Drop ``app`` (filed) from its leaf's index; that leaf."""
+        app_id = app.app_id
+        leaf = t.app_leaf.pop(app_id)
+        del t.apps[app_id]
         members = t.leaves[leaf]
         members.remove(app_id)
         if not members:

@@ -78,3 +78,8 @@ class CachedShares(Policy[P]):
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         super().on_app_removed(app, cluster)
         self._unasked.discard(app.app_id)
+
+    def on_app_moved(self, app: AppView, old_queue: str, cluster: ClusterView) -> None:
+        """Shares split by queue: they are recomputed at the next call."""
+        super().on_app_moved(app, old_queue, cluster)
+        self.shares_cache.invalidate()
