@@ -119,8 +119,12 @@ def app_sort_key(app_id: str) -> tuple[int, int, str]:
 # ---------------------------------------------------------------------- attempts
 def format_attempt_id(app: AppId | str, attempt: int) -> str:
     """ApplicationAttemptId.toString: ``appattempt_<cluster_ts>_<n>_<attempt>``, the
-    attempt at least 6 digits; ``app`` an AppId or an application id."""
-    a = parse_app_id(app) if isinstance(app, str) else app
+    attempt at least 6 digits; ``app`` an AppId or an application id. An id of another
+    shape (an application a state store kept from before treadle wrote YARN's ids) keeps
+    its text after ``application_``."""
+    a = app_or_none(app) if isinstance(app, str) else app
+    if a is None:
+        return f"{ATTEMPT_PREFIX}{str(app).removeprefix(APP_PREFIX)}_{attempt:06d}"
     return f"{ATTEMPT_PREFIX}{a.cluster_ts}_{a.n:04d}_{attempt:06d}"
 
 

@@ -36,6 +36,7 @@ def test_ids_are_written_as_hadoops_to_string() -> None:
     assert format_app_id(TS, 1) == "application_1410901177871_0001"
     assert format_app_id(TS, 12345) == "application_1410901177871_12345"  # wider when needed
     assert format_attempt_id(format_app_id(TS, 7), 2) == "appattempt_1410901177871_0007_000002"
+    assert format_attempt_id("application_00007", 2) == "appattempt_00007_000002"  # an old store's
     # ContainerId.toString's own examples: the epoch only when it is above 0.
     assert format_container_id(AppId(TS, 1), 1, 5) == "container_1410901177871_0001_01_000005"
     assert (
