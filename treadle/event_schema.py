@@ -92,7 +92,7 @@ def _f(
     return Field(name, type_, doc, nullable, optional, const, arg)
 
 
-_JOB = _f("job", "str", "application id (application_NNNNN)")
+_JOB = _f("job", "str", "application id (application_<clusterTimestamp>_NNNN)")
 _USER = _f("user", "str", "the submitting user")
 _QUEUE = _f("queue", "str", "the leaf queue")
 _NODE = _f("node", "str", "node id")

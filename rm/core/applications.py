@@ -28,6 +28,13 @@ from treadle.messages import (
     FinalStatus,
 )
 from treadle.resources import Resources
+from treadle.yarnids import (
+    SIM_CLUSTER_TIMESTAMP,
+    AppId,
+    app_or_none,
+    container_prefix,
+    format_app_id,
+)
 
 _PREEMPTED = ContainerState.PREEMPTED
 
@@ -51,6 +58,7 @@ class Applications:
         max_am_attempts: int,
         am_resources: Resources,
         max_completed: int | None = None,
+        cluster_ts: int = SIM_CLUSTER_TIMESTAMP,
     ) -> None:
         if max_am_attempts < 1:
             raise ValueError("max_am_attempts must be >= 1")
@@ -63,6 +71,10 @@ class Applications:
         self.max_am_attempts = max_am_attempts
         self.am_resources = am_resources
         self._seq = 0
+        #: The RM's cluster timestamp (ms) and epoch (its restarts): the ids it hands out
+        #: (``treadle.yarnids``).
+        self.cluster_ts = cluster_ts
+        self.rm_epoch = 0
         #: How many ended applications are kept (``rm.core.ended``; None: all).
         self.max_completed = max_completed
         #: Ended applications dropped since the host last took them (``take_dropped``).
@@ -77,12 +89,11 @@ class Applications:
 
     @property
     def next_seq(self) -> int:
-        """The sequence number the next submission gets (its id: ``application_`` and
-        ``next_seq + 1``)."""
+        """The sequence number the next submission gets (its id's number: ``next_seq + 1``)."""
         return self._seq
 
     def skip_ids(self, next_seq: int) -> None:
-        """Hand out no id below ``application_{next_seq + 1}``: a previous run of this RM
+        """Hand out no id numbered below ``next_seq + 1``: a previous run of this RM
         did, or logged it (``ResourceManager.restore``)."""
         self._seq = max(self._seq, next_seq)
 
@@ -109,7 +120,7 @@ class Applications:
         in the numbering, as in YARN."""
         seq = self._seq
         self._seq += 1
-        app_id = f"application_{seq + 1:05d}"
+        app_id = format_app_id(self.cluster_ts, seq + 1)
         self._reserved[app_id] = seq
         return app_id
 
@@ -136,9 +147,10 @@ class Applications:
         else:
             seq = self._seq
             self._seq += 1
-            app_id = f"application_{seq + 1:05d}"
+            app_id = format_app_id(self.cluster_ts, seq + 1)
         st.now = now  # the policy's on_app_added sees the submission's time
         app = Application(app_id, seq, sub, now)
+        self._number_containers(app)
         if self.blind and app.job is not None:
             app.job = blind_job(app.job)
         st.add_app(app)
@@ -188,6 +200,7 @@ class Applications:
         went with the NMs' resync, so it gets a new one."""
         st = self._state
         self._seq = max(self._seq, rec.seq + 1)
+        self.rm_epoch = rm_epoch
         if rec.state is not AppState.RUNNING:
             st.finished[rec.app_id] = _ended(rec)
             self._retain()
@@ -195,9 +208,6 @@ class Applications:
         app = Application(rec.app_id, rec.seq, rec.submission, rec.submit_s)
         if self.blind and app.job is not None:
             app.job = blind_job(app.job)
-        # Container ids of this RM epoch (YARN's container_eN_...): those the previous
-        # run granted are never reused.
-        app._cid_prefix = f"container_e{rm_epoch}_{rec.seq + 1:05d}_"
         app.attempt = rec.attempt
         app.uncounted_attempts = rec.uncounted_attempts
         app.done_tasks = dict.fromkeys(rec.done_tasks)
@@ -210,6 +220,7 @@ class Applications:
             self._ask_am_container(app)
         else:
             app.am_registered = rec.am_registered
+            self._number_containers(app)
 
     def finish(
         self, app_id: str, status: FinalStatus, now: float, diagnostics: str = "", attempt: int = 0
@@ -242,7 +253,20 @@ class Applications:
         self._retain()
 
     # ------------------------------------------------------------------ AM attempts
+    def _number_containers(self, app: Application) -> None:
+        """Name the containers granted from now on after the attempt they belong to (the
+        current one once its AM registered, else the one to come) and this RM's epoch, as
+        YARN does (``treadle.yarnids``): each attempt's start again at 000001 (the AM's),
+        and those of an earlier RM's epoch are never named again."""
+        attempt = app.attempt if app.am_registered else app.attempt + 1
+        key = app_or_none(app.app_id) or AppId(self.cluster_ts, app.seq + 1)
+        prefix = container_prefix(key, attempt, self.rm_epoch)
+        if prefix != app._cid_prefix:
+            app._cid_prefix = prefix
+            app.next_container = 1
+
     def _ask_am_container(self, app: Application) -> None:
+        self._number_containers(app)
         was_pending = app.pending > 0
         app.set_ask(Ask(AM_PRIORITY, self.am_resources, 1))
         pending = self._state.pending
@@ -255,6 +279,7 @@ class Applications:
         if not app.am_registered:
             app.attempt += 1
             app.am_registered = True
+            self._number_containers(app)
             app.response_id = 0
             app.last_response = None
             self._log.attempt_started(now, app_id, app.attempt)
@@ -316,6 +341,7 @@ class Applications:
         app.undelivered = []
         app.completed_reports = []
         app.am_registered = False
+        self._number_containers(app)
         self._state.tell(app_id)
         app.am_container = None
         if app.attempt - app.uncounted_attempts >= self.max_am_attempts:

@@ -62,6 +62,7 @@ from treadle.messages import (
 )
 from treadle.model import DEFAULT_QUEUE, ROOT_QUEUE, QueueSpec, UserSpec
 from treadle.resources import Resources
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP
 
 __all__ = [
     "AM_PRIORITY",
@@ -73,7 +74,10 @@ __all__ = [
 
 
 class ResourceManager:
-    """The RM core. ``policy`` decides placements; the parts keep the books."""
+    """The RM core. ``policy`` decides placements; the parts keep the books.
+    ``cluster_timestamp`` (ms) names the applications it admits (YARN's ids,
+    ``treadle.yarnids``): a live RM's start time, given by its host (the core reads no
+    clock); by default the simulator's fixed one."""
 
     def __init__(
         self,
@@ -90,6 +94,7 @@ class ResourceManager:
         policy_errors: str = "raise",
         max_pending_tasks: int | None = None,
         max_completed_applications: int | None = None,
+        cluster_timestamp: int = SIM_CLUSTER_TIMESTAMP,
     ) -> None:
         self.policy = policy
         tree = queues or QueueSpec(ROOT_QUEUE, children=(QueueSpec(DEFAULT_QUEUE),))
@@ -111,6 +116,7 @@ class ResourceManager:
             max_am_attempts=max_am_attempts,
             am_resources=am_resources or Resources(vcores=1, memory_mb=1024),
             max_completed=max_completed_applications,
+            cluster_ts=cluster_timestamp,
         )
         node_expiry = node_expiry_s if node_expiry_s is not None else 10 * heartbeat_s
         #: After a restart: the previous run's containers (``rm.core.recovery``).
@@ -143,6 +149,11 @@ class ResourceManager:
     @property
     def am_resources(self) -> Resources:
         return self.apps.am_resources
+
+    @property
+    def cluster_timestamp(self) -> int:
+        """The cluster timestamp (ms) of the applications this RM admits."""
+        return self.apps.cluster_ts
 
     # ------------------------------------------------------------------ effects
     def take_effects(self) -> Effects:
@@ -258,7 +269,7 @@ class ResourceManager:
         before any node registers: ended ones in the order they ended (those beyond the
         bound on ended applications dropped, ``rm.core.ended``), then running ones in
         submission order. ``rm_epoch`` (how many times the RM restarted) names the
-        containers granted from now on; no id below ``application_{next_seq + 1}`` is
+        containers granted from now on; no id numbered below ``next_seq + 1`` is
         handed out again (a previous run did, or logged it, even if the store lacks it)."""
         if self.state.apps or self.state.finished or self.state.nodes:
             raise ConflictError("an RM restores its applications before anything else")

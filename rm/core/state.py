@@ -129,7 +129,7 @@ class Application:
     def __init__(self, app_id: str, seq: int, sub: AppSubmission, now: float) -> None:
         self.app_id = app_id
         self.seq = seq
-        self._cid_prefix = f"container_{seq + 1:05d}_"
+        self._cid_prefix = ""  # the containers' ids: ``Applications._number_containers``
         self.name = sub.name
         self.user = sub.user
         self.queue = sub.queue

@@ -47,6 +47,7 @@ from treadle.errors import InvalidRequestError, NotFoundError, TreadleError
 from treadle.live import auth
 from treadle.live.gate import ANYONE, Caller, Gate
 from treadle.live.rpcutil import TlsFiles
+from treadle.yarnids import format_node_id
 
 if TYPE_CHECKING:
     from rm.server.service import RmServer
@@ -120,7 +121,7 @@ class RmHttp:
 
     def clock(self) -> yj.Clock:
         c = self.s.clock
-        return yj.Clock(c.epoch, c.dilation)
+        return yj.Clock(c.epoch, c.dilation, self.s.rm.cluster_timestamp)
 
     def apps(self) -> list[AppDetail]:
         rm = self.s.rm
@@ -194,7 +195,7 @@ class RmHttp:
         self.caller(request)
         node_id = request.match_info["node_id"]
         for n in node_reports(self.s.rm.state):
-            if n.node_id == node_id:
+            if node_id in (n.node_id, format_node_id(n.node_id)):  # its NodeId, or its name
                 return web.json_response({"node": yj.node_json(n, self.clock())})
         raise NotFoundError(f"nodeId, {node_id}, is not found")
 

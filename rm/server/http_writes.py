@@ -39,6 +39,7 @@ from treadle import events as ev
 from treadle.errors import InvalidRequestError, NotFoundError
 from treadle.live.gate import Caller
 from treadle.rpc.v1 import client_pb2 as client_pb, common_pb2 as pb
+from treadle.yarnids import parse_app_id, parse_attempt_id
 
 log = structlog.get_logger("rm")
 
@@ -226,12 +227,17 @@ class Writes:
 
 
 def _attempt_number(text: str, app_id: str) -> int:
-    """An attempt by its YARN id (``appattempt_<app>_000001``) or its number."""
-    prefix = f"appattempt_{app_id.removeprefix('application_')}_"
-    digits = text.removeprefix(prefix)
-    if not digits.isdigit():
-        raise NotFoundError(f"appAttempt with id: {text} not found")
-    return int(digits)
+    """An attempt by its YARN id (``appattempt_<timestamp>_<app>_000001``, of ``app_id``)
+    or its number."""
+    if text.isdigit():
+        return int(text)
+    try:
+        attempt = parse_attempt_id(text)
+        if attempt.app == parse_app_id(app_id):
+            return attempt.attempt
+    except ValueError:
+        pass
+    raise NotFoundError(f"appAttempt with id: {text} not found")
 
 
 def _int(data: dict[str, Any], key: str, default: int | None, low: int = 0) -> int:

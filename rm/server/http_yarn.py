@@ -11,6 +11,10 @@ the mapping:
   difference. The emulated seconds are given beside them (``submitS``, ``finishS``);
 - an application is ``ACCEPTED`` until an AM attempt registers, then ``RUNNING``; it ends
   ``FINISHED`` (final status SUCCEEDED), ``FAILED`` or ``KILLED``. Progress is in percent;
+- ids are YARN's (``treadle.yarnids``): ``application_<clusterTimestamp>_0001``, its
+  attempts ``appattempt_..._000001``, containers ``container_[e<epoch>_]..._01_000001``;
+  a node's id is its NodeId, ``host:port`` (a name that is not ``host:port`` gets the
+  emulated NodeManagers' port), and ``/nodes/{id}`` takes the NodeId or the bare name;
 - a node is ``RUNNING`` or ``LOST``;
 - the scheduler is a capacity scheduler's queue tree (capacities in percent) with the
   policy's view added to each queue: ``policyShare`` (the sum of its applications'
@@ -30,6 +34,7 @@ from rm.policy.accounts import AccountInfo
 from treadle.errors import InvalidRequestError
 from treadle.messages import Container
 from treadle.resources import Resources
+from treadle.yarnids import format_attempt_id, format_node_id
 
 VERSION = "treadle"
 APP_TYPE = "TREADLE"
@@ -44,10 +49,17 @@ _UNITS = {"memory_mb": ("memory-mb", "Mi"), "vcores": ("vcores", "")}
 
 @dataclass(frozen=True)
 class Clock:
-    """How emulated seconds map to wall-clock dates: ``epoch_unix_s + t / dilation``."""
+    """How emulated seconds map to wall-clock dates: ``epoch_unix_s + t / dilation``;
+    ``cluster_ts``: the RM's cluster timestamp (ms, YARN's cluster id: it names the
+    applications the RM admits; default the epoch's ms)."""
 
     epoch_unix_s: float
     dilation: float
+    cluster_ts: int | None = None
+
+    @property
+    def cluster_id(self) -> int:
+        return self.ms(0.0) if self.cluster_ts is None else self.cluster_ts
 
     def ms(self, t: float | None) -> int:
         if t is None:
@@ -84,7 +96,7 @@ def cluster_info(clock: Clock, policy: str) -> dict[str, Any]:
     started = clock.ms(0.0)
     return {
         "clusterInfo": {
-            "id": started,
+            "id": clock.cluster_id,
             "startedOn": started,
             "state": "STARTED",
             "haState": "ACTIVE",
@@ -275,7 +287,7 @@ def app_json(
         "trackingUI": "History" if r.finish_s is not None else "ApplicationMaster",
         "trackingUrl": "",
         "diagnostics": r.diagnostics,
-        "clusterId": clock.ms(0.0),
+        "clusterId": clock.cluster_id,
         "applicationType": app_type(a),
         "applicationTags": ",".join(sub.tags),
         "priority": sub.priority,
@@ -284,9 +296,9 @@ def app_json(
         "finishedTime": finished,
         "elapsedTime": max(0, end - started),
         "amContainerLogs": "",
-        "amHostHttpAddress": a.am_node or "",
+        "amHostHttpAddress": format_node_id(a.am_node or ""),
         "amRPCAddress": "N/A",
-        "masterNodeId": a.am_node or "",
+        "masterNodeId": format_node_id(a.am_node or ""),
         "allocatedMB": mb(a.allocated),
         "allocatedVCores": vcores(a.allocated),
         "reservedMB": 0,
@@ -329,12 +341,12 @@ def app_attempts(a: AppDetail, clock: Clock) -> dict[str, Any]:
         out.append(
             {
                 "id": n,
-                "appAttemptId": f"appattempt_{r.app_id.removeprefix('application_')}_{n:06d}",
+                "appAttemptId": format_attempt_id(r.app_id, n),
                 "startTime": clock.ms(r.submit_s) if n == 1 else 0,
                 "finishedTime": clock.ms(r.finish_s) if current else 0,
                 "containerId": (a.am_container or "") if current else "",
-                "nodeHttpAddress": (a.am_node or "") if current else "",
-                "nodeId": (a.am_node or "") if current else "",
+                "nodeHttpAddress": format_node_id(a.am_node or "") if current else "",
+                "nodeId": format_node_id(a.am_node or "") if current else "",
                 "logsLink": "",
                 "blacklistedNodes": "",
                 "nodesBlacklistedBySystem": "",
@@ -352,7 +364,7 @@ def container_json(c: Container, node_address: str, started_ms: int, now_ms: int
         "containerId": c.container_id,
         "allocatedMB": mb(c.resources),
         "allocatedVCores": vcores(c.resources),
-        "assignedNodeId": c.node_id,
+        "assignedNodeId": format_node_id(c.node_id),
         "priority": c.priority,
         "startedTime": started_ms,
         "finishedTime": 0,
@@ -361,7 +373,7 @@ def container_json(c: Container, node_address: str, started_ms: int, now_ms: int
         "containerExitStatus": 0,
         "containerState": "RUNNING",
         "nodeHttpAddress": node_address,
-        "nodeId": c.node_id,
+        "nodeId": format_node_id(c.node_id),
         "allocatedResources": resource_info(c.resources),
     }
 
@@ -384,12 +396,12 @@ def parse_node_states(text: str) -> frozenset[str]:
 
 def node_json(n: NodeReport, clock: Clock) -> dict[str, Any]:
     free = n.capacity - n.used if n.alive else Resources()
-    host = n.address.rsplit(":", 1)[0] if n.address else n.node_id
+    node_id = format_node_id(n.node_id)
     return {
-        "id": n.node_id,
+        "id": node_id,
         "rack": n.rack,
         "state": node_state(n),
-        "nodeHostName": host,
+        "nodeHostName": node_id.rpartition(":")[0] or node_id,  # the NodeId's host
         "nodeHTTPAddress": n.address,
         "lastHealthUpdate": clock.ms(n.last_heartbeat_s),
         "version": VERSION,

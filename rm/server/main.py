@@ -10,6 +10,7 @@ import gc
 import os
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
 import structlog
@@ -235,6 +236,9 @@ async def main_async(argv: list[str]) -> int:
         max_am_attempts=args.max_am_attempts,
         policy_errors="log",
         max_completed_applications=config.max_completed_applications,
+        # YARN's clusterTimeStamp: this RM's start (a restarted one's too, as YARN's; the
+        # applications it recovers keep their ids, and their numbers go on).
+        cluster_timestamp=round(time.time() * 1000),
     )
     settings = RmSettings(
         dilation=args.dilation,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import structlog
 from treadle import events as ev
 from treadle.errors import TreadleError
 from treadle.messages import ContainerState, ContainerStatus
+from treadle.yarnids import app_or_none
 
 log = structlog.get_logger("rm")
 
@@ -84,9 +84,6 @@ def read_events(path: str | Path) -> list[ev.Record]:
     return out
 
 
-_APP_ID = re.compile(r"application_(\d+)")
-
-
 def logged_next_seq(records: Iterable[ev.Record]) -> int:
     """The mark of ids past every application an event log saw submitted: a kill of the
     RM between its log's submission and the store's commit leaves an id the store lacks,
@@ -94,7 +91,7 @@ def logged_next_seq(records: Iterable[ev.Record]) -> int:
     out = 0
     for r in records:
         if r.get("event") == ev.JOB_SUBMITTED:
-            m = _APP_ID.fullmatch(str(r.get("job", "")))
-            if m is not None:
-                out = max(out, int(m.group(1)))  # the id's number is its seq + 1
+            app = app_or_none(r.get("job"))
+            if app is not None:
+                out = max(out, app.n)  # the id's number is its seq + 1
     return out

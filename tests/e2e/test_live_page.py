@@ -135,7 +135,7 @@ def test_live_page_shows_the_running_workload(
         jobs = {j.name for j in load_workload("demo").jobs}
         apps = [r["cells"] for r in snap["apps"]]
         for cells in apps:
-            assert re.fullmatch(r"application_\d+", cells[0])
+            assert re.fullmatch(r"application_\d+_\d{4,}", cells[0])
             assert cells[1] in jobs
             assert cells[3] in {"etl", "analytics", "adhoc"}
             assert cells[4] in {"ACCEPTED", "RUNNING", "FINISHED"}

@@ -20,6 +20,7 @@ from treadle import events as ev
 from treadle.registry import discover
 from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload import load_workload
+from treadle.yarnids import app_sort_key
 
 HERE = Path(__file__).resolve().parent
 DIGESTS = HERE / "digests.json"
@@ -54,7 +55,7 @@ def digest(workload: str, policy: str) -> dict[str, str]:
         events.update(b"\n")
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    for job in sorted(run.jobs, key=lambda j: j.job):
+    for job in sorted(run.jobs, key=lambda j: app_sort_key(j.job)):
         w.writerow([job.job, repr(job.finish_s)])
     summary = json.dumps(run.summary, sort_keys=True, allow_nan=True, default=str)
     return {

@@ -439,7 +439,7 @@ def test_unreachable_rm_is_one_line_and_exit_1() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    for extra in ([], ["--app-id", "application_00001"]):
+    for extra in ([], ["--app-id", "application_1000000000000_0001"]):
         proc = subprocess.run(
             [*AM, "--rm", f"127.0.0.1:{port}", "--rm-wait-s", "0.3", *extra],
             capture_output=True,
@@ -458,7 +458,7 @@ def test_unknown_application_is_one_line_and_exit_1() -> None:
                 "--rm",
                 cl.address,
                 "--app-id",
-                "application_99999",
+                "application_1000000000000_99999",
                 stderr=asyncio.subprocess.PIPE,
             )
             _, err = await asyncio.wait_for(proc.communicate(), 30)

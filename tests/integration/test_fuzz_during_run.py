@@ -226,7 +226,8 @@ class Fuzz:
         """Mostly an innocent application's id (as if leaked), else a guess."""
         if self.innocent_apps and self.rng.random() < 0.7:
             return self.rng.choice(self.innocent_apps)
-        return f"application_{self.rng.randint(1, 2 * INNOCENT_JOBS):05d}"
+        stamp = self.innocent_apps[0].split("_")[1] if self.innocent_apps else "1"
+        return f"application_{stamp}_{self.rng.randint(1, 2 * INNOCENT_JOBS):04d}"
 
     def junk_id(self) -> str:
         r = self.rng

@@ -203,7 +203,9 @@ def test_yarn_api_client_reads_what_cluster_status_shows(cluster: Cluster) -> No
     assert attempts[-1]["id"] >= 1
 
     nodes = yarn.cluster_nodes().data["nodes"]["node"]
-    assert sorted(n["id"] for n in nodes) == ["node1", "node2", "node3", "node4"]
+    # YARN's NodeIds (host:port); /nodes/{id} takes the NodeId or the bare name.
+    assert sorted(n["id"] for n in nodes) == [f"node{i}:8041" for i in (1, 2, 3, 4)]
+    assert yarn.cluster_node("node1:8041").data["node"]["id"] == "node1:8041"
     assert all(n["state"] == "RUNNING" for n in nodes)
     assert sum(n["totalResource"]["vCores"] for n in nodes) == 32
     node = yarn.cluster_node("node1").data["node"]

@@ -25,6 +25,7 @@ from yarn_api_client.errors import APIError
 
 from rm.server.http_auth import SignedAuth
 from treadle.live import auth
+from treadle.yarnids import format_attempt_id
 
 WS = "/ws/v1/cluster"
 KEYS = {"alice": "alice-key-0123456789", "bob": "bob-key-0123456789xx"}
@@ -157,7 +158,7 @@ def exercise_writes(call: Call) -> str:
     assert stats == {"appStatInfo": {"statItem": [{"state": "ACCEPTED", "type": "yarn",
                                                    "count": 1}]}}  # fmt: skip
     # No node, no AM attempt yet: attempt 1 is not known (a cluster's are: the last test).
-    attempt = f"appattempt_{app_id.removeprefix('application_')}_000001"
+    attempt = format_attempt_id(app_id, 1)
     containers = call("GET", f"/apps/{app_id}/appattempts/{attempt}/containers")
     assert_remote(containers, 404, "NotFoundException")
     # Bad bodies, unknown ids.

@@ -54,6 +54,7 @@ from treadle.rpc.v1 import (
     client_pb2_grpc as client_grpc,
     common_pb2 as pb,
 )
+from treadle.yarnids import format_container_id, parse_app_id
 
 
 def _wait_for(what: str, cond: Any, timeout_s: float = 30.0) -> None:
@@ -284,16 +285,15 @@ def test_applications_and_their_done_tasks_survive_an_rm_restart(tmp_path: Path)
                 # A container of the old run that no node reports within a node expiry
                 # ends as lost: the AM hears it and runs the task again.
                 recovery = state.rm.recovery
-                recovery.await_containers({"container_00001_000001": (one, "n1", True)}, 0.0)
+                old = format_container_id(one, 1, 1)  # granted by the run before
+                recovery.await_containers({old: (one, "n1", True)}, 0.0)
                 recovery.end_unreported(recovery.deadline)
                 req = am_pb.AllocateRequest(app_id=one, attempt=1, response_id=0)
                 resp = await am.Allocate(req, timeout=10)
-                assert [(s.container_id, s.exit_status) for s in resp.completed] == [
-                    ("container_00001_000001", -100)
-                ]
+                assert [(s.container_id, s.exit_status) for s in resp.completed] == [(old, -100)]
                 sub = client_pb.SubmitApplicationRequest(user="bob", job=_job("three"))
                 three = (await client.SubmitApplication(sub, timeout=10)).app_id
-                assert three == "application_00003"
+                assert parse_app_id(three).n == 3  # the numbers go on
         finally:
             await server.stop(None)
 

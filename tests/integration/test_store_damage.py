@@ -23,6 +23,7 @@ from rm.server.store import DB_NAME, StateStore, open_state
 from tests.integration.test_identity import aio, cluster
 from treadle.errors import TreadleError
 from treadle.live.gate import cluster_id
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP, format_app_id
 
 CLUSTER = "cluster-a"
 
@@ -196,7 +197,7 @@ def store_with_apps(where: Path, apps: list[str]) -> None:
 
 
 def test_an_event_log_cut_short_is_reported_or_refused(tmp_path: Path) -> None:
-    apps = [f"application_{i:05d}" for i in range(1, 7)]
+    apps = [format_app_id(SIM_CLUSTER_TIMESTAMP, i) for i in range(1, 7)]
     store_with_apps(tmp_path / "state", apps)
     events = tmp_path / "events.jsonl"
     # Cut in mid-line (a kill in mid-write): the whole records are read, the tail cut off.
@@ -212,11 +213,11 @@ def test_an_event_log_cut_short_is_reported_or_refused(tmp_path: Path) -> None:
         open_state(tmp_path / "state", str(events), cluster=CLUSTER, fresh=False)
     assert str(info.value) == (
         f"{events}: the event log lacks the submissions of 4 application(s) the state store "
-        "holds (application_00003, application_00004, application_00005, ...): cut short; "
+        f"holds ({', '.join(apps[2:5])}, ...): cut short; "
         "refused (--fresh-state starts a new run)"
     )
     # A damaged line in the middle.
-    events.write_text(events_of(apps).replace('"job_submitted", "job": "application_00002"}',
+    events.write_text(events_of(apps).replace(f'"job_submitted", "job": "{apps[1]}"}}',
                                               '"job_su\x00\x00'))  # fmt: skip
     with pytest.raises(TreadleError, match="line 3 of the event log is not a record"):
         open_state(tmp_path / "state", str(events), cluster=CLUSTER, fresh=False)

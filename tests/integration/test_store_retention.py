@@ -31,6 +31,7 @@ from treadle.messages import AllocateRequest, AppSubmission, FinalStatus
 from treadle.model import JobSpec, StageSpec
 from treadle.resources import Resources
 from treadle.rpc.v1 import client_pb2 as client_pb, client_pb2_grpc as client_grpc
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP, format_app_id, parse_app_id
 
 SMALL = Resources(vcores=1, memory_mb=1024)
 
@@ -131,7 +132,10 @@ def test_a_submission_logged_but_not_committed_keeps_its_id(tmp_path: Path) -> N
     again = Run(tmp_path, kept=10)
     assert lost not in again.rm.state.apps
     fresh = again.submit(10)
-    assert (lost, fresh) == ("application_00004", "application_00005")
+    assert (lost, fresh) == (
+        format_app_id(SIM_CLUSTER_TIMESTAMP, 4),
+        format_app_id(SIM_CLUSTER_TIMESTAMP, 5),
+    )
     again.stop()
 
 
@@ -147,7 +151,7 @@ def test_ids_go_on_after_every_ended_application_is_dropped(tmp_path: Path) -> N
     assert store.load().next_seq == 4
     store.close()
     again = Run(tmp_path, kept=0)
-    assert again.submit(10) == "application_00005"
+    assert again.submit(10) == format_app_id(SIM_CLUSTER_TIMESTAMP, 5)
     again.stop()
 
 
@@ -235,8 +239,11 @@ def test_a_real_rm_keeps_its_bound_in_memory_rest_store_and_across_a_restart(
         address, http = ((tmp_path / f).read_text().strip() for f in ("rm.port", "http"))
         listed = requests.get(f"{http}/ws/v1/cluster/apps", timeout=10).json()["apps"]["app"]
         assert [a["id"] for a in listed] == ids[-5:]
-        assert asyncio.run(churn(address, 1)) == ["application_00013"]
+        (new,) = asyncio.run(churn(address, 1))
+        # As YARN's: the restarted RM's own start names it; its number goes on from 12.
+        (before, after) = (parse_app_id(ids[-1]), parse_app_id(new))
+        assert (after.n, after.cluster_ts >= before.cluster_ts) == (13, True)
         listed = requests.get(f"{http}/ws/v1/cluster/apps", timeout=10).json()["apps"]["app"]
-        assert [a["id"] for a in listed] == [*ids[-4:], "application_00013"]
+        assert [a["id"] for a in listed] == [*ids[-4:], new]
     finally:
         stop_rm(proc)

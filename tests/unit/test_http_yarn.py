@@ -12,8 +12,14 @@ from treadle.messages import AppSubmission, FinalStatus, NodeRegistration
 from treadle.model import QueueSpec
 from treadle.registry import build
 from treadle.resources import Resources
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP, format_app_id
 
 CLOCK = yj.Clock(epoch_unix_s=1_000_000.0, dilation=10.0)
+
+
+def app_id(n: int) -> str:
+    """The simulator's (and a default core's) n-th application id."""
+    return format_app_id(SIM_CLUSTER_TIMESTAMP, n)
 
 
 def _rm() -> ResourceManager:
@@ -26,8 +32,8 @@ def _rm() -> ResourceManager:
         rm.register_node(NodeRegistration(f"n{i}", res, address=f"10.0.0.{i}:7071"), 0.0)
     for name, user, queue in (("a", "alice", "etl"), ("b", "bob", "adhoc"), ("c", "bob", "etl")):
         rm.submit_application(AppSubmission(name, user, queue, 3, managed_am=False), 1.0)
-    rm.register_application_master("application_00001", 2.0)
-    rm.finish_application("application_00003", FinalStatus.KILLED, 5.0, "killed by test")
+    rm.register_application_master(app_id(1), 2.0)
+    rm.finish_application(app_id(3), FinalStatus.KILLED, 5.0, "killed by test")
     return rm
 
 
@@ -35,24 +41,30 @@ def test_applications_map_to_yarn_states_and_filters() -> None:
     rm = _rm()
     apps = app_details(rm.state, rm.scheduler.share_of)
     by_id = {a.report.app_id: a for a in apps}
-    assert yj.yarn_state(by_id["application_00001"]) == "RUNNING"  # its AM registered
-    assert yj.yarn_state(by_id["application_00002"]) == "ACCEPTED"
-    assert yj.yarn_state(by_id["application_00003"]) == "KILLED"
-    assert yj.final_status(by_id["application_00003"]) == "KILLED"
+    assert yj.yarn_state(by_id[app_id(1)]) == "RUNNING"  # its AM registered
+    assert yj.yarn_state(by_id[app_id(2)]) == "ACCEPTED"
+    assert yj.yarn_state(by_id[app_id(3)]) == "KILLED"
+    assert yj.final_status(by_id[app_id(3)]) == "KILLED"
 
     def ids(**query: str) -> list[str]:
         return [a.report.app_id for a in yj.AppFilter.parse(query).select(apps, CLOCK)]
 
-    assert ids(states="running,accepted") == ["application_00001", "application_00002"]
-    assert ids(user="bob") == ["application_00003", "application_00002"]
-    assert ids(queue="etl", limit="1") == ["application_00003"]
-    assert ids(finalStatus="KILLED") == ["application_00003"]
-    assert ids(finishedTimeBegin=str(CLOCK.ms(4.0))) == ["application_00003"]
+    assert ids(states="running,accepted") == [app_id(1), app_id(2)]
+    assert ids(user="bob") == [app_id(3), app_id(2)]
+    assert ids(queue="etl", limit="1") == [app_id(3)]
+    assert ids(finalStatus="KILLED") == [app_id(3)]
+    assert ids(finishedTimeBegin=str(CLOCK.ms(4.0))) == [app_id(3)]
     for bad in ({"states": "DONE"}, {"limit": "0"}, {"limit": "x"}, {"finalStatus": "OK"}):
         with pytest.raises(InvalidRequestError):
             yj.AppFilter.parse(bad)
 
-    killed = yj.app_json(by_id["application_00003"], CLOCK, 9.0, rm.state.capacity, 0.4)
+    killed = yj.app_json(by_id[app_id(3)], CLOCK, 9.0, rm.state.capacity, 0.4)
+    assert killed["id"] == f"application_{SIM_CLUSTER_TIMESTAMP}_0003"
+    assert killed["clusterId"] == CLOCK.ms(0.0)  # no cluster timestamp given: the epoch's
+    stamped = yj.Clock(CLOCK.epoch_unix_s, CLOCK.dilation, SIM_CLUSTER_TIMESTAMP)
+    assert yj.cluster_info(stamped, "drf")["clusterInfo"]["id"] == SIM_CLUSTER_TIMESTAMP
+    (attempt,) = yj.app_attempts(by_id[app_id(1)], CLOCK)["appAttempts"]["appAttempt"]
+    assert attempt["appAttemptId"] == f"appattempt_{SIM_CLUSTER_TIMESTAMP}_0001_000001"
     assert killed["startedTime"] == 1_000_000_100  # epoch + 1 emulated s / dilation 10, in ms
     assert killed["elapsedTime"] == 400
     assert (killed["diagnostics"], killed["unmanagedApplication"]) == ("killed by test", True)
@@ -68,6 +80,9 @@ def test_cluster_metrics_nodes_and_scheduler() -> None:
     rm.lose_node("n2", 3.0)
     nodes = {n.node_id: yj.node_json(n, CLOCK) for n in node_reports(rm.state)}
     assert (nodes["n1"]["state"], nodes["n2"]["state"]) == ("RUNNING", "LOST")
+    # YARN's NodeId: the name as the host, the emulated NodeManagers' port.
+    assert (nodes["n1"]["id"], nodes["n1"]["nodeHostName"]) == ("n1:8041", "n1")
+    assert nodes["n1"]["nodeHTTPAddress"] == "10.0.0.1:7071"
     assert nodes["n1"]["totalResource"]["memory"] == 8192
     assert yj.parse_node_states("lost") == {"LOST"}
     with pytest.raises(InvalidRequestError):

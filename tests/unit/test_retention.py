@@ -15,6 +15,7 @@ from treadle.errors import ConflictError, InputError, NotFoundError
 from treadle.messages import AllocateRequest, AppSubmission, Ask, FinalStatus
 from treadle.model import JobSpec, StageSpec
 from treadle.resources import Resources
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP, format_app_id
 
 SMALL = Resources(vcores=1, memory_mb=1024)
 
@@ -65,7 +66,7 @@ def test_only_the_newest_ended_applications_are_kept_and_the_dropped_are_unknown
     # The running application is untouched, and ids go on.
     assert rm.reports.is_running(running)
     assert rm.submit_application(AppSubmission("next", "bob", "default", 1), 30.0) == (
-        "application_00010"
+        format_app_id(SIM_CLUSTER_TIMESTAMP, 10)
     )
 
 
@@ -114,7 +115,7 @@ def test_a_restart_keeps_the_bound_and_hands_out_no_id_twice() -> None:
     assert list(restarted.state.finished) == ids[2:]
     assert restarted.take_dropped_apps() == ids[:2]
     assert restarted.submit_application(AppSubmission("n", "bob", "default", 1), 11.0) == (
-        "application_00009"
+        format_app_id(SIM_CLUSTER_TIMESTAMP, 9)
     )
 
 

@@ -42,6 +42,7 @@ from treadle.model import (
 from treadle.registry import PluginInfo, discover, instantiate, load, lookup
 from treadle.resources import Resources
 from treadle.sim import SimResult, Simulation
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP, format_app_id
 
 #: Every installed policy. No skipping: a policy that fails to load fails its tests.
 POLICIES = sorted(discover("policies"))
@@ -515,7 +516,8 @@ def _job1_node(result: SimResult) -> str:
     (rec,) = (
         r
         for r in result.records
-        if r["event"] == ev.CONTAINER_ALLOCATED and r["job"] == "application_00002"
+        if r["event"] == ev.CONTAINER_ALLOCATED
+        and r["job"] == format_app_id(SIM_CLUSTER_TIMESTAMP, 2)
     )
     node: str = rec["node"]
     return node
@@ -526,13 +528,16 @@ def test_tie_workload_is_a_tie(sim_cls: type[Simulation]) -> None:
     """The scenario of the next test is what it says, in both simulators."""
     result = run(_tie_workload(), "fifo", sim_cls)
     allocs = [r for r in result.records if r["event"] == ev.CONTAINER_ALLOCATED]
-    assert [r["job"] for r in allocs] == ["application_00001"] * 2 + ["application_00002"]
+    assert [r["job"] for r in allocs] == [format_app_id(SIM_CLUSTER_TIMESTAMP, 1)] * 2 + [
+        format_app_id(SIM_CLUSTER_TIMESTAMP, 2)
+    ]
     assert {r["node"] for r in allocs[:2]} == {"node1", "node2"}
     assert 0.0 < allocs[0]["t"] < allocs[1]["t"] < 1.0
     ends = {
         r["container"]: r["t"]
         for r in result.records
-        if r["event"] == ev.CONTAINER_FINISHED and r["job"] == "application_00001"
+        if r["event"] == ev.CONTAINER_FINISHED
+        and r["job"] == format_app_id(SIM_CLUSTER_TIMESTAMP, 1)
     }
     (end,) = set(ends.values())  # both end at the same instant ...
     assert 6.0 + allocs[0]["t"] < end < 6.0 + allocs[1]["t"]  # ... between the phases

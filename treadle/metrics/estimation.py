@@ -45,6 +45,7 @@ from treadle import events as ev
 from treadle.metrics.jobs import JobResult, factor_of_improvement
 from treadle.metrics.scan import FloatArray, IntArray, LogFacts, to_table
 from treadle.metrics.stats import mean, pct
+from treadle.yarnids import app_sort_key
 
 JOB_ESTIMATED = ev.JOB_ESTIMATED
 #: The columns these metrics read besides those of ``treadle.metrics.scan``.
@@ -258,7 +259,7 @@ def mean_jct_ratio(baseline: Sequence[JobResult], other: Sequence[JobResult]) ->
 def _jcts(results: Sequence[JobResult], keys: set[str]) -> dict[str, float]:
     seen: dict[str, int] = {}
     out: dict[str, float] = {}
-    for r in sorted(results, key=lambda r: (r.submit_s, r.job)):
+    for r in sorted(results, key=lambda r: (r.submit_s, app_sort_key(r.job))):
         n = seen[r.name] = seen.get(r.name, 0) + 1
         k = r.name if n == 1 else f"{r.name}#{n}"
         if k in keys and r.jct_s is not None:
@@ -312,7 +313,7 @@ def against_baseline(
 def _widths(results: Sequence[JobResult]) -> dict[str, int]:
     seen: dict[str, int] = {}
     out: dict[str, int] = {}
-    for r in sorted(results, key=lambda r: (r.submit_s, r.job)):
+    for r in sorted(results, key=lambda r: (r.submit_s, app_sort_key(r.job))):
         n = seen[r.name] = seen.get(r.name, 0) + 1
         out[r.name if n == 1 else f"{r.name}#{n}"] = r.tasks
     return out

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from treadle.metrics.scan import SUCCEEDED, EventSource, FloatArray, LogFacts, ObjArray, scan
 from treadle.metrics.stats import mean, pct, round_array
+from treadle.yarnids import app_sort_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +96,7 @@ def job_results_from(log: LogFacts, cols: JobColumns | None = None) -> list[JobR
 
 
 def job_results(records: EventSource) -> list[JobResult]:
-    """One JobResult per submitted job, sorted by (submit_s, job)."""
+    """One JobResult per submitted job, sorted by (submit_s, job id: by its number)."""
     return job_results_from(scan(records))
 
 
@@ -113,7 +114,7 @@ def factor_of_improvement(
     def keyed(results: Sequence[JobResult]) -> dict[str, float]:
         seen: dict[str, int] = {}
         out: dict[str, float] = {}
-        for r in sorted(results, key=lambda r: (r.submit_s, r.job)):
+        for r in sorted(results, key=lambda r: (r.submit_s, app_sort_key(r.job))):
             n = seen[r.name] = seen.get(r.name, 0) + 1
             if r.status == SUCCEEDED and r.jct_s is not None:
                 out[r.name if n == 1 else f"{r.name}#{n}"] = r.jct_s

@@ -112,6 +112,27 @@ def _rank(dictionary: pa.Array) -> IntArray:
     return rank
 
 
+_APP_ID = r"^application_(?P<ts>\d{1,18})_(?P<n>\d{1,18})$"
+
+
+def _app_id_rank(ids: ObjArray) -> IntArray:
+    """Each job id's rank in ApplicationId order (cluster timestamp, then number, as
+    ``treadle.yarnids.app_sort_key``: not as strings, where ``_10000`` comes before
+    ``_9999``); a string that is no application id ranks first, among them by string."""
+    uniq, inverse = np.unique(ids.astype(str), return_inverse=True)
+    if not len(uniq):
+        return np.zeros(len(ids), dtype=np.int64)
+    parts = pc.extract_regex(pa.array(uniq.tolist(), pa.string()), _APP_ID)
+    ts, n = (
+        pc.cast(pc.struct_field(parts, f), pa.int64()).fill_null(-1).to_numpy(zero_copy_only=False)
+        for f in ("ts", "n")
+    )
+    order = np.lexsort((np.arange(len(uniq)), n, ts))
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[order] = np.arange(len(uniq))
+    return np.asarray(rank[inverse], dtype=np.int64)
+
+
 def _plain(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
 
@@ -343,9 +364,9 @@ def scan(source: EventSource) -> LogFacts:
     spans_job = jobs.index_of_code[spans.job]
     spans = Spans(spans.a, spans.b, spans.res, spans.share, spans_job)
 
-    # jobs in (submit, job) order
+    # jobs in (submit, job) order, a job by its id's number
     job_ids, submit = jobs.job_ids, jobs.submit
-    order = np.lexsort((np.unique(job_ids.astype(str), return_inverse=True)[1], submit))
+    order = np.lexsort((_app_id_rank(job_ids), submit))
     if nj:
         remap = np.empty(nj, dtype=np.int64)
         remap[order] = np.arange(nj)

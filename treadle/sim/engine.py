@@ -66,6 +66,7 @@ from treadle.sim.handlers import EventHandlers, SimNode
 from treadle.sim.kinds import ADMIN, AM, HB, SUBMIT, TICK
 from treadle.sim.records import canonical_order, log as _log, logging_decisions
 from treadle.workload.timeline import AccountCall, AccountTimeline
+from treadle.yarnids import SIM_CLUSTER_TIMESTAMP
 
 
 @dataclass
@@ -128,6 +129,7 @@ class Simulation:
             users=workload.users,
             event_log=self.log,
             heartbeat_s=self.h,
+            cluster_timestamp=SIM_CLUSTER_TIMESTAMP,  # fixed: the same ids every run
         )
         #: What the loop asks the RM to skip work (a separate attribute, so the property
         #: tests can withdraw the hints).

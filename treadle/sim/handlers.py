@@ -447,7 +447,9 @@ class EventHandlers:
             job,
             app_id,
             sim.make_strategy(),
-            task_order_seed=f"tasks:{sim.workload.seed}:{app_id}" if self.shuffle else None,
+            task_order_seed=_task_order_seed(sim.workload.seed, rm.state.apps[app_id].seq)
+            if self.shuffle
+            else None,
         )
         self.active[app_id] = am
         heapq.heappush(self.heap, (t, AM, self.am_key(AmClock(t, self.am_interval_s, key), 0), am))
@@ -467,3 +469,10 @@ class EventHandlers:
         """An admin's change to a queue's account."""
         assert self.timeline is not None
         self.accounts(self.timeline.admin(action))
+
+
+def _task_order_seed(seed: int, seq: int) -> str:
+    """The seed of a job's task order: the run's seed and the job's submission number,
+    written as treadle's ids once were (``application_00001``), so that seeded orders, and
+    the results of policies that shuffle tasks, do not depend on how ids are written."""
+    return f"tasks:{seed}:application_{seq + 1:05d}"

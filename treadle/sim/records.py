@@ -46,7 +46,10 @@ def canonical_order(records: list[ev.Record]) -> list[ev.Record]:
     """Time order; within an instant, starts last and by container id. Starts are logged
     when a node reports them, which heartbeat elision may shift within an instant; ordering
     them by container keeps the file canonical. (Two stable sorts on C-level keys: the key
-    ``(t, is_start, container)`` as a Python function costs twice as much.)"""
+    ``(t, is_start, container)`` as a Python function costs twice as much. The ids compare
+    as strings here, not by their numbers as ``treadle.yarnids.container_sort_key`` does:
+    the order only has to be the same every run, and a numeric key costs ten times as
+    much.)"""
     started = [r for r in records if r["event"] == _STARTED]
     started.sort(key=_by_container)
     out = [r for r in records if r["event"] != _STARTED]

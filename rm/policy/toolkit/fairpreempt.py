@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from treadle.resources import ZERO, Resources
+from treadle.yarnids import container_sort_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +128,7 @@ def choose_victims(
     application may lose that much more (it stays at or above its fair share, its queue
     allows preemption)."""
     by_node: dict[str, list[Held]] = {}
-    for h in sorted(held, key=lambda h: (-h.start_s, h.container_id)):
+    for h in sorted(held, key=lambda h: (-h.start_s, container_sort_key(h.container_id))):
         by_node.setdefault(h.node_id, []).append(h)
     losing: dict[str, Resources] = {}  # per application, what it gives up so far
     taken: set[str] = set()
