@@ -46,6 +46,10 @@ class Importer:
     any; it names the option in its error when one is unknown or bad."""
     directories: bool = False
     """Whether a trace of the format may be a directory (of tables' shards)."""
+    stream: Callable[[TraceFile, str | None], Workload] | None = None
+    """Open a file of this format as a streamed workload (``Workload.source``: its jobs
+    read as the run goes), or load it whole when this file cannot stream; None: the
+    format is always loaded whole."""
 
 
 def _lazy(module: str, name: str) -> Callable[..., Any]:

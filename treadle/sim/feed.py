@@ -106,3 +106,14 @@ class JobFeed:
             self.last_s = job.submit_s
         self.next = job
         return True
+
+
+def stream_error(e: WorkloadError, submitted: int) -> WorkloadError:
+    """``e`` (a streamed workload's job that could not be read), saying how far the run
+    got: the one line the CLI prints."""
+    return WorkloadError(
+        e.source,
+        e.field,
+        f"{e.message} (found during the run, after {submitted} job(s) were submitted; "
+        "the run stopped there and its results are marked partial)",
+    )
