@@ -118,6 +118,7 @@ FORMATS: dict[str, Importer] = {
         (".csv",),
         _lazy("alibaba2023", "sniff"),
         _lazy("alibaba2023", "load_trace"),
+        stream=_lazy("alibaba2023", "stream_trace"),
     ),
     "alibaba2017": Importer(
         "an Alibaba 2017 batch_task CSV (no 'task_create_time, task_end_time, job_id' header)",

@@ -2,18 +2,20 @@
 a streamed workload's (``Workload.source``) as the clock approaches them.
 
 Submissions are keyed apart from the engine's queue counter: the workload's job ``i``
-(in its order) has the key ``FIRST_KEY + i``, below every key the loop gives later (a
+(in its order) has the key ``FIRST_KEY + 2 i``, below every key the loop gives later (a
 closed-loop follower's, a heartbeat's), so submissions of one instant run in the
 workload's order and before any follower of that instant, as when they were all queued
 first. Whether they are queued at the start or later therefore changes nothing a run
 does: a streamed run equals the whole one event for event.
 
 A streamed workload's jobs come in submission order (``JobSource``). The heap holds the
-jobs read so far, at most ``LOOKAHEAD_JOBS`` of them not yet submitted, and a marker:
-a submission event without a job at the first unread job's time, keyed below every job
-(``MARKER_KEY``), so it runs before that job and before anything the job would precede.
-The marker reads the next ``LOOKAHEAD_JOBS`` jobs and queues itself again; the loop
-treats it as moot (nothing happened). A job the source cannot read (``WorkloadError``)
+jobs read and not yet submitted, and a marker: a submission event without a job at the
+first unread job's time, keyed just below that job (``FIRST_KEY + 2 i - 1``), so it runs
+after every job read (they are all submitted by then) and before the unread job and
+anything that job would precede. The marker reads the next ``LOOKAHEAD_JOBS`` jobs (and
+one more, to know when to run again) and queues itself again: at most
+``LOOKAHEAD_JOBS + 1`` jobs are ever read ahead of the submissions. The loop treats the
+marker as moot (nothing happened). A job the source cannot read (``WorkloadError``)
 ends the run there: ``error`` holds it, and the jobs submitted before it are the run's.
 """
 
@@ -30,8 +32,6 @@ from treadle.sim.kinds import SUBMIT
 
 FIRST_KEY = -(1 << 62)
 """The key of a workload's first job (below any key of the engine's counter)."""
-MARKER_KEY = -(1 << 63)
-"""The marker's key: below every job's."""
 LOOKAHEAD_JOBS = 256
 """Jobs read ahead of the clock at most (queued, not yet submitted)."""
 
@@ -42,7 +42,7 @@ def queue_all(heap: Heap, wl: Workload, released: set[str]) -> None:
     """Every job of an in-memory workload but the closed-loop followers (``released``)."""
     for i, job in enumerate(wl.jobs):
         if job.name not in released:
-            heapq.heappush(heap, (job.submit_s, SUBMIT, FIRST_KEY + i, job))
+            heapq.heappush(heap, (job.submit_s, SUBMIT, FIRST_KEY + 2 * i, job))
 
 
 class JobFeed:
@@ -50,11 +50,11 @@ class JobFeed:
 
     __slots__ = ("error", "heap", "jobs", "last_s", "lookahead", "next", "read")
 
-    def __init__(self, heap: Heap, wl: Workload, lookahead: int = LOOKAHEAD_JOBS) -> None:
+    def __init__(self, heap: Heap, wl: Workload, lookahead: int | None = None) -> None:
         assert wl.source is not None, "an in-memory workload is queued whole (queue_all)"
         self.heap = heap
         self.jobs: Iterator[JobSpec] = iter(wl.source)
-        self.lookahead = max(1, lookahead)
+        self.lookahead = max(1, LOOKAHEAD_JOBS if lookahead is None else lookahead)
         self.read = 0  # jobs read (and queued) so far
         self.last_s = -math.inf  # the last one's submission
         self.next: JobSpec | None = None  # the first job not yet queued
@@ -75,7 +75,7 @@ class JobFeed:
             job = self.next
             if job is None:
                 break
-            heapq.heappush(heap, (job.submit_s, SUBMIT, FIRST_KEY + self.read, job))
+            heapq.heappush(heap, (job.submit_s, SUBMIT, FIRST_KEY + 2 * self.read, job))
             self.read += 1
             if not self._peek():
                 return False
@@ -84,7 +84,8 @@ class JobFeed:
 
     def _mark(self) -> None:
         if self.next is not None:
-            heapq.heappush(self.heap, (self.next.submit_s, SUBMIT, MARKER_KEY, None))
+            key = FIRST_KEY + 2 * self.read - 1  # just below the next job's
+            heapq.heappush(self.heap, (self.next.submit_s, SUBMIT, key, None))
 
     def _peek(self) -> bool:
         """Read the next job into ``next`` (None at the end); False on an error."""
