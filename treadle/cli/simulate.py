@@ -152,6 +152,12 @@ def run_options(
     )
 
 
+def _whole(*transforms: Any) -> bool:
+    """Whether a transform that needs every job is asked for (``None``: not asked;
+    ``--nodes``' scaling knobs are a tuple of Nones when none is given)."""
+    return any(t is not None and t != (None, None, None) for t in transforms)
+
+
 def sim(
     workload: WorkloadArg,
     policy: PolicyOpt,
@@ -203,11 +209,7 @@ def sim(
         with clock.phase("load") if clock is not None else nullcontext():
             # Streamed when the format can be read as the run goes and nothing below
             # needs every job first (treadle.workload.streaming).
-            whole = (queues_file, limit_jobs, parts) != (None, None, None) or knobs != (
-                None,
-                None,
-                None,
-            )
+            whole = _whole(queues_file, limit_jobs, parts, knobs)
             wl = load(workload, fmt, nodes_file, imports, stream=not whole)
             wl = with_queues(wl, queues_file, strict)
             if limit_jobs is not None:  # a trace reader's module: imported only when asked
