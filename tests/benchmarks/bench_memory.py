@@ -168,6 +168,15 @@ def _print(cases: list[Case], against: Path | None) -> None:
             )
 
 
+def _converted(trace: Path) -> Path:
+    """``trace`` converted to a columnar file beside it (by this checkout's treadle)."""
+    out = trace.with_suffix(".parquet")
+    argv = [sys.executable, "-m", "treadle.cli", "convert", str(trace), "--to", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(argv, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
 def _int_list(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
@@ -178,6 +187,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", default=",".join(EVENTS), help="none, parquet or both")
     ap.add_argument("--tasks", type=int, help="also a case of about this many tasks")
     ap.add_argument("--against", type=Path, help="another checkout to measure in the same run")
+    ap.add_argument(
+        "--columnar",
+        action="store_true",
+        help="run each trace as a columnar file (treadle convert of the YAML, streamed)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     formats = [e.strip() for e in args.events.split(",") if e.strip()]
     if args.against is not None and not (args.against / "treadle").is_dir():
@@ -193,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         for label, span in spans:
             trace = Path(tmp) / f"memory-{label}.yaml"
             trace.write_text(workload_yaml(span), encoding="utf-8")
+            if args.columnar:
+                trace = _converted(trace)
             tasks = jobs_per_user(span) * USERS * TASKS_PER_JOB
             for events in formats:
                 for checkout in checkouts:

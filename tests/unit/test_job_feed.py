@@ -163,3 +163,17 @@ def test_a_bad_row_of_a_columnar_file_is_found_when_its_row_group_is_read(
     )
     with pytest.raises(WorkloadError, match="row group 5, job 54"):
         load_workload(str(path))  # validate reads it whole: the same error, first
+
+
+@pytest.mark.parametrize("name", ["dags", "demo"])
+def test_the_alone_references_of_a_streamed_run_are_the_whole_ones(
+    tmp_path: Path, name: str
+) -> None:
+    from treadle.study.runner import PolicyChoice, RunOptions, run_sim
+
+    wl = load_workload(name)
+    options = RunOptions(alone_cache=False, events="jsonl")
+    for label, run in (("whole", wl), ("streamed", streamed(wl, ListSource(wl.jobs)))):
+        run_sim(run, PolicyChoice("fair", {}), tmp_path / label, options=options)
+    for f in ("jobs.csv", "events.jsonl", "summary.json"):
+        assert (tmp_path / "streamed" / f).read_bytes() == (tmp_path / "whole" / f).read_bytes()

@@ -331,7 +331,8 @@ class LazyAlone:
     whole workload's."""
 
     def __init__(self, workload: Workload, options: RunOptions) -> None:
-        self.workload = workload
+        # Without its source: a reference run holds its one job, never the trace.
+        self.workload = replace(workload, source=None)
         self.options = _reference_options(options)
         self.values: dict[tuple[Any, ...], float] = {}
         self.cache = AloneCache() if self.options.alone_cache else None
