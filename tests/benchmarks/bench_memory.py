@@ -43,6 +43,20 @@ ended applications, each with its job, its done-task set and the dict that once 
 containers), reading ``events.parquet`` back for the metrics and ``metrics.analyze``
 (the whole event table, then numpy arrays over every row) about 1 KB per task: the
 metrics are the bulk, then the RM's retention of ended applications.
+
+``--columnar`` converts each case's workload file (``treadle convert``) and runs the
+columnar file instead, which ``treadle sim`` streams (read a row group at a time as the
+clock approaches the jobs, ``treadle.workload.streaming``). Measured on 2026-12-02,
+branch h-stream (from 87c2d70; the metrics' own streaming not in it), ``--scales 1,5
+--events none``, the machine shared with other runs (wall times are not comparable):
+YAML 585 MB at 1x, 1,992 MB at 5x (3.41x); ``--columnar`` 573 MB and 1,986 MB (3.47x).
+Streaming the input saves little of the peak: the decoded workload is 65 MB at 5x (RSS
+after ``load_workload`` of the 3,000 s YAML; opening the streamed file: 24 MB, none of
+it per task), and the jobs are still held after they are submitted, by the RM's ended
+applications, and the peak comes in the metrics' phase (the bulk, as said above). The
+10 M-task case was not measured. Outputs of the 600 s and 3,000 s traces (jobs.csv,
+summary.json, events.parquet, jobs.parquet) are byte-identical between 87c2d70 and the
+branch, YAML or columnar (summary.json's ``source`` aside, which names the file given).
 """
 
 from __future__ import annotations
