@@ -6,8 +6,9 @@ these objects, and the simulator, the AM and the metrics only read them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING
@@ -360,6 +361,27 @@ class Follow:
     wait_s: float = 0.0
 
 
+class JobSource(ABC):
+    """Jobs read from a file as a run needs them, instead of decoded whole first (a
+    streamed ``Workload``'s ``source``; ``treadle.sim.feed`` pulls from it).
+
+    Each ``iter()`` reads the file again from its start and yields the workload's jobs in
+    its order, which is also submission order: ``submit_s`` never decreases. ``jobs`` and
+    ``tasks`` are the counts (known before the first job is read). A problem found while
+    reading raises ``WorkloadError`` naming the file, the line (or row) and the field,
+    exactly as loading the workload whole would. A streamed workload has no closed-loop
+    follows and no per-job spending rates (a loader keeps such a workload whole).
+    """
+
+    #: What errors name (the path as given).
+    source: str
+    jobs: int
+    tasks: int
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[JobSpec]: ...
+
+
 @dataclass(frozen=True)
 class Workload:
     """A whole experiment input: the cluster, the queue tree, the users and the jobs.
@@ -381,6 +403,17 @@ class Workload:
     seed: int = 0
     follows: Mapping[str, Follow] = field(default_factory=dict)
     admin: tuple[AccountAction, ...] = ()
+    #: A streamed workload's jobs (``jobs`` is then empty): read as the run goes. None: the
+    #: jobs are ``jobs``, in memory.
+    source: JobSource | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def job_count(self) -> int:
+        return len(self.jobs) if self.source is None else self.source.jobs
+
+    def all_jobs(self) -> Iterator[JobSpec]:
+        """The jobs in the workload's order, from memory or read from the source."""
+        return iter(self.jobs) if self.source is None else iter(self.source)
 
     @cached_property
     def leaf_queues(self) -> dict[str, QueueSpec]:
@@ -391,13 +424,21 @@ class Workload:
 
     @property
     def tasks(self) -> int:
-        return sum(j.tasks for j in self.jobs)
+        return sum(j.tasks for j in self.jobs) if self.source is None else self.source.tasks
 
     @property
     def has_account_timeline(self) -> bool:
         """Whether a run must change queue accounts as it goes (an ``admin`` timeline or a
         job with its own spending rate): only a policy with accounts can run it."""
         return bool(self.admin) or any(j.spending_rate is not None for j in self.jobs)
+
+
+def in_memory(wl: Workload) -> Workload:
+    """``wl`` with its jobs in memory: a streamed workload read whole (a transform that
+    needs every job, ``--partition`` say, takes it so)."""
+    if wl.source is None:
+        return wl
+    return replace(wl, jobs=tuple(wl.source), source=None)
 
 
 def closed_loop_followers(wl: Workload) -> dict[str, list[tuple[JobSpec, float]]]:

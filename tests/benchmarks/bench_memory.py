@@ -43,6 +43,20 @@ ended applications, each with its job, its done-task set and the dict that once 
 containers), reading ``events.parquet`` back for the metrics and ``metrics.analyze``
 (the whole event table, then numpy arrays over every row) about 1 KB per task: the
 metrics are the bulk, then the RM's retention of ended applications.
+
+``--columnar`` converts each case's workload file (``treadle convert``) and runs the
+columnar file instead, which ``treadle sim`` streams (read a row group at a time as the
+clock approaches the jobs, ``treadle.workload.streaming``). Measured on 2026-12-02,
+branch h-stream (from 87c2d70; the metrics' own streaming not in it), ``--scales 1,5
+--events none``, the machine shared with other runs (wall times are not comparable):
+YAML 585 MB at 1x, 1,992 MB at 5x (3.41x); ``--columnar`` 573 MB and 1,986 MB (3.47x).
+Streaming the input saves little of the peak: the decoded workload is 65 MB at 5x (RSS
+after ``load_workload`` of the 3,000 s YAML; opening the streamed file: 24 MB, none of
+it per task), and the jobs are still held after they are submitted, by the RM's ended
+applications, and the peak comes in the metrics' phase (the bulk, as said above). The
+10 M-task case was not measured. Outputs of the 600 s and 3,000 s traces (jobs.csv,
+summary.json, events.parquet, jobs.parquet) are byte-identical between 87c2d70 and the
+branch, YAML or columnar (summary.json's ``source`` aside, which names the file given).
 """
 
 from __future__ import annotations
@@ -168,6 +182,15 @@ def _print(cases: list[Case], against: Path | None) -> None:
             )
 
 
+def _converted(trace: Path) -> Path:
+    """``trace`` converted to a columnar file beside it (by this checkout's treadle)."""
+    out = trace.with_suffix(".parquet")
+    argv = [sys.executable, "-m", "treadle.cli", "convert", str(trace), "--to", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run(argv, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
 def _int_list(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
@@ -178,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", default=",".join(EVENTS), help="none, parquet or both")
     ap.add_argument("--tasks", type=int, help="also a case of about this many tasks")
     ap.add_argument("--against", type=Path, help="another checkout to measure in the same run")
+    ap.add_argument(
+        "--columnar",
+        action="store_true",
+        help="run each trace as a columnar file (treadle convert of the YAML, streamed)",
+    )
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     formats = [e.strip() for e in args.events.split(",") if e.strip()]
     if args.against is not None and not (args.against / "treadle").is_dir():
@@ -193,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         for label, span in spans:
             trace = Path(tmp) / f"memory-{label}.yaml"
             trace.write_text(workload_yaml(span), encoding="utf-8")
+            if args.columnar:
+                trace = _converted(trace)
             tasks = jobs_per_user(span) * USERS * TASKS_PER_JOB
             for events in formats:
                 for checkout in checkouts:

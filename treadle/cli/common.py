@@ -200,9 +200,12 @@ def load(
     fmt: str | None,
     nodes_file: Path | None,
     options: dict[str, Any] | None = None,
+    *,
+    stream: bool = False,
 ) -> Any:
     """The workload; ``options`` (``trace_options``) apply to a WTA CSV only. Loaded with
-    the cyclic garbage collector paused (``treadle.study.heap``)."""
+    the cyclic garbage collector paused (``treadle.study.heap``); ``stream``: streamed if
+    its format can be (``load_workload``)."""
     from treadle.live import logs
     from treadle.study import heap
     from treadle.workload import load_workload, workload_format
@@ -216,7 +219,11 @@ def load(
             fail(f"{flags} {verb} only to a WTA CSV (format wta); {workload} is {used}", USAGE)
     with heap.building():
         return load_workload(
-            workload, fmt, nodes_file=str(nodes_file) if nodes_file else None, trace_options=options
+            workload,
+            fmt,
+            nodes_file=str(nodes_file) if nodes_file else None,
+            trace_options=options,
+            stream=stream,
         )
 
 

@@ -35,6 +35,14 @@ ToOpt = Annotated[
     ),
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Replace --to if it exists.")]
+SortOpt = Annotated[
+    bool,
+    typer.Option(
+        "--sort",
+        help="Write the jobs in submission order (ties in the workload's order): such a "
+        "file is read as the run goes, not whole (the same results).",
+    ),
+]
 
 
 def convert(
@@ -48,6 +56,7 @@ def convert(
     homo_filter: HomoFilterOpt = None,
     wta_scaling: WtaScalingOpt = None,
     force: ForceOpt = False,
+    sort: SortOpt = False,
 ) -> None:
     """Write a workload (any supported format) as a columnar workload file (Parquet)."""
     if to.exists() and not force:
@@ -62,7 +71,7 @@ def convert(
         # Beside --to (a rename stays on one file system), named by this process.
         temporary = to.with_name(f".{to.name}.{os.getpid()}.tmp")
         try:
-            write_workload(wl, temporary, trace)
+            write_workload(wl, temporary, trace, sort=sort)
             temporary.replace(to)
         finally:
             temporary.unlink(missing_ok=True)

@@ -152,6 +152,12 @@ def run_options(
     )
 
 
+def _whole(*transforms: Any) -> bool:
+    """Whether a transform that needs every job is asked for (``None``: not asked;
+    ``--nodes``' scaling knobs are a tuple of Nones when none is given)."""
+    return any(t is not None and t != (None, None, None) for t in transforms)
+
+
 def sim(
     workload: WorkloadArg,
     policy: PolicyOpt,
@@ -201,7 +207,11 @@ def sim(
             heap.ends_with_run()
         clock = Timings(setup=True, started=INVOCATION.started) if timings else None
         with clock.phase("load") if clock is not None else nullcontext():
-            wl = with_queues(load(workload, fmt, nodes_file, imports), queues_file, strict)
+            # Streamed when the format can be read as the run goes and nothing below
+            # needs every job first (treadle.workload.streaming).
+            whole = _whole(queues_file, limit_jobs, parts, knobs)
+            wl = load(workload, fmt, nodes_file, imports, stream=not whole)
+            wl = with_queues(wl, queues_file, strict)
             if limit_jobs is not None:  # a trace reader's module: imported only when asked
                 from treadle.importers.tabular import first_jobs
 
@@ -214,7 +224,7 @@ def sim(
                 choice,
                 out_dir,
                 options=options,
-                progress=tracker(progress, policy, len(wl.jobs)),
+                progress=tracker(progress, policy, wl.job_count),
                 timings=clock,
             )
     s = run.summary

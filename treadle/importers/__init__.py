@@ -46,6 +46,10 @@ class Importer:
     any; it names the option in its error when one is unknown or bad."""
     directories: bool = False
     """Whether a trace of the format may be a directory (of tables' shards)."""
+    stream: Callable[[TraceFile, str | None], Workload] | None = None
+    """Open a file of this format as a streamed workload (``Workload.source``: its jobs
+    read as the run goes), or load it whole when this file cannot stream; None: the
+    format is always loaded whole."""
 
 
 def _lazy(module: str, name: str) -> Callable[..., Any]:
@@ -114,6 +118,7 @@ FORMATS: dict[str, Importer] = {
         (".csv",),
         _lazy("alibaba2023", "sniff"),
         _lazy("alibaba2023", "load_trace"),
+        stream=_lazy("alibaba2023", "stream_trace"),
     ),
     "alibaba2017": Importer(
         "an Alibaba 2017 batch_task CSV (no 'task_create_time, task_end_time, job_id' header)",

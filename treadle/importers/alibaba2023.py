@@ -42,7 +42,10 @@ no node is an error naming the pod's line.
 from __future__ import annotations
 
 import csv
+import math
 from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -55,7 +58,15 @@ from treadle.importers.common import (
     flat_queues,
 )
 from treadle.importers.tabular import MAX_SECONDS, Row, check_columns, duration, head, lines
-from treadle.model import DEFAULT_RACK, ClusterSpec, JobSpec, NodeSpec, StageSpec, Workload
+from treadle.model import (
+    DEFAULT_RACK,
+    ClusterSpec,
+    JobSource,
+    JobSpec,
+    NodeSpec,
+    StageSpec,
+    Workload,
+)
 from treadle.resources import Resources
 
 log = structlog.get_logger("importers")
@@ -107,28 +118,27 @@ def load_trace(trace: TraceFile, nodes_file: str | None) -> Workload:
 def _csv_rows(trace: TraceFile, columns: tuple[str, ...], required: int) -> list[Row]:
     """The rows of a CSV whose header starts with ``columns[:required]``; the others are
     optional (absent ones are not in each row's names)."""
-    rows: list[Row] = []
+    return list(iter_rows(trace, columns, required))
+
+
+def iter_rows(trace: TraceFile, columns: tuple[str, ...], required: int) -> Iterator[Row]:
+    """``_csv_rows`` as the file is read (a bad row raises when it is reached)."""
+    count = 0
     names: dict[str, int] = {}
     for n, line in lines(trace):
         fields = next(csv.reader([line])) if line else []
         if n == 1:
-            header = [h.strip() for h in fields]
-            if header[0:1]:
-                header[0] = header[0].lstrip("\ufeff")
-            if header[:required] != list(columns[:required]):
-                expected = ",".join(columns)
-                raise WorkloadError(trace.source, "line 1", f"expected the header {expected}")
-            names = {c: i for i, c in enumerate(header) if c in columns}
+            names = _header(trace, fields, columns, required)
             continue
         if not fields:
             continue
-        if len(rows) >= MAX_PODS:
+        if count >= MAX_PODS:
             raise WorkloadError(trace.source, f"line {n}", f"more than {MAX_PODS} rows")
+        count += 1
         check_columns(trace.source, n, tuple(names), fields)
-        rows.append(Row(trace.source, n, names, fields))
+        yield Row(trace.source, n, names, fields)
     if not names:
         raise WorkloadError(trace.source, None, "the file is empty")
-    return rows
 
 
 def read_nodes(trace: TraceFile) -> ClusterSpec:
@@ -169,39 +179,13 @@ def load_alibaba2023(pods: TraceFile, nodes: TraceFile) -> Workload:
             "times cannot be replayed",
         )
     dropped: Counter[str] = Counter()
-    jobs: list[tuple[float, str, str, Resources, float]] = []
+    jobs: list[Pod] = []
     fitting: set[Resources] = set()
     for r in rows:
-        name = r.text("name")
-        if not name:
-            raise r.error("name", "is empty")
-        created = r.number("creation_time", low=-MAX_SECONDS)
-        deleted = r.optional("deletion_time", low=-MAX_SECONDS)
-        scheduled = r.optional("scheduled_time", low=-MAX_SECONDS)
-        gpus = r.count("num_gpu", high=MAX_GPUS)
-        share = r.number("gpu_milli", low=0, high=1000) / 1000 if gpus else 0.0
-        ask = Resources(
-            vcores=r.number("cpu_milli", low=0, high=MAX_MILLI) / 1000,
-            memory_mb=r.number("memory_mib", low=0, high=MAX_MIB),
-            gpu=gpus * share,
-        )
-        if ask.is_zero():
-            raise r.error("cpu_milli", "the pod asks for nothing")
-        if scheduled is None or deleted is None:
-            dropped["pods never scheduled"] += 1
-            continue
-        if deleted < scheduled:
-            dropped["pods deleted before they were scheduled"] += 1
-            continue
-        if ask not in fitting:
-            check_fits(cluster, ask, source, f"line {r.line}")
-            fitting.add(ask)
-        qos = r.text("qos") or "default"
-        jobs.append((created, name, qos, ask, deleted - scheduled))
-    if dropped:
-        log.info(
-            "%s: left out %s", source, ", ".join(f"{v} {k}" for k, v in sorted(dropped.items()))
-        )
+        pod = read_pod(r, cluster, fitting, dropped)
+        if pod is not None:
+            jobs.append(pod)
+    left_out(source, dropped)
     if not jobs:
         raise WorkloadError(source, None, "no pod to run (no row, or none was ever scheduled)")
     t0 = min(j[0] for j in jobs)
@@ -220,3 +204,170 @@ def load_alibaba2023(pods: TraceFile, nodes: TraceFile) -> Workload:
         queues=flat_queues(j.queue for j in specs),
         users=default_users(j.user for j in specs),
     )
+
+
+Pod = tuple[float, str, str, Resources, float]
+"""A kept pod: creation time, name, QoS, ask, run time."""
+
+
+def read_pod(
+    r: Row, cluster: ClusterSpec, fitting: set[Resources], dropped: Counter[str]
+) -> Pod | None:
+    """A pod row, checked (None, counted in ``dropped``, when it has no duration)."""
+    name = r.text("name")
+    if not name:
+        raise r.error("name", "is empty")
+    created = r.number("creation_time", low=-MAX_SECONDS)
+    deleted = r.optional("deletion_time", low=-MAX_SECONDS)
+    scheduled = r.optional("scheduled_time", low=-MAX_SECONDS)
+    gpus = r.count("num_gpu", high=MAX_GPUS)
+    share = r.number("gpu_milli", low=0, high=1000) / 1000 if gpus else 0.0
+    ask = Resources(
+        vcores=r.number("cpu_milli", low=0, high=MAX_MILLI) / 1000,
+        memory_mb=r.number("memory_mib", low=0, high=MAX_MIB),
+        gpu=gpus * share,
+    )
+    if ask.is_zero():
+        raise r.error("cpu_milli", "the pod asks for nothing")
+    if scheduled is None or deleted is None:
+        dropped["pods never scheduled"] += 1
+        return None
+    if deleted < scheduled:
+        dropped["pods deleted before they were scheduled"] += 1
+        return None
+    if ask not in fitting:
+        check_fits(cluster, ask, r.source, f"line {r.line}")
+        fitting.add(ask)
+    qos = r.text("qos") or "default"
+    return (created, name, qos, ask, deleted - scheduled)
+
+
+def left_out(source: str, dropped: Counter[str]) -> None:
+    if dropped:
+        log.info(
+            "%s: left out %s", source, ", ".join(f"{v} {k}" for k, v in sorted(dropped.items()))
+        )
+
+
+# Streaming (``Importer.stream``) --------------------------------------------------------
+
+
+def stream_trace(trace: TraceFile, nodes_file: str | None) -> Workload:
+    """The pod list as a streamed workload (``Workload.source``): a first pass reads what
+    the whole list decides (the earliest creation, the QoS classes in order, the pods
+    kept, their names once each, the order), then the run reads each pod as it comes,
+    checking it as ``load_alibaba2023`` does. A list that is not in creation order, or
+    that the first pass finds wrong as a whole (no pod, a pod twice), is loaded whole,
+    which gives its usual result or error."""
+    if nodes_file is None:
+        nodes_file = str(trace.path.parent / DEFAULT_NODES_FILE)
+        if not Path(nodes_file).is_file():
+            return load_trace(trace, None)  # its error
+    pods, nodes = trace, TraceFile(Path(nodes_file))
+    if head(pods, 200).lstrip("\ufeff").startswith("sn,"):
+        return load_alibaba2023(pods, nodes)
+    cluster = read_nodes(nodes)
+    scan = _scan(pods)
+    if scan is None:
+        return load_alibaba2023(pods, nodes)
+    source = PodSource(pods, cluster, scan)
+    return Workload(
+        pods.path.stem,
+        cluster,
+        (),
+        queues=flat_queues(scan.qos),
+        users=default_users(scan.qos),
+        source=source,
+    )
+
+
+@dataclass
+class _Scan:
+    t0: float
+    kept: int
+    qos: list[str]
+    dropped: Counter[str]
+
+
+def _scan(pods: TraceFile) -> _Scan | None:
+    """The first pass; None when the list must be loaded whole. A row it cannot read is
+    passed over: the run's pass raises its error when it reaches it."""
+    names: dict[str, int] = {}
+    columns: dict[str, int] = {}
+    qos: dict[str, None] = {}
+    dropped: Counter[str] = Counter()
+    t0, last, rows, twice = math.inf, -math.inf, 0, False
+    for n, line in lines(pods):
+        fields = next(csv.reader([line])) if line else []
+        if n == 1:
+            columns = _header(pods, fields, POD_COLUMNS, 5)
+            continue
+        if not fields:
+            continue
+        if rows >= MAX_PODS:
+            raise WorkloadError(pods.source, f"line {n}", f"more than {MAX_PODS} rows")
+        rows += 1
+        if len(fields) != len(columns) or not all(c in columns for c in TIME_COLUMNS):
+            continue
+        r = Row(pods.source, n, columns, fields)
+        try:
+            name = r.text("name")
+            created = r.number("creation_time", low=-MAX_SECONDS)
+            deleted = r.optional("deletion_time", low=-MAX_SECONDS)
+            scheduled = r.optional("scheduled_time", low=-MAX_SECONDS)
+        except WorkloadError:
+            continue
+        if scheduled is None or deleted is None:
+            dropped["pods never scheduled"] += 1
+            continue
+        if deleted < scheduled:
+            dropped["pods deleted before they were scheduled"] += 1
+            continue
+        if created < last:
+            return None
+        last, t0 = created, min(t0, created)
+        twice |= names.setdefault(name, n) != n
+        qos.setdefault(r.text("qos") or "default", None)
+    if not columns:
+        raise WorkloadError(pods.source, None, "the file is empty")
+    if twice or not names:
+        return None
+    return _Scan(t0, len(names), list(qos), dropped)
+
+
+def _header(
+    trace: TraceFile, fields: list[str], columns: tuple[str, ...], required: int
+) -> dict[str, int]:
+    """A CSV header's columns among ``columns`` by index; it must start with the first
+    ``required`` of them."""
+    header = [h.strip() for h in fields]
+    if header[0:1]:
+        header[0] = header[0].lstrip("\ufeff")
+    if header[:required] != list(columns[:required]):
+        expected = ",".join(columns)
+        raise WorkloadError(trace.source, "line 1", f"expected the header {expected}")
+    return {c: i for i, c in enumerate(header) if c in columns}
+
+
+class PodSource(JobSource):
+    """The kept pods of a pod list in file (creation) order, each row checked as it is
+    read; one pod a task, so ``tasks`` is ``jobs``."""
+
+    def __init__(self, pods: TraceFile, cluster: ClusterSpec, scan: _Scan) -> None:
+        self.pods = pods
+        self.source = pods.source
+        self.cluster = cluster
+        self.scan = scan
+        self.jobs = self.tasks = scan.kept
+
+    def __iter__(self) -> Iterator[JobSpec]:
+        fitting: set[Resources] = set()
+        dropped: Counter[str] = Counter()
+        t0 = self.scan.t0
+        for r in iter_rows(self.pods, POD_COLUMNS, 5):
+            pod = read_pod(r, self.cluster, fitting, dropped)
+            if pod is not None:
+                created, name, qos, ask, run_s = pod
+                stage = StageSpec("pod", ask, (duration(run_s),))
+                yield JobSpec(name, qos, created - t0, (stage,), qos)
+        left_out(self.source, dropped)

@@ -58,12 +58,13 @@ from nm.core import NodeManager
 from rm.core.facade import ResourceManager
 from rm.policy import Policy
 from treadle import events as ev
-from treadle.errors import ConflictError
-from treadle.model import ProgressFn, Workload, closed_loop_followers
+from treadle.errors import ConflictError, WorkloadError
+from treadle.model import JobSpec, ProgressFn, Workload, closed_loop_followers
 from treadle.sim.amclock import AmClock, AmKey
 from treadle.sim.eventmode import EventScheduling
+from treadle.sim.feed import JobFeed, queue_all
 from treadle.sim.handlers import EventHandlers, SimNode
-from treadle.sim.kinds import ADMIN, AM, HB, SUBMIT, TICK
+from treadle.sim.kinds import ADMIN, AM, HB, TICK
 from treadle.sim.records import canonical_order, log as _log, logging_decisions
 from treadle.workload.timeline import AccountCall, AccountTimeline
 from treadle.yarnids import SIM_CLUSTER_TIMESTAMP
@@ -77,6 +78,11 @@ class SimResult:
     end_s: float
     stalled: str | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    #: Jobs submitted (those a queue refused included).
+    submitted: int = 0
+    #: Why a streamed workload's run ended early: the job its source could not read (the
+    #: run's results are then partial: the jobs submitted before it).
+    source_error: WorkloadError | None = None
 
     @property
     def unfinished(self) -> int:
@@ -109,7 +115,7 @@ class Simulation:
         *,
         policy_name: str | None = None,
         am_interval_s: float | None = None,
-        alone_jct_s: dict[str, float] | None = None,
+        alone_jct_s: dict[str, float] | Callable[[JobSpec], float | None] | None = None,
         stall_s: float = 3600.0,
         progress: ProgressFn | None = None,
         mode: str = "sim",
@@ -135,7 +141,9 @@ class Simulation:
         #: tests can withdraw the hints).
         self.hints = self.rm.hints
         self.make_strategy = make_strategy
-        self.alone = alone_jct_s or {}
+        #: Each job's alone-JCT reference (slowdown's denominator): by job name, or a
+        #: function of the job (computed as jobs are submitted, for a streamed workload).
+        self.alone = alone_jct_s if alone_jct_s is not None else {}
         self.stall_s = stall_s
         self.progress = progress
         self.mode = mode
@@ -273,10 +281,11 @@ class Simulation:
             self._sleepers[nspec.node_id] = node
         self.hints.take_news()  # from now on the RM notes which AMs have news
         followers = closed_loop_followers(wl)
-        released: set[str] = {j.name for js in followers.values() for j, _ in js}
-        for jspec in wl.jobs:
-            if jspec.name not in released:
-                self._push(jspec.submit_s, SUBMIT, jspec)
+        feed = None
+        if wl.source is None:
+            queue_all(self._heap, wl, {j.name for js in followers.values() for j, _ in js})
+        else:
+            feed = JobFeed(self._heap, wl)
         if self._accounts is not None:
             for entry in wl.admin:
                 self._push(entry.at_s, ADMIN, entry)
@@ -284,7 +293,7 @@ class Simulation:
         if tick:
             self._push(tick, TICK, tick)
 
-        run = EventHandlers(self, followers)
+        run = EventHandlers(self, followers, feed)
         handle = run.table()
         # Sleeping AMs wake on news (``_wake_news``): the RM's list of it, read directly
         # to skip the call on the many events that bring none (``take_news`` says "every
@@ -313,5 +322,12 @@ class Simulation:
             t, finished=finished, unfinished=total - finished, stalled=run.stalled
         )
         return SimResult(
-            canonical_order(self.log.records), total, finished, t, run.stalled, dict(self.stats)
+            canonical_order(self.log.records),
+            total,
+            finished,
+            t,
+            run.stalled,
+            dict(self.stats),
+            run.submitted,
+            feed.error if feed is not None else None,
         )

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from treadle.events import EventLog
     from treadle.model import ProgressFn, Workload
     from treadle.sim.eventmode import EventScheduling
+    from treadle.sim.feed import JobFeed
     from treadle.workload.timeline import AccountCall, AccountTimeline
 
 
@@ -66,7 +67,7 @@ class Engine(Protocol):
     log: EventLog
     rm: ResourceManager
     hints: SchedulingHints
-    alone: dict[str, float]
+    alone: dict[str, float] | Callable[[JobSpec], float | None]
     stall_s: float
     progress: ProgressFn | None
     stats: dict[str, int]
@@ -109,12 +110,14 @@ class EventHandlers:
         "accounts",
         "active",
         "after_rm_change",
+        "alone_of",
         "am_interval_s",
         "am_key",
         "busy",
         "by_phase",
         "cursor",
         "events",
+        "feed",
         "finished",
         "followers",
         "gone",
@@ -147,7 +150,12 @@ class EventHandlers:
         "wake_queued",
     )
 
-    def __init__(self, sim: Engine, followers: dict[str, list[tuple[JobSpec, float]]]) -> None:
+    def __init__(
+        self,
+        sim: Engine,
+        followers: dict[str, list[tuple[JobSpec, float]]],
+        feed: JobFeed | None = None,
+    ) -> None:
         self.sim = sim
         # Read at the start of the run, not at the simulation's construction: the property
         # tests swap the hints and the RM for wrappers after ``Simulation.__init__``.
@@ -172,9 +180,18 @@ class EventHandlers:
         self.shuffle = self.rm.policy.shuffles_tasks()  # AMs run tasks in a seeded order
         # Closed-loop users: a follower is submitted when its predecessor ends, + wait.
         self.followers = followers
-        self.total = len(sim.workload.jobs)
+        self.total = sim.workload.job_count
         self.submitted = self.finished = 0
-        self.running = self.total > 0  # False once every job finished or the run stalled
+        # False once every job finished, the run stalled or a streamed workload's source
+        # failed (``feed.error``).
+        self.running = self.total > 0
+        self.feed = feed
+        if feed is not None and not feed.start():
+            self.running = False
+        alone = sim.alone
+        self.alone_of: Callable[[JobSpec], float | None] = (
+            (lambda job: alone.get(job.name)) if isinstance(alone, dict) else alone
+        )
         self.stalled: str | None = None
         self.active: dict[str, ApplicationMaster] = {}
         if events is not None:
@@ -423,8 +440,14 @@ class EventHandlers:
                 return True
         return False
 
-    def submit(self, t: float, key: int, job: JobSpec) -> None:
-        """A job's submission: the RM admits it and its AM's first call is queued."""
+    def submit(self, t: float, key: int, job: JobSpec | None) -> bool | None:
+        """A job's submission: the RM admits it and its AM's first call is queued. No job:
+        the streamed workload's marker (``treadle.sim.feed``), which reads the next jobs."""
+        if job is None:
+            assert self.feed is not None
+            if not self.feed.refill(t):
+                self.running = False
+            return True
         sim = self.sim
         rm = self.rm
         self.submitted += 1
@@ -432,14 +455,14 @@ class EventHandlers:
         if timeline is not None:
             self.accounts(timeline.job_submitted(job))
         app_id = rm.submit_application(
-            AppSubmission(job.name, job.user, job.queue, job.tasks, sim.alone.get(job.name), job),
+            AppSubmission(job.name, job.user, job.queue, job.tasks, self.alone_of(job), job),
             t,
         )
         self.job_names[app_id] = job.name
         if app_id not in rm.state.apps:  # its queue refused it (maximum_applications)
             self.finished += 1
             self.running = self.finished < self.total
-            return
+            return None
         rm.register_application_master(app_id, t)
         if timeline is not None:
             self.specs[app_id] = job
@@ -453,6 +476,7 @@ class EventHandlers:
         )
         self.active[app_id] = am
         heapq.heappush(self.heap, (t, AM, self.am_key(AmClock(t, self.am_interval_s, key), 0), am))
+        return None
 
     def tick(self, t: float, key: Any, interval_s: float) -> None:
         """The policy's periodic tick."""

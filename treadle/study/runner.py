@@ -35,6 +35,7 @@ from treadle.registry import (
 )
 from treadle.sim import ProgressFn, SimResult, Simulation
 from treadle.sim.alone import AloneModel
+from treadle.sim.feed import stream_error
 from treadle.study import heap
 from treadle.study.alone_cache import AloneCache, context_key, job_key
 from treadle.study.timings import Timings, maybe
@@ -270,7 +271,7 @@ def _simulate(
     choice: PolicyChoice,
     options: RunOptions,
     progress: ProgressFn | None,
-    alone: dict[str, float],
+    alone: dict[str, float] | Callable[[JobSpec], float | None],
     event_log: Any = None,
     policy: Any = None,
 ) -> SimResult:
@@ -306,11 +307,61 @@ def run_sim(
     are read from it; otherwise the records are kept in memory. ``timings`` (if given)
     gets the wall time of each phase: alone, simulate, metrics, write. The cyclic garbage
     collector is paused after the alone references (``treadle.study.heap.running``)."""
-    if alone is None:
+    refs: dict[str, float] | Callable[[JobSpec], float | None] | None = alone
+    if refs is None:
         with maybe(timings, "alone"):
-            alone = alone_jcts(workload, options) if options.slowdown else {}
+            if not options.slowdown:
+                refs = {}
+            elif workload.source is not None:  # streamed: each shape's when first submitted
+                refs = LazyAlone(workload, options)
+            else:
+                refs = alone_jcts(workload, options)
     with heap.running():
-        return _run_sim(workload, choice, out_dir, options, progress, alone, timings)
+        result, run = _run_sim(workload, choice, out_dir, options, progress, refs, timings)
+    if result.source_error is not None:
+        raise stream_error(result.source_error, result.submitted)
+    return result, run
+
+
+class LazyAlone:
+    """The alone-JCT references of a streamed workload, computed as its jobs are
+    submitted: one per distinct job shape (the first job of the shape, in submission
+    order), exactly as ``alone_jcts`` computes each (the exact rule, else the on-disk
+    cache, else a reference run in this process), so a run's results equal those of the
+    whole workload's."""
+
+    def __init__(self, workload: Workload, options: RunOptions) -> None:
+        # Without its source: a reference run holds its one job, never the trace.
+        self.workload = replace(workload, source=None)
+        self.options = _reference_options(options)
+        self.values: dict[tuple[Any, ...], float] = {}
+        self.cache = AloneCache() if self.options.alone_cache else None
+        self.context = (
+            context_key(workload, _reference_settings(self.options))
+            if self.cache is not None
+            else ""
+        )
+
+    def __call__(self, job: JobSpec) -> float:
+        shape = _job_shape(job)
+        value = self.values.get(shape)
+        if value is None:
+            value = self.values[shape] = self._compute(job)
+        return value
+
+    def _compute(self, job: JobSpec) -> float:
+        exact = _alone_model(self.workload, self.options).jct(job)
+        if exact is not None:
+            return exact
+        key = job_key(self.context, job) if self.cache is not None else ""
+        if self.cache is not None:
+            found = self.cache.get(key)
+            if found is not None:
+                return found
+        value = _simulated_reference(self.workload, job, self.options)
+        if self.cache is not None:
+            self.cache.put(key, value)
+        return value
 
 
 def _run_sim(
@@ -319,7 +370,7 @@ def _run_sim(
     out_dir: Path | None,
     options: RunOptions,
     progress: ProgressFn | None,
-    alone: dict[str, float],
+    alone: dict[str, float] | Callable[[JobSpec], float | None],
     timings: Timings | None,
 ) -> tuple[SimResult, metrics.RunMetrics]:
     weights = {name: u.weight for name, u in workload.users.items()}
@@ -330,6 +381,7 @@ def _run_sim(
         with maybe(timings, "metrics"):
             run = metrics.analyze(result.records, policy=choice.name, user_weights=weights)
             run.summary["parameters"] = run_parameters(workload, choice, options, policy)
+            _mark_partial(run, result)
         if out_dir is not None:
             with maybe(timings, "write"):
                 metrics.write_run_outputs(
@@ -359,12 +411,26 @@ def _run_sim(
         with maybe(timings, "metrics"):
             run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
             run.summary["parameters"] = run_parameters(workload, choice, options, policy)
+            _mark_partial(run, result)
     finally:
         if options.events == "none":
             path.unlink(missing_ok=True)
     with maybe(timings, "write"):
         metrics.write_run_files(run, out_dir)
     return result, run
+
+
+def _mark_partial(run: metrics.RunMetrics, result: SimResult) -> None:
+    """A run a streamed workload's bad job ended: ``summary.json`` says so (``partial``:
+    why, and the jobs submitted before it), so its figures are not taken for the trace's."""
+    error = result.source_error
+    if error is not None:
+        run.summary["partial"] = {
+            "reason": str(error),
+            "jobs_run": result.submitted,
+            "jobs_finished": result.finished,
+            "stopped_at_s": result.end_s,
+        }
 
 
 def _resolved(plugin: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +29,22 @@ from treadle.workload.errors import join
 
 
 def write_workload(
-    wl: Workload, path: Path, source: str = "", rows: int = JOBS_PER_ROW_GROUP
+    wl: Workload,
+    path: Path,
+    source: str = "",
+    rows: int = JOBS_PER_ROW_GROUP,
+    *,
+    sort: bool = False,
 ) -> None:
     """Write ``wl`` to ``path``; a workload the layout cannot hold exactly (a queue tree
     imported from a YARN file, a name the header refuses) raises ``WorkloadError``
-    naming ``source`` before anything is written."""
+    naming ``source`` before anything is written. ``sort``: the jobs in submission order
+    (stable: ties keep the workload's order), so that the file streams
+    (``treadle.workload.streaming``); a run's results stay the same. A closed-loop
+    workload keeps its order (it is read whole, and its followers are released in it)."""
     source = source or wl.name
+    if sort and not wl.follows:
+        wl = replace(wl, jobs=tuple(sorted(wl.jobs, key=lambda j: j.submit_s)))
     asks: Asks = {}
     for j in wl.jobs:
         for s in j.stages:

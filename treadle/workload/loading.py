@@ -59,6 +59,7 @@ def load_workload(
     nodes_file: str | None = None,
     trace_options: Mapping[str, Any] | None = None,
     seed: int | None = None,
+    stream: bool = False,
 ) -> Workload:
     """Load a workload from a file path or a built-in name.
 
@@ -67,7 +68,10 @@ def load_workload(
     wins over a built-in of the same name. ``trace_options`` go to a trace's importer
     (``Importer.load_with``; the WTA CSV's ``homo_filter`` and ``scaling``). ``seed``
     replaces a YAML workload's own ``seed`` (what its generators and distributions draw
-    from: another draw of the same workload); a trace has none to replace.
+    from: another draw of the same workload); a trace has none to replace. ``stream``: a
+    format that can be read as a run goes (a columnar workload in submission order, an
+    Alibaba 2023 pod list; ``treadle.workload.streaming``) gives a streamed workload
+    (``Workload.source``), every other one as without it.
     """
     if fmt is not None and fmt not in format_names():
         expected = join(format_names())
@@ -100,10 +104,14 @@ def load_workload(
         if nodes_file is not None or trace_options:
             raise WorkloadError(arg, None, "a columnar workload takes no nodes file or options")
         # Imported here, by name: pyarrow is paid only by a command that reads one.
-        read: Callable[[Path, str], Workload] = importlib.import_module(
-            "treadle.workload.columnar"
-        ).load_columnar
+        module = "treadle.workload.streaming" if stream else "treadle.workload.columnar"
+        name = "open_columnar" if stream else "load_columnar"
+        read: Callable[[Path, str], Workload] = getattr(importlib.import_module(module), name)
         return read(path, arg)
+    if stream and not trace_options:
+        streamed = importers.FORMATS[fmt].stream
+        if streamed is not None:
+            return streamed(trace, nodes_file)
     return importers.load_with_options(
         importers.FORMATS[fmt], trace, nodes_file, trace_options or {}
     )
