@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from treadle import event_columns as ec, events as ev
-from treadle.metrics.dp import COLUMNS as DP_COLUMNS, DP_ACCOUNT
-from treadle.metrics.estimation import COLUMNS as ESTIMATE_COLUMNS, JOB_ESTIMATED
 from treadle.metrics.jobs import JobResult
-from treadle.metrics.scan import COLUMNS, STRING_COLUMNS, RecordLike
+from treadle.metrics.logfile import EventFile
+from treadle.metrics.scan import RecordLike
 from treadle.metrics.stats import round6
 from treadle.metrics.summary import RunMetrics, analyze
 
@@ -117,28 +116,9 @@ def write_run_outputs(
 
 def read_log(path: Path) -> Any:
     """An event log file (``.parquet`` or JSON lines) as what ``analyze`` takes: of a
-    Parquet file, the columns the metrics read, strings as dictionaries; the columns of
-    the ``dp`` and ``estimation`` sections only when the log has their records (they are
-    null on every row otherwise, yet as large as ``t``)."""
+    Parquet file, an :class:`~treadle.metrics.logfile.EventFile` that the metrics read by
+    row group (the columns they read; the ``dp``, ``estimation`` and ``preemption``
+    sections' columns only when the log has their records)."""
     if path.suffix != ".parquet":
         return ev.read_jsonl(path)
-
-    def read(columns: tuple[str, ...]) -> Any:
-        return ec.read_table(
-            path,
-            columns=columns,
-            prefixes=("capacity_", "resources_"),
-            dictionaries=STRING_COLUMNS,
-        )
-
-    table = read(COLUMNS)
-    kinds = {k for chunk in table.column("event").chunks for k in _kinds(chunk)}
-    if kinds & {DP_ACCOUNT, JOB_ESTIMATED}:
-        table = read(COLUMNS + DP_COLUMNS + ESTIMATE_COLUMNS)
-    return table
-
-
-def _kinds(chunk: Any) -> list[str]:
-    """The event names a chunk of the ``event`` column may hold (its dictionary's)."""
-    values = chunk.dictionary if hasattr(chunk, "dictionary") else chunk.unique()
-    return [str(v) for v in values.to_pylist()]
+    return EventFile(path)
