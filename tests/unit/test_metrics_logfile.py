@@ -116,3 +116,19 @@ def test_ids_hash_apart() -> None:
         id_hashes(pa.array(["ab", "abc"]).slice(1)).tolist()
         == id_hashes(pa.array(["abc"])).tolist()
     )
+
+
+def test_jobs_parquet_is_written_by_row_group(tmp_path: Path) -> None:
+    """jobs.parquet in row groups of the size asked: the same table as one written whole."""
+    from treadle.metrics.writers import write_jobs_parquet
+
+    wl = load_workload("dags")
+    from treadle.study.runner import run_sim
+
+    _, run = run_sim(wl, PolicyChoice("fifo", {}))
+    assert len(run.jobs) > 3
+    write_jobs_parquet(run.jobs, tmp_path / "whole.parquet")
+    write_jobs_parquet(iter(run.jobs), tmp_path / "groups.parquet", row_group=2)
+    groups = pq.ParquetFile(str(tmp_path / "groups.parquet"))
+    assert groups.num_row_groups == (len(run.jobs) + 1) // 2
+    assert groups.read().equals(pq.read_table(str(tmp_path / "whole.parquet")))

@@ -49,22 +49,40 @@ def write_jobs_csv(results: Iterable[JobResult], path: Path) -> None:
             w.writerow([_cell(getattr(r, c)) for c in JOBS_CSV_COLUMNS])
 
 
-def write_jobs_parquet(results: Iterable[JobResult], path: Path) -> None:
-    """jobs.csv's columns as a Parquet table (floats as they are, not rounded)."""
+#: Rows per row group of jobs.parquet.
+JOBS_ROW_GROUP = 65_536
+
+
+def write_jobs_parquet(
+    results: Iterable[JobResult], path: Path, row_group: int = JOBS_ROW_GROUP
+) -> None:
+    """jobs.csv's columns as a Parquet table (floats as they are, not rounded), written
+    ``row_group`` rows at a time as ``results`` yields them (one row group's columns in
+    memory at once)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rs = list(results)
     types = {"tasks": pa.int64(), "status": pa.string()}
     for c in ("job", "name", "user", "queue"):
         types[c] = pa.string()
-    table = pa.table(
-        {
-            c: pa.array([getattr(r, c) for r in rs], type=types.get(c, pa.float64()))
-            for c in JOBS_CSV_COLUMNS
-        }
-    )
-    pq.write_table(table, str(path), compression=ec.PARQUET_COMPRESSION)
+    schema = pa.schema([(c, types.get(c, pa.float64())) for c in JOBS_CSV_COLUMNS])
+
+    def table(rows: list[JobResult]) -> pa.Table:
+        return pa.table(
+            {c: pa.array([getattr(r, c) for r in rows], type=schema.field(c).type)
+             for c in JOBS_CSV_COLUMNS}
+        )  # fmt: skip
+
+    with pq.ParquetWriter(str(path), schema, compression=ec.PARQUET_COMPRESSION) as w:
+        rows: list[JobResult] = []
+        written = False
+        for r in results:
+            rows.append(r)
+            if len(rows) == row_group:
+                w.write_table(table(rows), row_group_size=row_group)
+                rows, written = [], True
+        if rows or not written:  # no job: one empty row group, as a whole table has
+            w.write_table(table(rows), row_group_size=max(1, len(rows)))
 
 
 #: ``--events``: the event log's file format.
