@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.unit.test_metrics import random_logs
 from treadle import event_columns as ec
-from treadle.metrics import analyze, read_log
+from treadle.metrics import analyze, logfile, read_log
 from treadle.metrics.logfile import EventFile, id_hashes
 from treadle.metrics.scan import scan
 from treadle.study.runner import PolicyChoice, RunOptions
@@ -60,13 +60,19 @@ def shuffled_logs(draw: st.DrawFn) -> list[Record]:
 @settings(
     max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-@given(recs=shuffled_logs(), row_group=st.integers(1, 9))
+@given(recs=shuffled_logs(), row_group=st.integers(1, 9), batch=st.integers(1, 12))
 def test_row_groups_give_the_whole_tables_metrics(
-    tmp_path: Path, recs: list[Record], row_group: int
+    tmp_path: Path, recs: list[Record], row_group: int, batch: int
 ) -> None:
+    """Any row groups, read in batches of any size."""
     path = tmp_path / "events.parquet"
     _write(recs, path, row_group)
-    _same(path)
+    kept = logfile.BATCH_ROWS
+    logfile.BATCH_ROWS = batch
+    try:
+        _same(path)
+    finally:
+        logfile.BATCH_ROWS = kept
 
 
 def test_containers_that_tie_keep_the_order_of_their_ids(tmp_path: Path) -> None:

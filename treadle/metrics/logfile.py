@@ -53,6 +53,8 @@ U64 = npt.NDArray[np.uint64]
 SMALL: tuple[str, ...] = (ev.RUN_STARTED, ev.NODE_REGISTERED, ev.JOB_SUBMITTED)
 SMALL += (ev.JOB_STARTED, ev.JOB_FINISHED, ev.JOB_FAILED)
 ENDS = (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED)
+#: Rows read at a time (a quarter of the writer's row group: less decoded at once).
+BATCH_ROWS = 16_384
 _P = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
 _P_INV = pow(_P, -1, 1 << 64)
 _JOB_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -100,6 +102,7 @@ class _Acc:
     e_t: list[FloatArray] = field(default_factory=list)
     last_t: float | None = None
     rows: int = 0
+    _hashed: tuple[pa.Array, U64] | None = None
 
     def job_index(self, dictionary: pa.Array) -> IntArray:
         """The index here of each job of a row group's dictionary (one more, -1, for
@@ -113,6 +116,15 @@ class _Acc:
             grown[: len(self.alloc_min)] = self.alloc_min
             self.alloc_min = grown
         return out
+
+    def hashes(self, dictionary: pa.Array) -> U64:
+        """``id_hashes`` of a batch's container dictionary; the batches of one row group
+        share theirs, hashed once."""
+        if self._hashed is not None and self._hashed[0].equals(dictionary):
+            return self._hashed[1]
+        h = id_hashes(dictionary)
+        self._hashed = (dictionary, h)
+        return h
 
     def add(self, table: pa.Table, res_names: list[str]) -> None:
         """Reduce one row group."""
@@ -130,7 +142,7 @@ class _Acc:
 
         small = mask(*SMALL)
         if small.any():
-            self.small.append(table.filter(pa.array(small)))
+            self.small.append(_plain_strings(table.filter(pa.array(small))))
         is_alloc, is_end = mask(ev.CONTAINER_ALLOCATED), mask(*ENDS)
         if is_alloc.any() or is_end.any():
             self._containers(table, t, is_alloc, is_end, res_names)
@@ -150,7 +162,7 @@ class _Acc:
         np.minimum.at(self.alloc_min, jg[with_job], t[with_job])
         ccode, cdict = _strings(table.column("container"))
         with np.errstate(over="ignore"):
-            key = id_hashes(cdict)[np.maximum(ccode, 0)] + jg.astype(np.uint64) * _JOB_MIX
+            key = self.hashes(cdict)[np.maximum(ccode, 0)] + jg.astype(np.uint64) * _JOB_MIX
         known = (jg >= 0) & (ccode >= 0)
         a = np.flatnonzero(with_job & known)
         self.a_key.append(key[a])
@@ -165,8 +177,20 @@ class _Acc:
         self.e_t.append(t[e])
 
 
-def _cat(parts: list[Any], dtype: Any) -> Any:
-    return np.concatenate(parts) if parts else np.empty(0, dtype)
+def _plain_strings(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns as plain strings: a filtered dictionary
+    column keeps its row group's whole dictionary (every container id of the group)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(f.type.value_type))
+    return table
+
+
+def _take(parts: list[Any], dtype: Any) -> Any:
+    """The parts as one array; the list is emptied (its parts let go)."""
+    out = np.concatenate(parts) if parts else np.empty(0, dtype)
+    parts.clear()
+    return out
 
 
 class EventFile:
@@ -190,12 +214,13 @@ class EventFile:
         return [c for c in names if c in wanted or c.startswith(("capacity_", "resources_"))]
 
     def row_groups(self, extra: tuple[str, ...] = ()) -> Any:
-        """The file's row groups as tables of the columns the metrics read (and ``extra``)."""
+        """The file's rows, ``BATCH_ROWS`` at a time, as tables of the columns the metrics
+        read (and ``extra``)."""
         try:
             f = self._file()
             cols = self._columns(f.schema_arrow.names, extra)
-            for i in range(f.num_row_groups):
-                yield f.read_row_group(i, columns=cols, use_threads=False)
+            for batch in f.iter_batches(BATCH_ROWS, columns=cols, use_threads=False):
+                yield pa.Table.from_batches([batch])
         except (OSError, pa.ArrowException) as e:
             raise InputError(str(self.path), None, f"not a Parquet event log: {e}") from None
 
@@ -264,32 +289,36 @@ class EventFile:
                          np.empty(0, dtype=np.int64))  # fmt: skip
         lo, hi = horizon
         last = acc.last_t if acc.last_t is not None else hi
-        key, t = _cat(acc.a_key, np.uint64), _cat(acc.a_t, float)
-        keys, first = _first_per_group(key, t)
-        e_key = _cat(acc.e_key, np.uint64)
+        # Each part is taken (and dropped from ``acc``) when needed, and let go after.
+        keys, first = _first_per_group(_take(acc.a_key, np.uint64), t := _take(acc.a_t, float))
+        t_first = t[first]
+        del t
+        e_key = _take(acc.e_key, np.uint64)
         pos = np.minimum(np.searchsorted(keys, e_key), max(len(keys) - 1, 0))
         hit = keys[pos] == e_key if len(keys) else np.zeros(len(e_key), dtype=bool)
-        end_t = _min_per(pos[hit], _cat(acc.e_t, float)[hit], len(keys))
-        del key, e_key, pos, hit
-        c_end = np.where(np.isfinite(end_t), end_t, last)
-        a = np.maximum(t[first], lo)
-        b = np.minimum(c_end, hi)
+        del e_key
+        end_t = _min_per(pos[hit], _take(acc.e_t, float)[hit], len(keys))
+        del pos, hit, keys
+        a = np.maximum(t_first, lo)
+        b = np.minimum(np.where(np.isfinite(end_t), end_t, last), hi)
+        del t_first, end_t
         keep = b > a
         sel = first[keep]
         a, b = a[keep], b[keep]
+        del first, keep
         res = np.zeros((len(sel), nres))
         for i, r in enumerate(cap_names):
             if r in acc.a_res:
-                res[:, i] = _cat(acc.a_res[r], float)[sel]
+                res[:, i] = _take(acc.a_res[r], float)[sel]
         share = np.zeros(len(sel))
         for i, r in enumerate(cap_names):
             share = np.maximum(share, res[:, i] / capacity[r])
-        jg = _cat(acc.a_job, np.int32)[sel].astype(np.int64)
+        jg = _take(acc.a_job, np.int32)[sel].astype(np.int64)
         names = sorted(acc.jobs, key=acc.jobs.__getitem__)
         rank = np.empty(len(names), np.int64)
         rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
         job_rank = rank[jg] if len(names) else jg
-        rows = _cat(acc.a_row, np.int64)[sel]
+        rows = _take(acc.a_row, np.int64)[sel]
         order = np.lexsort((self._tie_ranks(rows, a, b, job_rank), job_rank, b, a))
         index = {j: i for i, j in enumerate(jobs.job_ids.tolist())}
         job_index = np.array([index.get(n, -1) for n in names], np.int64)
