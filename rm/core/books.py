@@ -106,14 +106,15 @@ class BookLedger:
 
     def forget(self, app: Any) -> None:
         """``app`` ended (its containers released): its changes go into its books now,
-        and neither it nor its own book is kept by the ledger any longer (an ended
-        application's book is read at most once more, when the policy hears of its end,
-        and is then up to date without a flush)."""
+        and neither it nor its own book is kept by the ledger any longer: that book,
+        which nothing changes any more, becomes a plain accumulator (up to date, read
+        without a flush)."""
         if app in self.pending:
             self._apply(app)
             del self.pending[app]
-        own = app._allocated
-        if type(own) is self._book:
+        own: Accumulator = app._allocated
+        ledgers = type(own) is self._book
+        if ledgers:
             own.__class__ = Accumulator
             self._done += 1
             if 2 * self._done > len(self._books):
