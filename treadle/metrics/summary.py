@@ -41,7 +41,7 @@ from treadle.metrics.scan import (
     to_table,
 )
 from treadle.metrics.stats import mean, pct, rounded, worst_fraction_mean
-from treadle.metrics.utilization import mean_utilization, utilization_series_from
+from treadle.metrics.utilization import LazySeries, mean_utilization
 
 
 def summary_from(
@@ -185,7 +185,9 @@ class RunMetrics:
 
     summary: dict[str, Any]
     jobs: list[JobResult]
-    utilization: dict[str, list[tuple[float, float]]]
+    #: Per resource, the step series (``utilization_series``); ``analyze``'s is computed
+    #: when first read (``LazySeries``).
+    utilization: Mapping[str, list[tuple[float, float]]]
 
 
 def analyze(
@@ -201,7 +203,7 @@ def analyze(
     summary = _with_dp(
         records, log, cols, summary_from(log, cols, policy, user_weights, JAIN_WINDOW_S)
     )
-    return RunMetrics(summary, job_results_from(log, cols), utilization_series_from(log))
+    return RunMetrics(summary, job_results_from(log, cols), LazySeries(log))
 
 
 #: The status of a job a live replay never submitted (its timeout came first).
