@@ -43,6 +43,14 @@ class MedianSeries(HistorySeries):
             self.hi += 1
             self.window.add(v)
 
+    def dropped(self, k: int) -> None:
+        if self.lo >= k:
+            self.lo -= k
+            self.hi -= k
+        else:  # the window held dropped values: the next range rebuilds it
+            self.window = SortedList()
+            self.lo = self.hi = 0
+
     def point_of(self, lo: int, hi: int) -> float:
         values, window = self.values, self.window
         if hi - lo <= SMALL:

@@ -8,6 +8,7 @@ harmonic mean."""
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 
 from rm.policy.estimator import HistoryEstimator, HistorySeries
@@ -36,13 +37,13 @@ class UtilitySeries(HistorySeries):
 
     def __init__(self) -> None:
         super().__init__(utility_point)
-        self.inv: list[float] = []  # max(v, MIN_DURATION_S) ** -2, in time order
+        self.inv = array("d")  # max(v, MIN_DURATION_S) ** -2, in time order
         self.base = 0
         self.last_lo = 0
         #: ``sum``'s state after ``inv[base : base + k]`` at index k (with Neumaier's
         #: compensation in ``comp``).
-        self.prefix = [0.0]
-        self.comp = [0.0]
+        self.prefix = array("d", [0.0])
+        self.comp = array("d", [0.0])
 
     def inserted(self, i: int, v: float) -> None:
         self.inv.insert(i, max(v, MIN_DURATION_S) ** -2)
@@ -51,6 +52,16 @@ class UtilitySeries(HistorySeries):
         else:
             del self.prefix[i - self.base + 1 :]
             del self.comp[i - self.base + 1 :]
+
+    def dropped(self, k: int) -> None:
+        del self.inv[:k]
+        self.last_lo = max(0, self.last_lo - k)
+        if self.base >= k:  # the running sums from ``base`` hold
+            self.base -= k
+        else:
+            self.base = 0
+            del self.prefix[1:]
+            del self.comp[1:]
 
     def point_of(self, lo: int, hi: int) -> float:
         if lo != self.base:

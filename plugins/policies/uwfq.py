@@ -206,6 +206,11 @@ class UwfqPolicy(StageOrderingPolicy[UwfqParams]):
     def on_app_removed(self, app: AppView, cluster: ClusterView) -> None:
         self.jobs.pop(app.app_id, None)
         self.stages.pop(app.app_id, None)
+        # No stage of an ended job arrives again: its id need not be known any longer.
+        clock = self.clock
+        u = clock.active.get(app.user) or clock.historic.get(app.user)
+        if u is not None:
+            u.known.discard(app.app_id)
 
     def changed(
         self, apps: Sequence[AppView] | None, sets: Sequence[TaskSet], cluster: ClusterView

@@ -238,6 +238,7 @@ class Applications:
             # Containers still held by a finished application are killed (YARN does too).
             self._containers.release(c, now, killed=True)
         self._clear_asks(app)
+        st.ledger.forget(app)  # else the ledger would keep the ended ``app`` to the end
         app.state = _END_STATE[status]
         if status is FinalStatus.SUCCEEDED:
             app.progress = 1.0

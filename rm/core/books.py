@@ -44,7 +44,7 @@ class BookLedger:
     application (``rm.core.state.Application``) carries ``_book_shape`` (the shape its changes
     are counted in) and ``_book_n`` (its containers of that shape placed less ended)."""
 
-    __slots__ = ("_book", "_books", "kind", "on", "pending")
+    __slots__ = ("_book", "_books", "_done", "kind", "on", "pending")
 
     def __init__(self) -> None:
         # This ledger's books: instances of a ``Book`` class of its own (which names the
@@ -57,6 +57,8 @@ class BookLedger:
         self.pending: dict[Any, None] = {}
         #: The type of every amount counted so far (None: none counted yet).
         self.kind: type | None = None
+        #: Books in ``_books`` of applications that ended (dropped when half are).
+        self._done = 0
 
     def book(self) -> Accumulator:
         """A new, empty book (a plain accumulator once deferral is off)."""
@@ -102,6 +104,23 @@ class BookLedger:
         self.pending[app] = None
         return True
 
+    def forget(self, app: Any) -> None:
+        """``app`` ended (its containers released): its changes go into its books now,
+        and neither it nor its own book is kept by the ledger any longer: that book,
+        which nothing changes any more, becomes a plain accumulator (up to date, read
+        without a flush)."""
+        if app in self.pending:
+            self._apply(app)
+            del self.pending[app]
+        own: Accumulator = app._allocated
+        ledgers = type(own) is self._book
+        if ledgers:
+            own.__class__ = Accumulator
+            self._done += 1
+            if 2 * self._done > len(self._books):
+                self._books = [b for b in self._books if type(b) is not Accumulator]
+                self._done = 0
+
     def check_capacity(self, capacity: Resources) -> None:
         """The cluster's capacity grew to ``capacity``: keep the books at once from now
         on if totals may reach where ints are no longer exact."""
@@ -118,6 +137,7 @@ class BookLedger:
         for b in self._books:
             b.__class__ = Accumulator  # reads need no test any more
         self._books.clear()
+        self._done = 0
 
     def flush(self) -> None:
         """Bring every book up to date (before one is read)."""

@@ -30,6 +30,7 @@ import csv
 import json
 import math
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -283,6 +284,12 @@ tasks: the best history there is for it, and on a history without stages (older 
 the sum is then exactly the job-level estimate, so ``dag`` changes nothing there. Not
 with ``online``: a finished job's per-stage run times are not observed.
 
+The history's bound (``max_history``, default ``MAX_HISTORY``): each series (one feature
+value's, the whole history's, and each stage name's with ``dag``) keeps its latest
+``max_history`` jobs by submission time; older ones count no more (``HistorySeries``), so
+an estimator's memory is at most some 16 bytes x 6 series x ``max_history`` x 5/4 per
+distinct feature value, however long the run (each job's values are in six series).
+
 ``history``: a CSV of past jobs (``rm.policy.estimator.read_history``). ``thin_top``: jobs of
 fewer than ``thin_limit`` tasks go to the top queue unestimated (3SigmaTL).
 """
@@ -290,6 +297,10 @@ fewer than ``thin_limit`` tasks go to the top queue unestimated (3SigmaTL).
 FEATURES = ("name", "user", "when", "cpu", "memory")
 #: A job's values of ``FEATURES``.
 Features = tuple[Hashable, ...]
+
+
+#: How many values a ``HistorySeries`` keeps by default (``max_history``).
+MAX_HISTORY = 100_000
 
 
 class HistoryParams(BaseModel):
@@ -301,6 +312,7 @@ class HistoryParams(BaseModel):
     thin_top: bool = False
     thin_limit: int = Field(3, ge=1)
     dag: bool = False
+    max_history: int = Field(MAX_HISTORY, ge=1)
 
     @field_validator("dag")
     @classmethod
@@ -334,30 +346,49 @@ class HistorySeries:
     """One learned quantity's values by submission time, and the point value of those
     submitted in ``[t0, t1]`` (``t0`` None: from the first). Values arrive mostly in
     time order; ties keep their arrival order. This base recomputes ``point`` over the
-    range's values (a list in time order) on every query; subclasses keep a structure
-    that answers exactly the same faster (``inserted`` and ``point_of``)."""
+    range's values (in time order) on every query; subclasses keep a structure that
+    answers exactly the same faster (``inserted``, ``dropped`` and ``point_of``).
 
-    __slots__ = ("point_fn", "times", "values")
+    The bound: a series is its latest ``cap`` values (by submission time, ties by
+    arrival; ``max_history``, default ``MAX_HISTORY``); an older one counts no more, as
+    if never added. Times and values are arrays of doubles (8 bytes each); the values
+    that no longer count are dropped once they are a fifth of the series (so a series
+    holds at most ``cap * 5 / 4``, and dropping costs O(1) per value added)."""
+
+    __slots__ = ("cap", "point_fn", "times", "values")
 
     def __init__(self, point: Callable[[Sequence[float]], float] | None = None) -> None:
         self.point_fn = point
-        self.times: list[float] = []
-        self.values: list[float] = []
+        self.times = array("d")
+        self.values = array("d")
+        self.cap = MAX_HISTORY
 
     def add(self, t: float, v: float) -> None:
-        i = bisect.bisect_right(self.times, t)
-        self.times.insert(i, t)
+        times = self.times
+        i = bisect.bisect_right(times, t)
+        times.insert(i, t)
         self.values.insert(i, v)
         self.inserted(i, v)
+        extra = len(times) - self.cap
+        if 4 * extra > self.cap:
+            del times[:extra]
+            del self.values[:extra]
+            self.dropped(extra)
 
     def point(self, t0: float | None, t1: float) -> float | None:
-        """The point value of the values submitted in ``[t0, t1]``; None: there are none."""
-        lo = 0 if t0 is None else bisect.bisect_left(self.times, t0)
-        hi = bisect.bisect_right(self.times, t1)
+        """The point value of the values submitted in ``[t0, t1]`` (of the latest
+        ``cap``); None: there are none."""
+        times = self.times
+        lo = 0 if t0 is None else bisect.bisect_left(times, t0)
+        lo = max(lo, len(times) - self.cap)
+        hi = bisect.bisect_right(times, t1)
         return self.point_of(lo, hi) if lo < hi else None
 
     def inserted(self, i: int, v: float) -> None:
         """``v`` was inserted at index ``i`` of ``values``."""
+
+    def dropped(self, k: int) -> None:
+        """The first ``k`` values were dropped (indices shift down by ``k``)."""
 
     def point_of(self, lo: int, hi: int) -> float:
         """The point value of ``values[lo:hi]`` (never empty)."""
@@ -371,11 +402,21 @@ class _Learner:
 
     __slots__ = ("by_feature", "error_n", "error_sum", "everything", "new_series", "window_s")
 
-    def __init__(self, new_series: Callable[[], HistorySeries], window_s: float | None) -> None:
-        self.new_series = new_series
+    def __init__(
+        self,
+        new_series: Callable[[], HistorySeries],
+        window_s: float | None,
+        cap: int = MAX_HISTORY,
+    ) -> None:
+        def capped() -> HistorySeries:
+            series = new_series()
+            series.cap = cap
+            return series
+
+        self.new_series = capped
         self.window_s = window_s
         self.by_feature: list[dict[Hashable, HistorySeries]] = [{} for _ in FEATURES]
-        self.everything = new_series()
+        self.everything = capped()
         self.error_sum = [0.0] * len(FEATURES)
         self.error_n = [0] * len(FEATURES)
 
@@ -428,7 +469,7 @@ class HistoryEstimator(Estimator):
         super().__init__(params)
         p: HistoryParams = self.params
         self.window_s = p.window_days * 86400 if p.window_days is not None else None
-        self.learner = _Learner(self.new_series, self.window_s)
+        self.learner = _Learner(self.new_series, self.window_s, p.max_history)
         #: With ``dag``: one learner per stage name.
         self.stage_learners: dict[str, _Learner] = {}
         #: Per running job: its estimate, its features and what each feature predicted.
@@ -453,7 +494,9 @@ class HistoryEstimator(Estimator):
             for s in j.stages if dag else ():
                 learner = self.stage_learners.get(s.name)
                 if learner is None:
-                    learner = self.stage_learners[s.name] = _Learner(self.new_series, self.window_s)
+                    learner = self.stage_learners[s.name] = _Learner(
+                        self.new_series, self.window_s, self.params.max_history
+                    )
                 learner.learn(f, j.submit_s, learner.predictions(f, j.submit_s), s.mean_task_s)
 
     def _predictions(self, f: Features, now: float) -> list[float | None]:

@@ -36,13 +36,34 @@ The AM release leaves the loop's instructions as they were: ``bench_sim --child 
 300`` under ``valgrind --tool=cachegrind --cache-sim=no`` with ``PYTHONHASHSEED=0``,
 5.5485 G on main, 5.5476 G on the branch, the same events, heartbeats and allocates.
 
-Where the rest goes (the same command in one process, RSS after each phase, at
-600 s and 1,800 s of arrivals): loading 47 B per task (the decoded workload), the
-simulation about 250 B per task (``ColumnarEventLog`` with a discarding sink: the RM's
-ended applications, each with its job, its done-task set and the dict that once held its
-containers), reading ``events.parquet`` back for the metrics and ``metrics.analyze``
-(the whole event table, then numpy arrays over every row) about 1 KB per task: the
-metrics are the bulk, then the RM's retention of ended applications.
+Measured on 2026-12-02, branch h-metrics (the output side) against its start 87c2d70,
+one run each, alternating, ``--scales 1,5``: ``--events none`` 564 -> 276 MB at 1x, 1,988
+-> 613 MB at 5x (3.53x -> 2.22x of 1x; 0.33 KB per task of the trace beyond 1x, was 1.38
+KB); ``--events parquet`` 559 -> 279 MB and 1,986 -> 616 MB (3.55x -> 2.21x); time per task
+1.21x and 0.92x of the start's (wall time on a loaded machine: noise, as said). The
+outputs are the same bytes (summary.json, jobs.csv, jobs.parquet, events.parquet,
+``cmp``) at 600 s and 3,000 s of arrivals and on every golden workload and policy with
+both event modes. 10 million tasks (100,000 jobs over 23,438 s of arrivals, ``--events
+none``, the same command, input side as at 87c2d70): 3,416 MB peak, 10 min 26 s (63 us
+per task, loaded machine), as the 0.33 KB per task predicts; the start's rate predicts
+some 14 GB. The loop's instructions
+(``bench_sim --child fifo 200 300 1`` under cachegrind as above): 5.4699 G at 87c2d70,
+5.4599 G on the branch. What changed: the metrics read ``events.parquet`` a batch of rows
+at a time (``treadle.metrics.logfile``: per-job rows and some 60 bytes per container,
+never the event table); the utilization series is computed only when read (a run's files
+never read it; as Python pairs it was some 200 bytes per container); the RM's book ledger
+forgets an application when it ends (it kept every ended ``Application``, with its job,
+its asks and its last allocate response, to the end of the run).
+
+Where the rest goes (the same phases in one process, peak RSS after each, at 600 s and
+3,000 s of arrivals, ``--events none``): loading 110 -> 157 MB (46 B per task: the decoded
+workload, the input side's), the simulation 215 -> 275 MB (13 B per task of its own beyond
+the workload), the metrics' scan of the log 256 -> 523 MB and their analysis after it:
+about 250-300 B per container at the peak, the per-container spans (start, end, resources,
+share, job: 48 B) and the arrays that sort them and that Jain's index over windows builds
+per span. That is what stands between this and the 1.25x target: the spans would have to
+be swept in (start, end, job, container) order as containers end, and Jain's index and
+the utilization level accumulated per window as the sweep passes it.
 
 ``--columnar`` converts each case's workload file (``treadle convert``) and runs the
 columnar file instead, which ``treadle sim`` streams (read a row group at a time as the

@@ -11,7 +11,7 @@ import pytest
 from rm.core.state import Application, ClusterState
 from treadle.messages import AppSubmission
 from treadle.model import QueueSpec
-from treadle.resources import Resources
+from treadle.resources import Accumulator, Resources
 
 
 def _state(eager: bool) -> tuple[ClusterState, list[Application]]:
@@ -80,3 +80,32 @@ def test_books_read_after_nearly_every_change_are_kept_at_once() -> None:
     assert not st.ledger.on
     st.ledger.add(apps[1], r)
     assert st.queues["root"].used == r + r
+
+
+def test_an_ended_application_is_forgotten_with_its_books_up_to_date() -> None:
+    """``forget``: the ledger keeps neither the ended application nor its own book, and
+    every book reads as if kept at once (the RM would otherwise hold every ended
+    application, with its job, to the end of the run)."""
+    lazy, lazy_apps = _state(eager=False)
+    eager, eager_apps = _state(eager=True)
+    r = Resources(vcores=1, memory_mb=2048)
+    for st, apps in ((lazy, lazy_apps), (eager, eager_apps)):
+        for k in range(20):  # applications that end
+            app = Application(f"x{k}", 9 + k, AppSubmission("x", "u1", "a"), 0.0)
+            st.add_app(app)
+            st.ledger.add(app, r)
+            st.ledger.sub(app, r)
+            st.ledger.forget(app)
+            apps.append(app)
+        for _ in range(3):
+            st.ledger.add(apps[0], r)
+            st.ledger.add(apps[1], r)
+        st.ledger.sub(apps[0], r)
+        st.ledger.forget(apps[0])
+    assert list(lazy.ledger.pending) == [lazy_apps[1]]
+    # The ended ones' books are plain accumulators; the ledger's list is dropped of
+    # them whenever they are half of it.
+    assert all(type(a._allocated) is Accumulator for a in [lazy_apps[0], *lazy_apps[3:]])
+    live = 3 + 2 + 2  # queues, users, running applications
+    assert len(lazy.ledger._books) <= 2 * live
+    assert _books(lazy, lazy_apps) == _books(eager, eager_apps)

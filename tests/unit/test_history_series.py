@@ -230,3 +230,38 @@ def test_a_gs_run_reads_its_history_once(tmp_path: Path, history: tuple[Path, li
     estimator = run.summary["parameters"]["estimator"]
     assert estimator["name"] == "3sigma"
     assert estimator["params"]["history"] == str(path)
+
+
+class CappedOldSeries(OldSeries):
+    """The reference of a capped series: the old one over its latest ``cap`` values."""
+
+    def __init__(self, point: Callable[[Sequence[float]], float], cap: int) -> None:
+        super().__init__(point)
+        self.cap = cap
+
+    def since(self, t0: float | None, t1: float) -> list[float]:
+        lo = 0 if t0 is None else bisect.bisect_left(self.times, t0)
+        lo = max(lo, len(self.times) - self.cap)
+        return self.values[lo : bisect.bisect_right(self.times, t1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(op, max_size=120), w=window, cap=st.integers(1, 12))
+def test_a_capped_series_is_its_latest_values(ops: list[Any], w: float | None, cap: int) -> None:
+    """``max_history``: a series counts its latest ``cap`` values only (older ones are
+    dropped in batches), for the base series and both fast ones."""
+    for new, point in (
+        (HistorySeries(lower_median), lower_median),
+        (MedianSeries(), lower_median),
+        (UtilitySeries(), utility_point),
+    ):
+        new.cap = cap
+        old = CappedOldSeries(point, cap)
+        for kind, t, v in ops:
+            if kind == "add":
+                new.add(t, v)
+                old.add(t, v)
+                assert len(new.values) <= cap + cap // 4 + 1
+            else:
+                t0 = None if w is None else t - w
+                assert same(new.point(t0, t), old.point(t0, t)), (t0, t, cap)

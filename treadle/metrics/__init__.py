@@ -12,6 +12,9 @@ reads and groups the strings (dictionary encoding). Each part is a module of its
 
 * ``scan``: the log's columns into per-job and per-container arrays, the capacity and
   the horizon (the definitions chosen where DESIGN.md leaves room are there);
+* ``logfile``: an ``events.parquet`` file (what ``read_log`` gives of one) scanned a batch
+  of rows at a time, to the same facts: the event table is never held, only per-job rows
+  and a few numbers per container;
 * ``jobs``: per-job results (JCT, waiting time, slowdown) and the factor of improvement;
 * ``stats``: percentiles, Jain's index, means, rounding;
 * ``fairness``: Jain's index over time windows, per user or per job;

@@ -267,8 +267,14 @@ def _capacity(
     return capacity, run
 
 
-def _jobs(cols: _Columns, is_alloc: npt.NDArray[np.bool_]) -> _Jobs:
-    """The jobs: the earliest submission of each, its fields, its start."""
+def _jobs(
+    cols: _Columns,
+    is_alloc: npt.NDArray[np.bool_],
+    alloc_min: Mapping[str, float] | None = None,
+) -> _Jobs:
+    """The jobs: the earliest submission of each, its fields, its start. ``alloc_min``
+    (job -> its earliest ``container_allocated``) stands for the table's allocations when
+    they were reduced apart (``treadle.metrics.logfile``)."""
     table, t, jcode, jobs_dict = cols.table, cols.t, cols.jcode, cols.jobs_dict
     sub = np.flatnonzero(cols.mask(ev.JOB_SUBMITTED) & (jcode >= 0))
     sub_keys, sub_rows = _first_per_group(jcode[sub], t[sub])
@@ -300,7 +306,10 @@ def _jobs(cols: _Columns, is_alloc: npt.NDArray[np.bool_]) -> _Jobs:
         return _min_per(idx[ok], t[sel][ok], nj)
 
     started = per_job_min(cols.mask(ev.JOB_STARTED))
-    first_alloc = per_job_min(is_alloc)
+    if alloc_min is None:
+        first_alloc = per_job_min(is_alloc)
+    else:
+        first_alloc = np.array([alloc_min.get(j, np.inf) for j in job_ids.tolist()], float)
     start = np.where(np.isfinite(started), started, first_alloc)
     start[~np.isfinite(start)] = np.nan
     return _Jobs(
@@ -343,26 +352,48 @@ def _horizon(
 
 
 def scan(source: EventSource) -> LogFacts:
-    """Gather the facts of one event log (rows in any order)."""
+    """Gather the facts of one event log (rows in any order). A source with a
+    ``scan_facts`` method (an event file read by row group, ``treadle.metrics.logfile``)
+    gathers its own."""
+    own = getattr(source, "scan_facts", None)
+    if own is not None:
+        facts: LogFacts = own()
+        return facts
     cols, run = _columns(source)
     t = cols.t
     last_t = float(t.max()) if len(t) else None
-    capacity, run = _capacity(cols, run)
-    cap_names = sorted(capacity)
+
+    def spans_of(
+        jobs: _Jobs, horizon: tuple[float, float] | None, capacity: dict[str, float]
+    ) -> Spans:
+        """The containers: the earliest allocation of each, held until its earliest end."""
+        ranks = (_rank(cols.jobs_dict), _rank(cols.cids))
+        spans = _spans(
+            cols.table, t, cols.jcode, cols.ccode, ranks, is_alloc, cols.mask, horizon, last_t,
+            capacity, sorted(capacity),
+        )  # fmt: skip
+        return Spans(spans.a, spans.b, spans.res, spans.share, jobs.index_of_code[spans.job])
+
     is_alloc = cols.mask(ev.CONTAINER_ALLOCATED)
-    jobs = _jobs(cols, is_alloc)
+    return facts_of(cols, run, last_t, is_alloc, spans_of)
+
+
+def facts_of(
+    cols: _Columns,
+    run: dict[str, Any] | None,
+    last_t: float | None,
+    is_alloc: npt.NDArray[np.bool_],
+    spans_of: Any,
+    alloc_min: Mapping[str, float] | None = None,
+) -> LogFacts:
+    """The facts of ``cols`` (jobs, capacity, horizon), with the spans ``spans_of(jobs,
+    horizon, capacity)`` gives (their ``job`` the index into ``jobs``)."""
+    capacity, run = _capacity(cols, run)
+    jobs = _jobs(cols, is_alloc, alloc_min)
     nj = len(jobs.rows)
     end, status = _job_ends(cols, jobs.index_of_code, nj)
     horizon = _horizon(jobs.submit, end, last_t)
-
-    # ---- containers: the earliest allocation of each, held until its earliest end
-    ranks = (_rank(cols.jobs_dict), _rank(cols.cids))
-    spans = _spans(
-        cols.table, t, cols.jcode, cols.ccode, ranks, is_alloc, cols.mask, horizon, last_t,
-        capacity, cap_names,
-    )  # fmt: skip
-    spans_job = jobs.index_of_code[spans.job]
-    spans = Spans(spans.a, spans.b, spans.res, spans.share, spans_job)
+    spans = spans_of(jobs, horizon, capacity)
 
     # jobs in (submit, job) order, a job by its id's number
     job_ids, submit = jobs.job_ids, jobs.submit

@@ -21,8 +21,12 @@ import numpy as np
 import pyarrow as pa
 
 from treadle.metrics.deadlines import best_and_worst, rank_group_dict
-from treadle.metrics.dp import DP_ACCOUNT, dp_summary
-from treadle.metrics.estimation import JOB_ESTIMATED, estimation_summary
+from treadle.metrics.dp import COLUMNS as DP_COLUMNS, DP_ACCOUNT, dp_summary
+from treadle.metrics.estimation import (
+    COLUMNS as ESTIMATE_COLUMNS,
+    JOB_ESTIMATED,
+    estimation_summary,
+)
 from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
 from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
 from treadle.metrics.preemption import CONTAINER_PREEMPTED, preemption_summary
@@ -37,7 +41,7 @@ from treadle.metrics.scan import (
     to_table,
 )
 from treadle.metrics.stats import mean, pct, rounded, worst_fraction_mean
-from treadle.metrics.utilization import mean_utilization, utilization_series_from
+from treadle.metrics.utilization import LazySeries, mean_utilization
 
 
 def summary_from(
@@ -141,7 +145,9 @@ def summarize(
 
 def _reusable(records: EventSource) -> EventSource:
     """``records`` in a form that can be read twice (an iterator is read once)."""
-    return records if isinstance(records, pa.Table | list) else list(records)
+    if isinstance(records, pa.Table | list) or hasattr(records, "scan_facts"):
+        return records
+    return list(records)
 
 
 def _with_dp(
@@ -150,9 +156,15 @@ def _with_dp(
     """``summary`` with the ``dp`` section when the log has ``dp_account`` records, the
     ``estimation`` section when it has ``job_estimated`` ones and the ``preemption``
     section when it has ``container_preempted`` ones."""
-    if not isinstance(records, pa.Table):
+    wanted = {DP_ACCOUNT, JOB_ESTIMATED, CONTAINER_PREEMPTED}
+    if hasattr(records, "scan_facts"):  # an event file read by row group
+        source: Any = records
+        if not source.kinds() & wanted:
+            return summary
+        records = source.table(DP_COLUMNS + ESTIMATE_COLUMNS)
+    elif not isinstance(records, pa.Table):
         kinds = {r.get("event") for r in records}
-        if not kinds & {DP_ACCOUNT, JOB_ESTIMATED, CONTAINER_PREEMPTED}:
+        if not kinds & wanted:
             return summary
         records = to_table(records)[0]
     dp = dp_summary(records, log, cols)
@@ -173,7 +185,9 @@ class RunMetrics:
 
     summary: dict[str, Any]
     jobs: list[JobResult]
-    utilization: dict[str, list[tuple[float, float]]]
+    #: Per resource, the step series (``utilization_series``); ``analyze``'s is computed
+    #: when first read (``LazySeries``).
+    utilization: Mapping[str, list[tuple[float, float]]]
 
 
 def analyze(
@@ -189,7 +203,7 @@ def analyze(
     summary = _with_dp(
         records, log, cols, summary_from(log, cols, policy, user_weights, JAIN_WINDOW_S)
     )
-    return RunMetrics(summary, job_results_from(log, cols), utilization_series_from(log))
+    return RunMetrics(summary, job_results_from(log, cols), LazySeries(log))
 
 
 #: The status of a job a live replay never submitted (its timeout came first).

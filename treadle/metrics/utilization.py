@@ -8,22 +8,63 @@ containers' starts and ends in time order (ties in span order), as a sweep adds 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
-from treadle.metrics.scan import EventSource, LogFacts, scan
+from treadle.metrics.scan import EventSource, LogFacts, Spans, scan
 from treadle.metrics.stats import round_array
+
+Series = list[tuple[float, float]]
+
+
+class LazySeries(Mapping[str, Series]):
+    """``utilization_series_from(log)``, computed when first read (``analyze``'s: a run's
+    files never read it, and as Python pairs it is some 200 bytes per container). Until
+    then it holds the log's spans (their times and resources) only."""
+
+    __slots__ = ("_of", "_series")
+
+    def __init__(self, log: LogFacts) -> None:
+        self._of: tuple[Any, ...] | None = (log.horizon, dict(log.capacity), log.spans)
+        self._series: dict[str, Series] | None = None
+
+    def _get(self) -> dict[str, Series]:
+        if self._series is None:
+            assert self._of is not None
+            self._series = _series(*self._of)
+            self._of = None
+        return self._series
+
+    def __getitem__(self, key: str) -> Series:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+    def __reduce__(self) -> Any:  # pickled (a study's runs on workers) as the plain dict
+        return (dict, (self._get(),))
 
 
 def utilization_series_from(log: LogFacts) -> dict[str, list[tuple[float, float]]]:
     """``utilization_series`` of a scanned log."""
-    hz = log.horizon
-    cap = log.capacity
+    return _series(log.horizon, log.capacity, log.spans)
+
+
+def _series(
+    hz: tuple[float, float] | None, cap: Mapping[str, float], sp: Spans
+) -> dict[str, list[tuple[float, float]]]:
     names = sorted(cap)
     if hz is None or not cap:
         return {k: [] for k in names}
     start, end = hz
-    sp = log.spans
     n = len(sp.a)
     times = np.empty(2 * n)
     times[0::2], times[1::2] = sp.a, sp.b

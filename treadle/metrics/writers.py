@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from treadle import event_columns as ec, events as ev
-from treadle.metrics.dp import COLUMNS as DP_COLUMNS, DP_ACCOUNT
-from treadle.metrics.estimation import COLUMNS as ESTIMATE_COLUMNS, JOB_ESTIMATED
 from treadle.metrics.jobs import JobResult
-from treadle.metrics.scan import COLUMNS, STRING_COLUMNS, RecordLike
+from treadle.metrics.logfile import EventFile
+from treadle.metrics.scan import RecordLike
 from treadle.metrics.stats import round6
 from treadle.metrics.summary import RunMetrics, analyze
 
@@ -50,22 +49,40 @@ def write_jobs_csv(results: Iterable[JobResult], path: Path) -> None:
             w.writerow([_cell(getattr(r, c)) for c in JOBS_CSV_COLUMNS])
 
 
-def write_jobs_parquet(results: Iterable[JobResult], path: Path) -> None:
-    """jobs.csv's columns as a Parquet table (floats as they are, not rounded)."""
+#: Rows per row group of jobs.parquet.
+JOBS_ROW_GROUP = 65_536
+
+
+def write_jobs_parquet(
+    results: Iterable[JobResult], path: Path, row_group: int = JOBS_ROW_GROUP
+) -> None:
+    """jobs.csv's columns as a Parquet table (floats as they are, not rounded), written
+    ``row_group`` rows at a time as ``results`` yields them (one row group's columns in
+    memory at once)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rs = list(results)
     types = {"tasks": pa.int64(), "status": pa.string()}
     for c in ("job", "name", "user", "queue"):
         types[c] = pa.string()
-    table = pa.table(
-        {
-            c: pa.array([getattr(r, c) for r in rs], type=types.get(c, pa.float64()))
-            for c in JOBS_CSV_COLUMNS
-        }
-    )
-    pq.write_table(table, str(path), compression=ec.PARQUET_COMPRESSION)
+    schema = pa.schema([(c, types.get(c, pa.float64())) for c in JOBS_CSV_COLUMNS])
+
+    def table(rows: list[JobResult]) -> pa.Table:
+        return pa.table(
+            {c: pa.array([getattr(r, c) for r in rows], type=schema.field(c).type)
+             for c in JOBS_CSV_COLUMNS}
+        )  # fmt: skip
+
+    with pq.ParquetWriter(str(path), schema, compression=ec.PARQUET_COMPRESSION) as w:
+        rows: list[JobResult] = []
+        written = False
+        for r in results:
+            rows.append(r)
+            if len(rows) == row_group:
+                w.write_table(table(rows), row_group_size=row_group)
+                rows, written = [], True
+        if rows or not written:  # no job: one empty row group, as a whole table has
+            w.write_table(table(rows), row_group_size=max(1, len(rows)))
 
 
 #: ``--events``: the event log's file format.
@@ -117,28 +134,9 @@ def write_run_outputs(
 
 def read_log(path: Path) -> Any:
     """An event log file (``.parquet`` or JSON lines) as what ``analyze`` takes: of a
-    Parquet file, the columns the metrics read, strings as dictionaries; the columns of
-    the ``dp`` and ``estimation`` sections only when the log has their records (they are
-    null on every row otherwise, yet as large as ``t``)."""
+    Parquet file, an :class:`~treadle.metrics.logfile.EventFile` that the metrics read by
+    row group (the columns they read; the ``dp``, ``estimation`` and ``preemption``
+    sections' columns only when the log has their records)."""
     if path.suffix != ".parquet":
         return ev.read_jsonl(path)
-
-    def read(columns: tuple[str, ...]) -> Any:
-        return ec.read_table(
-            path,
-            columns=columns,
-            prefixes=("capacity_", "resources_"),
-            dictionaries=STRING_COLUMNS,
-        )
-
-    table = read(COLUMNS)
-    kinds = {k for chunk in table.column("event").chunks for k in _kinds(chunk)}
-    if kinds & {DP_ACCOUNT, JOB_ESTIMATED}:
-        table = read(COLUMNS + DP_COLUMNS + ESTIMATE_COLUMNS)
-    return table
-
-
-def _kinds(chunk: Any) -> list[str]:
-    """The event names a chunk of the ``event`` column may hold (its dictionary's)."""
-    values = chunk.dictionary if hasattr(chunk, "dictionary") else chunk.unique()
-    return [str(v) for v in values.to_pylist()]
+    return EventFile(path)

@@ -1,0 +1,356 @@
+"""An ``events.parquet`` file as a metrics source, read one row group at a time.
+
+``scan`` of an :class:`EventFile` never holds the event table: each row group (the
+columns the metrics read) is reduced as it is read, then dropped. What is kept:
+
+* the rows of the few event types that are per run, node or job (``run_started``,
+  ``node_registered``, ``job_submitted``, ``job_started``, ``job_finished``,
+  ``job_failed``), as a small table: O(nodes + jobs);
+* per job, its earliest ``container_allocated`` (O(jobs));
+* per container allocation and per container end, a handful of numbers (a 64-bit key of
+  the job and container ids, the time, the row, the resources): no strings, O(containers).
+
+The facts are then those of :func:`treadle.metrics.scan.scan` of the whole table, to the
+last bit: the same rules, the same ties (the first row wins), the spans in the same
+(start, end, job, container) order; the container ids are read a second time, for the
+few spans that tie on (start, end, job) only. A container is known by its job's index
+and a polynomial hash of its id modulo 2**64: two ids of one job that hash alike (odds
+about n**2 / 2**65 for a job of n containers) would count as one.
+
+The ``dp``, ``estimation`` and ``preemption`` sections still read their columns whole
+(:meth:`EventFile.table`), in the runs that have their records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from treadle import event_columns as ec, events as ev
+from treadle.errors import InputError
+from treadle.metrics.scan import (
+    COLUMNS,
+    STRING_COLUMNS,
+    FloatArray,
+    IntArray,
+    LogFacts,
+    Spans,
+    _columns,
+    _first_per_group,
+    _Jobs,
+    _min_per,
+    _strings,
+    facts_of,
+)
+
+U64 = npt.NDArray[np.uint64]
+#: The event types kept as rows (per run, node or job).
+SMALL: tuple[str, ...] = (ev.RUN_STARTED, ev.NODE_REGISTERED, ev.JOB_SUBMITTED)
+SMALL += (ev.JOB_STARTED, ev.JOB_FINISHED, ev.JOB_FAILED)
+ENDS = (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED)
+#: Rows read at a time (a quarter of the writer's row group: less decoded at once).
+BATCH_ROWS = 16_384
+_P = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
+_P_INV = pow(_P, -1, 1 << 64)
+_JOB_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
+_LEN_MIX = np.uint64(0x165667B19E3779F9)
+
+
+def id_hashes(strings: pa.Array) -> U64:
+    """A 64-bit polynomial hash of each (non-null) string, sum of (byte + 1) * P**i over
+    its bytes, mixed with its length; vectorized over the array's buffers."""
+    arr = strings.cast(pa.large_string())
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint64)
+    bufs = arr.buffers()
+    off = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + n + 1]
+    data = np.frombuffer(bufs[2], np.uint8)[off[0] : off[-1]] if bufs[2] is not None else None
+    off = off - off[0]
+    nbytes = int(off[-1])
+    csum = np.zeros(nbytes + 1, np.uint64)
+    inv = np.ones(nbytes + 1, np.uint64)
+    if nbytes and data is not None:
+        with np.errstate(over="ignore"):
+            pw = np.cumprod(np.full(nbytes, _P, np.uint64))
+            csum[1:] = np.cumsum((data.astype(np.uint64) + np.uint64(1)) * pw)
+            inv[1:] = np.cumprod(np.full(nbytes, _P_INV, np.uint64))
+    with np.errstate(over="ignore"):
+        h: U64 = (csum[off[1:]] - csum[off[:-1]]) * inv[off[:-1]]
+        h ^= np.diff(off).astype(np.uint64) * _LEN_MIX
+    return h
+
+
+@dataclass
+class _Acc:
+    """What the row groups leave: see the module's docstring."""
+
+    small: list[pa.Table] = field(default_factory=list)
+    jobs: dict[str, int] = field(default_factory=dict)  # job id -> its index here
+    alloc_min: FloatArray = field(default_factory=lambda: np.empty(0))
+    a_key: list[U64] = field(default_factory=list)
+    a_t: list[FloatArray] = field(default_factory=list)
+    a_row: list[IntArray] = field(default_factory=list)
+    a_job: list[npt.NDArray[np.int32]] = field(default_factory=list)
+    a_res: dict[str, list[FloatArray]] = field(default_factory=dict)
+    e_key: list[U64] = field(default_factory=list)
+    e_t: list[FloatArray] = field(default_factory=list)
+    last_t: float | None = None
+    rows: int = 0
+    _hashed: tuple[pa.Array, U64] | None = None
+
+    def job_index(self, dictionary: pa.Array) -> IntArray:
+        """The index here of each job of a row group's dictionary (one more, -1, for
+        null codes)."""
+        out = np.empty(len(dictionary) + 1, np.int64)
+        for i, j in enumerate(dictionary.to_pylist()):
+            out[i] = self.jobs.setdefault(str(j), len(self.jobs))
+        out[-1] = -1
+        if len(self.jobs) > len(self.alloc_min):
+            grown = np.full(max(len(self.jobs), 2 * len(self.alloc_min)), np.inf)
+            grown[: len(self.alloc_min)] = self.alloc_min
+            self.alloc_min = grown
+        return out
+
+    def hashes(self, dictionary: pa.Array) -> U64:
+        """``id_hashes`` of a batch's container dictionary; the batches of one row group
+        share theirs, hashed once."""
+        if self._hashed is not None and self._hashed[0].equals(dictionary):
+            return self._hashed[1]
+        h = id_hashes(dictionary)
+        self._hashed = (dictionary, h)
+        return h
+
+    def add(self, table: pa.Table, res_names: list[str]) -> None:
+        """Reduce one row group."""
+        n = table.num_rows
+        t = table.column("t").to_numpy().astype(float)
+        if n:
+            hi = float(t.max())
+            self.last_t = hi if self.last_t is None else max(self.last_t, hi)
+        kinds, kind_names = _strings(table.column("event"))
+        code = {str(k): i for i, k in enumerate(kind_names.to_pylist())}
+
+        def mask(*events: str) -> npt.NDArray[np.bool_]:
+            ids = [code[e] for e in events if e in code]
+            return np.isin(kinds, ids) if ids else np.zeros(n, dtype=bool)
+
+        small = mask(*SMALL)
+        if small.any():
+            self.small.append(_plain_strings(table.filter(pa.array(small))))
+        is_alloc, is_end = mask(ev.CONTAINER_ALLOCATED), mask(*ENDS)
+        if is_alloc.any() or is_end.any():
+            self._containers(table, t, is_alloc, is_end, res_names)
+        self.rows += n
+
+    def _containers(
+        self,
+        table: pa.Table,
+        t: FloatArray,
+        is_alloc: npt.NDArray[np.bool_],
+        is_end: npt.NDArray[np.bool_],
+        res_names: list[str],
+    ) -> None:
+        jcode, jdict = _strings(table.column("job"))
+        jg = self.job_index(jdict)[jcode]
+        with_job = is_alloc & (jg >= 0)
+        np.minimum.at(self.alloc_min, jg[with_job], t[with_job])
+        ccode, cdict = _strings(table.column("container"))
+        with np.errstate(over="ignore"):
+            key = self.hashes(cdict)[np.maximum(ccode, 0)] + jg.astype(np.uint64) * _JOB_MIX
+        known = (jg >= 0) & (ccode >= 0)
+        a = np.flatnonzero(with_job & known)
+        self.a_key.append(key[a])
+        self.a_t.append(t[a])
+        self.a_row.append(a + self.rows)
+        self.a_job.append(jg[a].astype(np.int32))
+        for r in res_names:
+            col = table.column(ec.resource_column("resources", r)).fill_null(0.0)
+            self.a_res.setdefault(r, []).append(col.to_numpy().astype(float)[a])
+        e = np.flatnonzero(is_end & known)
+        self.e_key.append(key[e])
+        self.e_t.append(t[e])
+
+
+def _plain_strings(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary columns as plain strings: a filtered dictionary
+    column keeps its row group's whole dictionary (every container id of the group)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, table.column(i).cast(f.type.value_type))
+    return table
+
+
+def _take(parts: list[Any], dtype: Any) -> Any:
+    """The parts as one array; the list is emptied (its parts let go)."""
+    out = np.concatenate(parts) if parts else np.empty(0, dtype)
+    parts.clear()
+    return out
+
+
+class EventFile:
+    """An ``events.parquet`` file that the metrics read by row group (module docstring);
+    a file that is not an event log is an InputError naming it, when first read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def _file(self) -> Any:
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(str(self.path), read_dictionary=list(STRING_COLUMNS))
+        have = f.schema_arrow.names
+        if "t" not in have or "event" not in have:
+            raise InputError(str(self.path), None, "not an event log: no 't' and 'event' columns")
+        return f
+
+    def _columns(self, names: list[str], extra: tuple[str, ...] = ()) -> list[str]:
+        wanted = COLUMNS + extra
+        return [c for c in names if c in wanted or c.startswith(("capacity_", "resources_"))]
+
+    def row_groups(self, extra: tuple[str, ...] = ()) -> Any:
+        """The file's rows, ``BATCH_ROWS`` at a time, as tables of the columns the metrics
+        read (and ``extra``)."""
+        try:
+            f = self._file()
+            cols = self._columns(f.schema_arrow.names, extra)
+            for batch in f.iter_batches(BATCH_ROWS, columns=cols, use_threads=False):
+                yield pa.Table.from_batches([batch])
+        except (OSError, pa.ArrowException) as e:
+            raise InputError(str(self.path), None, f"not a Parquet event log: {e}") from None
+
+    def kinds(self) -> set[str]:
+        """The event types the file holds."""
+        out: set[str] = set()
+        for rg in self._only(["event"]):
+            for chunk in rg.column("event").chunks:
+                values = chunk.dictionary if hasattr(chunk, "dictionary") else chunk.unique()
+                out.update(str(v) for v in values.to_pylist())
+        return out
+
+    def _only(self, columns: list[str]) -> Any:
+        try:
+            f = self._file()
+            for i in range(f.num_row_groups):
+                yield f.read_row_group(i, columns=columns, use_threads=False)
+        except (OSError, pa.ArrowException) as e:
+            raise InputError(str(self.path), None, f"not a Parquet event log: {e}") from None
+
+    def table(self, extra: tuple[str, ...] = ()) -> pa.Table:
+        """The whole table of the columns the metrics read and ``extra`` (strings as
+        dictionaries)."""
+        return ec.read_table(
+            self.path,
+            columns=COLUMNS + extra,
+            prefixes=("capacity_", "resources_"),
+            dictionaries=STRING_COLUMNS,
+        )
+
+    def scan_facts(self) -> LogFacts:
+        """``scan`` of the file, one row group at a time."""
+        acc = _Acc()
+        schema: pa.Schema | None = None
+        for rg in self.row_groups():
+            if schema is None:
+                schema = rg.schema
+            res_names = ec.resources_of(rg.schema.names, "resources")
+            acc.add(rg, res_names)
+        if schema is None:  # no row group
+            schema = ec.read_table(self.path, columns=COLUMNS, prefixes=("capacity_",)).schema
+        small = pa.concat_tables(acc.small) if acc.small else schema.empty_table()
+        cols, run = _columns(small)
+        alloc_min = {j: float(acc.alloc_min[i]) for j, i in acc.jobs.items()}
+
+        def spans_of(
+            jobs: _Jobs, horizon: tuple[float, float] | None, capacity: dict[str, float]
+        ) -> Spans:
+            return self._spans(acc, jobs, horizon, capacity)
+
+        no_alloc = np.zeros(small.num_rows, dtype=bool)
+        return facts_of(cols, run, acc.last_t, no_alloc, spans_of, alloc_min)
+
+    def _spans(
+        self,
+        acc: _Acc,
+        jobs: _Jobs,
+        horizon: tuple[float, float] | None,
+        capacity: dict[str, float],
+    ) -> Spans:
+        """The spans of ``scan.scan``, from the reduced allocations and ends."""
+        cap_names = sorted(capacity)
+        nres = len(cap_names)
+        if horizon is None:
+            return Spans(np.empty(0), np.empty(0), np.empty((0, nres)), np.empty(0),
+                         np.empty(0, dtype=np.int64))  # fmt: skip
+        lo, hi = horizon
+        last = acc.last_t if acc.last_t is not None else hi
+        # Each part is taken (and dropped from ``acc``) when needed, and let go after.
+        keys, first = _first_per_group(_take(acc.a_key, np.uint64), t := _take(acc.a_t, float))
+        t_first = t[first]
+        del t
+        e_key = _take(acc.e_key, np.uint64)
+        pos = np.minimum(np.searchsorted(keys, e_key), max(len(keys) - 1, 0))
+        hit = keys[pos] == e_key if len(keys) else np.zeros(len(e_key), dtype=bool)
+        del e_key
+        end_t = _min_per(pos[hit], _take(acc.e_t, float)[hit], len(keys))
+        del pos, hit, keys
+        a = np.maximum(t_first, lo)
+        b = np.minimum(np.where(np.isfinite(end_t), end_t, last), hi)
+        del t_first, end_t
+        keep = b > a
+        sel = first[keep]
+        a, b = a[keep], b[keep]
+        del first, keep
+        res = np.zeros((len(sel), nres))
+        for i, r in enumerate(cap_names):
+            if r in acc.a_res:
+                res[:, i] = _take(acc.a_res[r], float)[sel]
+        share = np.zeros(len(sel))
+        for i, r in enumerate(cap_names):
+            share = np.maximum(share, res[:, i] / capacity[r])
+        jg = _take(acc.a_job, np.int32)[sel].astype(np.int64)
+        names = sorted(acc.jobs, key=acc.jobs.__getitem__)
+        rank = np.empty(len(names), np.int64)
+        rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
+        job_rank = rank[jg] if len(names) else jg
+        rows = _take(acc.a_row, np.int64)[sel]
+        order = np.lexsort((self._tie_ranks(rows, a, b, job_rank), job_rank, b, a))
+        index = {j: i for i, j in enumerate(jobs.job_ids.tolist())}
+        job_index = np.array([index.get(n, -1) for n in names], np.int64)
+        span_job = job_index[jg] if len(names) else jg
+        return Spans(a[order], b[order], res[order], share[order], span_job[order])
+
+    def _tie_ranks(self, rows: IntArray, a: FloatArray, b: FloatArray, job: IntArray) -> IntArray:
+        """Per span, the rank of its container id among the spans that tie with another
+        on (start, end, job) (0 for the others): the ids are read again for those only."""
+        out = np.zeros(len(rows), np.int64)
+        order = np.lexsort((job, b, a))
+        sa, sb, sj = a[order], b[order], job[order]
+        same = (sa[1:] == sa[:-1]) & (sb[1:] == sb[:-1]) & (sj[1:] == sj[:-1])
+        if not same.any():
+            return out
+        tied = np.zeros(len(rows), dtype=bool)
+        tied[1:] |= same
+        tied[:-1] |= same
+        idx = order[tied]
+        want = rows[idx]
+        by_row = np.argsort(want, kind="stable")
+        ids: list[str] = [""] * len(idx)
+        start = 0
+        for rg in self._only(["container"]):
+            n = rg.num_rows
+            lo, hi = np.searchsorted(want[by_row], [start, start + n])
+            if hi > lo:
+                local = want[by_row[lo:hi]] - start
+                col = rg.column("container").take(pa.array(local))
+                for k, v in zip(by_row[lo:hi].tolist(), col.to_pylist(), strict=True):
+                    ids[k] = str(v)
+            start += n
+        ranked = sorted(range(len(ids)), key=ids.__getitem__)
+        out[idx[ranked]] = np.arange(1, len(ids) + 1)
+        return out
