@@ -123,8 +123,19 @@ def _csv_rows(trace: TraceFile, columns: tuple[str, ...], required: int) -> list
 
 def iter_rows(trace: TraceFile, columns: tuple[str, ...], required: int) -> Iterator[Row]:
     """``_csv_rows`` as the file is read (a bad row raises when it is reached)."""
+    for n, names, fields in _lines_of(trace, columns, required):
+        check_columns(trace.source, n, tuple(names), fields)
+        yield Row(trace.source, n, names, fields)
+
+
+def _lines_of(
+    trace: TraceFile, columns: tuple[str, ...], required: int
+) -> Iterator[tuple[int, dict[str, int], list[str]]]:
+    """(line number, the header's columns, fields) of each row that is not blank; the
+    header is checked (``_header``), at most ``MAX_PODS`` rows are read and a file with
+    no header is refused."""
+    names: dict[str, int] | None = None
     count = 0
-    names: dict[str, int] = {}
     for n, line in lines(trace):
         fields = next(csv.reader([line])) if line else []
         if n == 1:
@@ -135,9 +146,8 @@ def iter_rows(trace: TraceFile, columns: tuple[str, ...], required: int) -> Iter
         if count >= MAX_PODS:
             raise WorkloadError(trace.source, f"line {n}", f"more than {MAX_PODS} rows")
         count += 1
-        check_columns(trace.source, n, tuple(names), fields)
-        yield Row(trace.source, n, names, fields)
-    if not names:
+        yield n, names or {}, fields
+    if names is None:
         raise WorkloadError(trace.source, None, "the file is empty")
 
 
@@ -293,20 +303,10 @@ def _scan(pods: TraceFile) -> _Scan | None:
     """The first pass; None when the list must be loaded whole. A row it cannot read is
     passed over: the run's pass raises its error when it reaches it."""
     names: dict[str, int] = {}
-    columns: dict[str, int] = {}
     qos: dict[str, None] = {}
     dropped: Counter[str] = Counter()
-    t0, last, rows, twice = math.inf, -math.inf, 0, False
-    for n, line in lines(pods):
-        fields = next(csv.reader([line])) if line else []
-        if n == 1:
-            columns = _header(pods, fields, POD_COLUMNS, 5)
-            continue
-        if not fields:
-            continue
-        if rows >= MAX_PODS:
-            raise WorkloadError(pods.source, f"line {n}", f"more than {MAX_PODS} rows")
-        rows += 1
+    t0, last, twice = math.inf, -math.inf, False
+    for n, columns, fields in _lines_of(pods, POD_COLUMNS, 5):
         if len(fields) != len(columns) or not all(c in columns for c in TIME_COLUMNS):
             continue
         r = Row(pods.source, n, columns, fields)
@@ -328,8 +328,6 @@ def _scan(pods: TraceFile) -> _Scan | None:
         last, t0 = created, min(t0, created)
         twice |= names.setdefault(name, n) != n
         qos.setdefault(r.text("qos") or "default", None)
-    if not columns:
-        raise WorkloadError(pods.source, None, "the file is empty")
     if twice or not names:
         return None
     return _Scan(t0, len(names), list(qos), dropped)
