@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from treadle.workload.loading import load_workload
+from treadle.yarnids import format_node_id
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -145,7 +146,8 @@ def test_live_page_shows_the_running_workload(
         # The queues with their shares, and the nodes.
         assert {r["queue"] for r in snap["queues"]} == {"root", "etl", "analytics", "adhoc"}
         nodes = {r["cells"][0]: r["text"] for r in snap["nodes"]}
-        assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
+        # As YARN's web UI, the nodes by NodeId (host:port, ``treadle.yarnids``).
+        assert sorted(nodes) == [format_node_id(f"node{i}") for i in range(1, 5)]
         assert all("RUNNING" in text for text in nodes.values())
         assert "policy drf" in snap["summary"]
         assert "nodes 4" in snap["summary"]
