@@ -8,23 +8,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.treadle_cli import treadle
+
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = Path(os.environ["TREADLE_TRACES"])
-
-
-def treadle(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "treadle.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
 
 
 def sim(workload: str, policy: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -6,11 +6,11 @@ in docs/traces.md. Without ../shared beside the checkout the tests skip."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.treadle_cli import treadle
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = ROOT.parent / "shared" / "traces"
@@ -20,16 +20,6 @@ pytestmark = [
         not TRACES.is_dir(), reason=f"{TRACES} is absent (../shared is not beside the checkout)"
     ),
 ]
-
-
-def treadle(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "treadle.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
 
 
 @pytest.mark.parametrize(

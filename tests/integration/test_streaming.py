@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+from tests.treadle_cli import treadle as run_treadle
 from treadle.model import in_memory
 from treadle.study.runner import PolicyChoice, RunOptions, run_sim
 from treadle.workload import load_workload
@@ -48,14 +48,8 @@ def pod_list(folder: Path, bad: int | None = None) -> Path:
 
 
 def treadle(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "treadle.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
+    """In ``cwd``, with nothing of this machine's environment but the checkout and PATH."""
+    return run_treadle(*args, cwd=cwd, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
 def test_a_malformed_line_late_in_a_csv_trace_stops_the_run_with_partial_results(
