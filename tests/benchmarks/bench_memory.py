@@ -78,6 +78,22 @@ applications, and the peak comes in the metrics' phase (the bulk, as said above)
 10 M-task case was not measured. Outputs of the 600 s and 3,000 s traces (jobs.csv,
 summary.json, events.parquet, jobs.parquet) are byte-identical between 87c2d70 and the
 branch, YAML or columnar (summary.json's ``source`` aside, which names the file given).
+Measured on 2026-12-02 (main de11af6), ``--scales 1,5 --events none --columnar``: 325 MB
+at 1x, 637 MB at 5x (1.96x). How much of that is the allocators' rather than live data
+(the same command with the environment set, one run each):
+``MALLOC_MMAP_THRESHOLD_=131072`` 316 and 626 MB; ``ARROW_DEFAULT_MEMORY_POOL=system``
+263 and 625 MB; both 249 and 566 MB (2.27x), wall times within noise. Arrow's default
+pool (mimalloc) keeps what the Parquet reads and writes freed, and glibc's dynamic mmap
+threshold moves freed numpy blocks onto the heap. The metrics alone on the 5x run's
+``events.parquet`` (a fresh process, 64 MB after imports): ``scan_facts`` 7 s, RSS 411 MB
+after it, of which ``tracemalloc`` sees 65 MB (the spans, 48 B each) and at most 178 MB
+during it; Jain's index then peaks 70-100 MB higher. The allocators lower every case but
+not the growth: about 310 B per task of the trace beyond 1x remains, the spans and what
+they are sorted and windowed with. The fix that meets the target is the sweep above,
+in two passes over the file (the first for the horizon, capacity and jobs, O(jobs); the
+second closing each container's span as its end row comes and adding its parts to the
+(window, entity) cells in span order, where a cell is final once every container
+allocated up to its window has ended).
 """
 
 from __future__ import annotations
