@@ -78,6 +78,7 @@ applications, and the peak comes in the metrics' phase (the bulk, as said above)
 10 M-task case was not measured. Outputs of the 600 s and 3,000 s traces (jobs.csv,
 summary.json, events.parquet, jobs.parquet) are byte-identical between 87c2d70 and the
 branch, YAML or columnar (summary.json's ``source`` aside, which names the file given).
+
 Measured on 2026-12-02 (main de11af6), ``--scales 1,5 --events none --columnar``: 325 MB
 at 1x, 637 MB at 5x (1.96x). How much of that is the allocators' rather than live data
 (the same command with the environment set, one run each):
