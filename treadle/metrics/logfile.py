@@ -32,6 +32,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from treadle import event_columns as ec, events as ev
+from treadle.c_heap import release_free_heap
 from treadle.errors import InputError
 from treadle.metrics.scan import (
     COLUMNS,
@@ -272,7 +273,12 @@ class EventFile:
             return self._spans(acc, jobs, horizon, capacity)
 
         no_alloc = np.zeros(small.num_rows, dtype=bool)
-        return facts_of(cols, run, acc.last_t, no_alloc, spans_of, alloc_min)
+        facts = facts_of(cols, run, acc.last_t, no_alloc, spans_of, alloc_min)
+        # The batches' arrays are freed now, leaving the heap's pages among the spans:
+        # given back, the analysis after this does not grow the process on top of them
+        # (5x trace of bench_memory: peak RSS 644 -> 580 MB).
+        release_free_heap()
+        return facts
 
     def _spans(
         self,
