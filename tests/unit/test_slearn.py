@@ -412,3 +412,13 @@ def test_slearn_params_are_typed() -> None:
     assert SlearnEstimator(SlearnEstimator.Params(ratio=0.05)).adaptive is None
     with pytest.raises(PluginError, match="rounding"):
         registry.build("estimators", "slearn", {"rounding": "up"})
+
+
+def test_the_queue_log_keeps_the_latest_entries_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    wl = workload(4, *(job(f"j{i}", [30, 30, 30], submit=float(i)) for i in range(6)))
+    params = {"estimator": "slearn", "slearn.ratio": 0.03, "work_conservation": False}
+    _, whole = simulate(wl, "gs", params)
+    assert len(whole.queue_log) > 3
+    monkeypatch.setattr("rm.policy.toolkit.multiqueue.QUEUE_LOG_ENTRIES", 3)
+    _, bounded = simulate(wl, "gs", params)
+    assert list(bounded.queue_log) == list(whole.queue_log)[-3:]

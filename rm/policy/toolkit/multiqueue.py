@@ -36,6 +36,7 @@ position is not a change.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from typing import Literal
 
@@ -47,6 +48,9 @@ from rm.policy.toolkit.tracking import ByShape, Changes, shapes_of
 from rm.policy.views import AppView, ClusterView, NodeView
 from treadle.messages import Ask, Container, ContainerState, ContainerStatus
 from treadle.resources import ZERO, Resources
+
+#: How many of the latest queue entries ``MultiQueue.queue_log`` keeps.
+QUEUE_LOG_ENTRIES = 10_000
 
 THIN, SAMPLING, PLACED, WAITING = "thin", "sampling", "placed", "waiting"
 
@@ -137,8 +141,9 @@ class MultiQueue(Policy[P]):
         self.jobs: dict[str, QueueJob] = {}
         self._entries = 0
         self._granting: tuple[QueueJob, bool] | None = None
-        #: (time, app id, position) of every entry into a queue, in order.
-        self.queue_log: list[tuple[float, str, int]] = []
+        #: (time, app id, position) of the latest entries into a queue, in order: the last
+        #: ``QUEUE_LOG_ENTRIES`` (a long trace's would grow with it).
+        self.queue_log: deque[tuple[float, str, int]] = deque(maxlen=QUEUE_LOG_ENTRIES)
         self.log: PolicyLog | None = None
         self._changes = Changes()
         #: Per position: its jobs with a task they may run, by (FIFO key, app id).
