@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +82,36 @@ def rm_process(
         proc.wait(timeout=30)
 
 
-async def churn(
-    address: str, pid: int, state: Path, args: argparse.Namespace
-) -> list[tuple[float, float]]:
+@dataclass(frozen=True)
+class Churn:
+    """What to churn: ``cycles`` rounds of a job of ``tasks`` tasks, submitted and killed."""
+
+    cycles: int
+    tasks: int
+    settle_s: float = 1.5
+    distinct: bool = False
+    kept: int | None = None  # --max-completed-applications
+    checkout: str | None = None  # another checkout's RM
+
+
+@dataclass(frozen=True)
+class ChurnFigures:
+    started: tuple[float, float]  # (RSS MB, store MB) before the first round
+    rounds: list[tuple[float, float]]  # after each round
+
+
+def measure(spec: Churn) -> ChurnFigures:
+    """Start an RM, churn it as ``spec`` says, and read its RSS and store after each round."""
+    with (
+        tempfile.TemporaryDirectory(prefix="treadle-churn-") as tmp,
+        rm_process(Path(tmp), spec.kept, spec.checkout) as (proc, address),
+    ):
+        started = (rss_mb(proc.pid), store_mb(Path(tmp) / "state"))
+        rounds = asyncio.run(churn(address, proc.pid, Path(tmp) / "state", spec))
+    return ChurnFigures(started, rounds)
+
+
+async def churn(address: str, pid: int, state: Path, args: Churn) -> list[tuple[float, float]]:
     """(RSS MB, store MB) after each round of submitting and killing one job."""
     # Equal durations (as traces repeat them), or with --distinct each its own.
     durations = (
@@ -122,12 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not 1 <= args.first < args.cycles:
         p.error("--first must be at least 1 and below --cycles")
-    with (
-        tempfile.TemporaryDirectory(prefix="treadle-churn-") as tmp,
-        rm_process(Path(tmp), args.kept, args.checkout) as (proc, address),
-    ):
-        started = (rss_mb(proc.pid), store_mb(Path(tmp) / "state"))
-        figures = asyncio.run(churn(address, proc.pid, Path(tmp) / "state", args))
+    spec = Churn(args.cycles, args.tasks, args.settle_s, args.distinct, args.kept, args.checkout)
+    result = measure(spec)
+    started, figures = result.started, result.rounds
     (rss_a, store_a), (rss_b, store_b) = figures[args.first - 1], figures[-1]
     print(f"churn: {args.cycles} rounds of submitting and killing a job of {args.tasks:,} "
           f"tasks (one stage), a real RM with a state store and an event log")  # fmt: skip

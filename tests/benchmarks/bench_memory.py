@@ -14,6 +14,12 @@ the run files); its peak RSS is that process's own ``ru_maxrss`` (``os.wait4``),
 the process's wall time, per task of the trace. Printed: each case, then per event-log
 format the ratios of peak RSS and of time per task to the 1x case.
 
+Then the live case (``--live-cycles``, 1,000 by default; 0 leaves it out): a real ``python
+-m rm`` with a state store and an event log takes that many applications of
+``--live-tasks`` tasks (20,000), each submitted and killed at once (``bench_churn``), and
+its RSS after round ``--live-first`` (10) and after the last are printed, with their ratio
+(the target: within 1.2x). ``--scales ''`` runs the live case alone.
+
 ``--against DIR`` runs every case in another checkout too (a ``git worktree`` of the start
 commit, say), alternating, with that checkout's ``treadle`` on ``PYTHONPATH``; the
 workload files are this file's, so both sides run exactly the same trace. It prints this
@@ -108,6 +114,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.benchmarks.bench_churn import Churn, measure
 from tests.benchmarks.bench_sim import LOAD, TASK_S, TASKS_PER_JOB, USERS
 
 NODES = 1000
@@ -229,6 +236,17 @@ def _converted(trace: Path) -> Path:
     return out
 
 
+def live_rm(cycles: int, tasks: int, first: int) -> str:
+    """The live RM's line: its RSS after round ``first`` and after the last of ``cycles``
+    rounds of an application of ``tasks`` tasks submitted and killed (``bench_churn``)."""
+    rounds = measure(Churn(cycles, tasks)).rounds
+    a, b = rounds[first - 1][0], rounds[-1][0]
+    return (
+        f"live RM ({cycles:,} applications of {tasks:,} tasks submitted and killed): RSS "
+        f"after {first:,} {a:.1f} MB, after {cycles:,} {b:.1f} MB, {b / a:.2f}x"
+    )
+
+
 def _int_list(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
@@ -244,7 +262,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run each trace as a columnar file (treadle convert of the YAML, streamed)",
     )
+    ap.add_argument("--live-cycles", type=int, default=1000, help="live RM rounds (0: none)")
+    ap.add_argument("--live-tasks", type=int, default=20_000, help="tasks per live application")
+    ap.add_argument("--live-first", type=int, default=10, help="the round compared with the last")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.live_cycles and not 1 <= args.live_first < args.live_cycles:
+        ap.error("--live-first must be at least 1 and below --live-cycles")
+    if args.live_cycles < 0 or args.live_tasks < 1:
+        ap.error("--live-cycles must be >= 0 and --live-tasks >= 1")
     formats = [e.strip() for e in args.events.split(",") if e.strip()]
     if args.against is not None and not (args.against / "treadle").is_dir():
         ap.error(f"--against {args.against}: not a treadle checkout")
@@ -273,7 +298,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
     cases.sort(key=lambda c: (c.checkout != REPO, c.events, c.tasks))
     print()
-    _print(cases, against)
+    if cases:
+        _print(cases, against)
+    if args.live_cycles:
+        print("\n" + live_rm(args.live_cycles, args.live_tasks, args.live_first))
     return 0
 
 
