@@ -197,6 +197,17 @@ def test_same_as_before_on_simulated_logs(
         assert new == old, name
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 64])
+@pytest.mark.parametrize("by", ["user", "job"])
+def test_the_spans_summed_a_chunk_at_a_time_give_the_same_bits(
+    golden_logs: dict[str, list[Record]], by: Any, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("treadle.metrics.fairness.SPAN_CHUNK", chunk)
+    for name, records in golden_logs.items():
+        new, old = both(records, by, 10.0, {"alice": 2.0})
+        assert new == old, name
+
+
 def two_users_over(span: float) -> list[Record]:
     """alice and bob each hold one container from 0 to ``span``; a third, short job."""
     cap = {"vcores": 8, "memory_mb": 16384}

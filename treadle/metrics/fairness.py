@@ -106,11 +106,17 @@ class _Grid:
         return out
 
 
+#: Spans whose parts are computed at once (``_changes``): the parts of a span are some
+#: 100 bytes while computed, the cells they are summed into are O(jobs + windows x users).
+SPAN_CHUNK = 1 << 17
+
+
 @dataclass(frozen=True, slots=True)
 class _Changes:
     """Per window and entity, what changes there: activity (+1 at an entity's job's first
-    window, -1 after its last), partial service (the ends of a container, in its first and
-    last windows) and the rate of whole-window service (a difference map)."""
+    window, -1 after its last), partial service (the ends of containers, in their first
+    and last windows) and the rate of whole-window service (a difference map). The last
+    two are summed per (window, entity) cell (cells sorted by window, then entity)."""
 
     act_w: IntArray
     act_e: IntArray
@@ -140,39 +146,77 @@ def _entities(
     return ent_of_job, w_of
 
 
+class _CellSums:
+    """Values summed per (window, entity) cell, added in the order given across calls (as
+    one ``np.add.at`` over all of them would): the cells are kept, never the values."""
+
+    def __init__(self, nent: int) -> None:
+        self.nent = max(1, nent)
+        self.keys: IntArray = np.empty(0, np.int64)
+        self.sums: FloatArray = np.empty(0)
+
+    def add(self, w: IntArray, e: IntArray, v: FloatArray) -> None:
+        key = w * self.nent + e
+        cells = np.union1d(self.keys, key)
+        if len(cells) != len(self.keys):
+            grown = np.zeros(len(cells))
+            grown[np.searchsorted(cells, self.keys)] = self.sums
+            self.keys, self.sums = cells, grown
+        np.add.at(self.sums, np.searchsorted(self.keys, key), v)  # unbuffered: in order
+
+    def cells(self) -> tuple[IntArray, IntArray, FloatArray]:
+        """(window, entity, sum) of each cell, by window then entity."""
+        return self.keys // self.nent, self.keys % self.nent, self.sums
+
+
 def _changes(log: LogFacts, ent_of_job: IntArray, grid: _Grid, end: float) -> _Changes:
     """The windows where each entity's activity and service change (see ``_Changes``)."""
-    start, window_s = grid.start, grid.window_s
-    a = np.maximum(log.submit, start)
+    a = np.maximum(log.submit, grid.start)
     b = np.minimum(np.where(np.isfinite(log.end), log.end, end), end)
     act = b > a
     act_e = ent_of_job[act]
     act_w = np.concatenate([grid.of(a[act]), grid.before(b[act]) + 1])
     act_d = np.concatenate([np.ones(len(act_e), np.int64), -np.ones(len(act_e), np.int64)])
     act_e = np.concatenate([act_e, act_e])
-
-    # The windows between a container's first and last are whole: they get a rate.
+    nent = int(ent_of_job.max()) + 1 if len(ent_of_job) else 1
+    parts, rates = _CellSums(nent), _CellSums(nent)
     sp = log.spans
-    ok = (sp.job >= 0) & (sp.share > 0)
-    sa, sb, ds = sp.a[ok], sp.b[ok], sp.share[ok]
-    se = ent_of_job[sp.job[ok]] if len(ent_of_job) else np.empty(0, np.int64)
+    for lo in range(0, len(sp.a), SPAN_CHUNK):
+        cut = slice(lo, lo + SPAN_CHUNK)
+        ok = (sp.job[cut] >= 0) & (sp.share[cut] > 0)
+        se = ent_of_job[sp.job[cut][ok]] if len(ent_of_job) else np.empty(0, np.int64)
+        _add_span_parts(grid, sp.a[cut][ok], sp.b[cut][ok], sp.share[cut][ok], se, parts, rates)
+    pw, pe, pv = parts.cells()
+    rw, re_, rv = rates.cells()
+    return _Changes(act_w, act_e, act_d, pw, pe, pv, rw, re_, rv)
+
+
+def _add_span_parts(
+    grid: _Grid,
+    sa: FloatArray,
+    sb: FloatArray,
+    ds: FloatArray,
+    se: IntArray,
+    parts: _CellSums,
+    rates: _CellSums,
+) -> None:
+    """Add spans' partial service (first and last windows) and rate changes (the windows
+    between are whole), per span [first, last] and [+rate, -rate], in span order."""
+    start, window_s = grid.start, grid.window_s
     wa, wb = grid.of(sa), grid.before(sb)
     one = wa == wb
-    # per span: [first part, last part], in span order
     p_w = np.stack([wa, wb], axis=1)
     first = np.where(one, (sb - sa) * ds, (start + (wa + 1) * window_s - sa) * ds)
     last = (sb - (start + wb * window_s)) * ds
     p_v = np.stack([first, last], axis=1)
     p_use = np.stack([np.ones(len(sa), bool), ~one], axis=1)
     p_e = np.stack([se, se], axis=1)
+    parts.add(p_w[p_use], p_e[p_use], p_v[p_use])
     rate = wb - wa > 1
     r_w = np.stack([wa + 1, wb], axis=1)[rate]
     r_v = np.stack([ds, -ds], axis=1)[rate]
     r_e = np.stack([se, se], axis=1)[rate]
-    return _Changes(
-        act_w, act_e, act_d, p_w[p_use], p_e[p_use], p_v[p_use],
-        r_w.ravel(), r_e.ravel(), r_v.ravel(),
-    )  # fmt: skip
+    rates.add(r_w.ravel(), r_e.ravel(), r_v.ravel())
 
 
 def _active_cells(ch: _Changes, busy: IntArray, nent: int, nwin: int) -> tuple[IntArray, IntArray]:
@@ -199,15 +243,13 @@ def _active_cells(ch: _Changes, busy: IntArray, nent: int, nwin: int) -> tuple[I
 def _cell_rates(
     ch: _Changes, busy: IntArray, nent: int, cell_k: IntArray, cell_e: IntArray
 ) -> FloatArray:
-    """Each cell's rate of whole-window service: the difference map summed per cell, then
-    added up window after window."""
+    """Each cell's rate of whole-window service: the difference map's cell sums added up
+    window after window."""
     nb = len(busy)
-    rk = np.searchsorted(busy, ch.rate_w)
-    rcells, rsum = _cells(rk, ch.rate_e, ch.rate_v, nent)
-    rk2, re2 = rcells // nent, rcells % nent
+    rk2, re2 = np.searchsorted(busy, ch.rate_w), ch.rate_e
     order = np.lexsort((rk2, re2))
     rk2, re2 = rk2[order], re2[order]
-    rcum = _segmented_cumsum(rsum[order], re2)
+    rcum = _segmented_cumsum(ch.rate_v[order], re2)
     rkey = re2 * (nb + 1) + rk2
     ckey = cell_e * (nb + 1) + cell_k
     j = np.searchsorted(rkey, ckey, side="right") - 1
@@ -223,11 +265,12 @@ def _cell_partials(
     ch: _Changes, busy: IntArray, nent: int, cell_k: IntArray, cell_e: IntArray
 ) -> FloatArray:
     """Each cell's partial service: the ends of containers in its busy window."""
-    pk = np.searchsorted(busy, ch.part_w)
-    pcells, psum = _cells(pk, ch.part_e, ch.part_v, nent)
-    pos = np.searchsorted(pcells, cell_k * nent + cell_e)
+    pcells = np.searchsorted(busy, ch.part_w) * nent + ch.part_e  # sorted: busy is
+    psum = ch.part_v
+    want = cell_k * nent + cell_e
+    pos = np.searchsorted(pcells, want)
     found = pos < len(pcells)
-    found[found] = pcells[pos[found]] == (cell_k * nent + cell_e)[found]
+    found[found] = pcells[pos[found]] == want[found]
     partial: FloatArray = (
         np.where(found, psum[np.minimum(pos, len(pcells) - 1)], 0.0)
         if len(pcells)

@@ -191,6 +191,7 @@ def _take(parts: list[Any], dtype: Any) -> Any:
     """The parts as one array; the list is emptied (its parts let go)."""
     out = np.concatenate(parts) if parts else np.empty(0, dtype)
     parts.clear()
+    release_free_heap()  # the parts' pages, between the arrays still held
     return out
 
 
