@@ -101,6 +101,24 @@ in two passes over the file (the first for the horizon, capacity and jobs, O(job
 second closing each container's span as its end row comes and adding its parts to the
 (window, entity) cells in span order, where a cell is final once every container
 allocated up to its window has ended).
+
+Measured on 2026-12-02 (main df0586e), ``--scales 1,5 --events none,parquet --columnar
+--live-cycles 0``: 325 MB at 1x, 493 MB at 5x (1.51x; ``--events parquet`` 325 and 501 MB,
+1.54x), time per task 37.3 and 36.0 us. Two changes brought 5x down from 637 MB. First,
+the scan gives the C heap's free pages back (``treadle.c_heap``) after each array it
+joins and at its end. Second, Jain's index sums the spans' parts into their cells a chunk
+of spans at a time (``fairness.SPAN_CHUNK``), where it built some 100 bytes per span at
+once. Metrics alone on the 5x ``events.parquet``: peak 439 -> 345 MB (64 MB of it imports),
+and Jain's index no longer raises the peak. Outputs are the same bytes (``cmp`` of
+summary.json, jobs.csv, jobs.parquet, events.parquet against 57132ec at 600 s and 3,000 s).
+What is left is the spans themselves (48 B each, plus what sorts them), which is what the
+sweep above removes. ``--against`` the start commit 0f33e71 (``--scales 1,5 --events none``,
+YAML, one run each, alternating, on eaa8e98's parent): time per task 1.007x at 1x and
+1.017x at 5x (wall time; 35.2 vs 34.9 and 35.8 vs 35.2 us), peak RSS 0.49x and 0.30x.
+The live case, 1,000 applications of 20,000 tasks: 63.8 MB after round 10, 66.9 MB after
+round 1,000 (1.05x). ``--tasks 10000000 --columnar --events none``: 2,276 MB peak in
+392 s (39.2 us per task); eaa8e98 (the heap's pages given back after the scan only)
+2,919 MB, and the start of that day 3,306 MB. The target is under 2 GB.
 """
 
 from __future__ import annotations
