@@ -5,7 +5,8 @@ from their own mappings; when a phase frees millions of them, the pages stay in 
 among the few blocks still live, and the next phase grows the heap further instead of
 reusing them. ``malloc_trim(0)`` returns every whole free page of the heap to the system
 (``madvise``), so the next phase starts from what is live. Where the C library is not glibc
-(musl, macOS, Windows) this does nothing.
+(musl, macOS, Windows) this does nothing. Arrow's own pool (mimalloc) keeps what Parquet
+reads and writes free likewise; it is asked to give its free pages back too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ def _malloc_trim() -> Any:
 
 
 def release_free_heap() -> bool:
-    """Return the heap's free pages to the system; True when the C library could (glibc)."""
+    """Return the free pages of Arrow's memory pool and of the C heap to the system; True
+    when the C library could (glibc)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()  # mimalloc's or jemalloc's free pages
     trim = _malloc_trim()
     if trim is None:
         return False

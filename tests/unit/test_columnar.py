@@ -125,6 +125,19 @@ def test_jobs_stream_a_row_group_at_a_time(tmp_path: Path, monkeypatch: pytest.M
     assert reads == [0, 1, 2, 3]
 
 
+@pytest.mark.parametrize("decode", [1, 3, 10_000])
+def test_a_row_group_decoded_a_few_jobs_at_a_time_gives_the_same_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, decode: int
+) -> None:
+    """Jobs become Python objects a slice of the group at a time, as the run takes them
+    (a row group of 10,000 jobs holds a million durations), with nothing else changed."""
+    wl = load_workload("dags")
+    path = tmp_path / "dags.parquet"
+    write_workload(wl, path, "dags", rows=7)
+    monkeypatch.setattr(columnar, "DECODE_JOBS", decode)
+    assert exactly(tuple(ColumnarWorkload(path).jobs())) == exactly(wl.jobs)
+
+
 def test_a_workload_the_header_cannot_hold_is_refused_before_writing(tmp_path: Path) -> None:
     stopped = QueueSpec("root", children=(QueueSpec("default", state="STOPPED"),))
     stage = StageSpec("s", Resources(vcores=1), (1.0,))

@@ -15,7 +15,7 @@ from tests.unit.test_metrics import random_logs
 from treadle import event_columns as ec
 from treadle.metrics import analyze, logfile, read_log
 from treadle.metrics.logfile import EventFile, id_hashes
-from treadle.metrics.scan import scan
+from treadle.metrics.scan import Spans, scan
 from treadle.study.runner import PolicyChoice, RunOptions
 from treadle.workload import load_workload
 
@@ -27,15 +27,24 @@ def _write(records: list[Record], path: Path, row_group: int) -> None:
     pq.write_table(table, str(path), row_group_size=row_group)
 
 
+def _joined(chunks: list[Spans], like: Spans) -> Spans:
+    if not chunks:
+        return like.part(slice(0, 0))
+    return Spans(*(np.concatenate([getattr(c, f) for c in chunks]) for f in Spans.__slots__))
+
+
 def _same(path: Path) -> None:
     """The facts (every array, the spans in their order), then the metrics."""
     a, b = scan(EventFile(path).table()), scan(read_log(path))
     for f in dataclasses.fields(a):
         if f.name == "spans":
-            for g in dataclasses.fields(a.spans):
-                x, y = getattr(a.spans, g.name), getattr(b.spans, g.name)
-                assert x.shape == y.shape, g.name
-                assert np.array_equal(x, y), g.name
+            whole = a.spans.whole()
+            swept = _joined(list(b.spans.chunks()), whole)
+            for y in (b.spans.whole(), swept):
+                for g in dataclasses.fields(whole):
+                    x, z = getattr(whole, g.name), getattr(y, g.name)
+                    assert x.shape == z.shape, g.name
+                    assert np.array_equal(x, z), g.name
         elif isinstance(getattr(a, f.name), np.ndarray):
             x, y = getattr(a, f.name), getattr(b, f.name)
             assert x.tolist() == y.tolist() or np.array_equal(x, y, equal_nan=True), f.name

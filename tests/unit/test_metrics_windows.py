@@ -202,7 +202,7 @@ def test_same_as_before_on_simulated_logs(
 def test_the_spans_summed_a_chunk_at_a_time_give_the_same_bits(
     golden_logs: dict[str, list[Record]], by: Any, chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("treadle.metrics.fairness.SPAN_CHUNK", chunk)
+    monkeypatch.setattr("treadle.metrics.scan.SPAN_CHUNK", chunk)
     for name, records in golden_logs.items():
         new, old = both(records, by, 10.0, {"alice": 2.0})
         assert new == old, name

@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from treadle.metrics.scan import EventSource, FloatArray, IntArray, LogFacts, scan
+from treadle.metrics.scan import EventSource, FloatArray, IntArray, LogFacts, Spans, scan
 
 JAIN_WINDOW_S = 60.0
 
@@ -106,11 +106,6 @@ class _Grid:
         return out
 
 
-#: Spans whose parts are computed at once (``_changes``): the parts of a span are some
-#: 100 bytes while computed, the cells they are summed into are O(jobs + windows x users).
-SPAN_CHUNK = 1 << 17
-
-
 @dataclass(frozen=True, slots=True)
 class _Changes:
     """Per window and entity, what changes there: activity (+1 at an entity's job's first
@@ -169,26 +164,16 @@ class _CellSums:
         return self.keys // self.nent, self.keys % self.nent, self.sums
 
 
-def _changes(log: LogFacts, ent_of_job: IntArray, grid: _Grid, end: float) -> _Changes:
-    """The windows where each entity's activity and service change (see ``_Changes``)."""
+def _activity(log: LogFacts, ent_of_job: IntArray, grid: _Grid, end: float) -> tuple[IntArray, ...]:
+    """(window, entity, +1 / -1) of each entity's job's first window and the one after its
+    last."""
     a = np.maximum(log.submit, grid.start)
     b = np.minimum(np.where(np.isfinite(log.end), log.end, end), end)
     act = b > a
     act_e = ent_of_job[act]
     act_w = np.concatenate([grid.of(a[act]), grid.before(b[act]) + 1])
     act_d = np.concatenate([np.ones(len(act_e), np.int64), -np.ones(len(act_e), np.int64)])
-    act_e = np.concatenate([act_e, act_e])
-    nent = int(ent_of_job.max()) + 1 if len(ent_of_job) else 1
-    parts, rates = _CellSums(nent), _CellSums(nent)
-    sp = log.spans
-    for lo in range(0, len(sp.a), SPAN_CHUNK):
-        cut = slice(lo, lo + SPAN_CHUNK)
-        ok = (sp.job[cut] >= 0) & (sp.share[cut] > 0)
-        se = ent_of_job[sp.job[cut][ok]] if len(ent_of_job) else np.empty(0, np.int64)
-        _add_span_parts(grid, sp.a[cut][ok], sp.b[cut][ok], sp.share[cut][ok], se, parts, rates)
-    pw, pe, pv = parts.cells()
-    rw, re_, rv = rates.cells()
-    return _Changes(act_w, act_e, act_d, pw, pe, pv, rw, re_, rv)
+    return act_w, np.concatenate([act_e, act_e]), act_d
 
 
 def _add_span_parts(
@@ -312,6 +297,67 @@ def _indices(
     return runs_v, runs_k
 
 
+class JainSums:
+    """``jain_from`` of a log whose spans are added a chunk at a time (``add``, in span
+    order): what is kept is the (window, entity) cells, O(jobs + windows x users), never
+    the spans."""
+
+    def __init__(
+        self,
+        log: LogFacts,
+        by: Literal["user", "job"],
+        window_s: float,
+        weights: Mapping[str, float] | None,
+    ) -> None:
+        if by not in ("user", "job"):
+            raise ValueError(f"jain_over_windows: by must be 'user' or 'job', got {by!r}")
+        if not window_s > 0:
+            raise ValueError(f"jain_over_windows: window_s must be > 0, got {window_s}")
+        self.log = log
+        self.grid: _Grid | None = None
+        self.ent_of_job, self.w_of = _entities(log, by, weights)
+        nent = int(self.ent_of_job.max()) + 1 if len(self.ent_of_job) else 1
+        self.parts, self.rates = _CellSums(nent), _CellSums(nent)
+        hz = log.horizon
+        if hz is not None and hz[1] > hz[0]:
+            nwin = max(1, math.ceil((hz[1] - hz[0]) / window_s))
+            self.grid = _Grid(hz[0], window_s, nwin)
+
+    def add(self, sp: Spans) -> None:
+        """Add the next spans (in span order)."""
+        if self.grid is None:
+            return
+        ok = (sp.job >= 0) & (sp.share > 0)
+        se = self.ent_of_job[sp.job[ok]] if len(self.ent_of_job) else np.empty(0, np.int64)
+        _add_span_parts(self.grid, sp.a[ok], sp.b[ok], sp.share[ok], se, self.parts, self.rates)
+
+    def result(self, stats: dict[str, int] | None = None) -> dict[str, float | int]:
+        """The index once every span is added (see ``jain_from``)."""
+        neutral: dict[str, float | int] = {"mean": 1.0, "min": 1.0, "max": 1.0, "windows": 0}
+        grid = self.grid
+        if grid is None or self.log.horizon is None:
+            return neutral
+        act_w, act_e, act_d = _activity(self.log, self.ent_of_job, grid, self.log.horizon[1])
+        ch = _Changes(act_w, act_e, act_d, *self.parts.cells(), *self.rates.cells())
+        busy = np.unique(np.concatenate([ch.act_w, ch.part_w, ch.rate_w]))
+        busy = busy[busy < grid.nwin]
+        runs_v, runs_k = _indices(ch, busy, grid, self.w_of) if len(busy) else ([], [])
+        values = np.concatenate(runs_v) if runs_v else np.empty(0)
+        counts = np.concatenate(runs_k) if runs_k else np.empty(0, np.int64)
+        if stats is not None:
+            stats["windows"] = grid.nwin
+            stats["computed"] = len(values)
+        if not len(values):
+            return neutral
+        windows = int(counts.sum())
+        return {
+            "mean": math.fsum(_times(values, counts).tolist()) / windows,
+            "min": float(values.min()),
+            "max": float(values.max()),
+            "windows": windows,
+        }
+
+
 def jain_from(
     log: LogFacts,
     by: Literal["user", "job"],
@@ -324,35 +370,11 @@ def jain_from(
     ``stats``, when given, receives ``windows`` (how many windows the horizon has) and
     ``computed`` (how many indices were computed: about one per window with activity and
     one per stretch of alike windows between them)."""
-    if by not in ("user", "job"):
-        raise ValueError(f"jain_over_windows: by must be 'user' or 'job', got {by!r}")
-    if not window_s > 0:
-        raise ValueError(f"jain_over_windows: window_s must be > 0, got {window_s}")
-    neutral: dict[str, float | int] = {"mean": 1.0, "min": 1.0, "max": 1.0, "windows": 0}
-    hz = log.horizon
-    if hz is None or hz[1] <= hz[0]:
-        return neutral
-    start, end = hz
-    grid = _Grid(start, window_s, max(1, math.ceil((end - start) / window_s)))
-    ent_of_job, w_of = _entities(log, by, weights)
-    ch = _changes(log, ent_of_job, grid, end)
-    busy = np.unique(np.concatenate([ch.act_w, ch.part_w, ch.rate_w]))
-    busy = busy[busy < grid.nwin]
-    runs_v, runs_k = _indices(ch, busy, grid, w_of) if len(busy) else ([], [])
-    values = np.concatenate(runs_v) if runs_v else np.empty(0)
-    counts = np.concatenate(runs_k) if runs_k else np.empty(0, np.int64)
-    if stats is not None:
-        stats["windows"] = grid.nwin
-        stats["computed"] = len(values)
-    if not len(values):
-        return neutral
-    windows = int(counts.sum())
-    return {
-        "mean": math.fsum(_times(values, counts).tolist()) / windows,
-        "min": float(values.min()),
-        "max": float(values.max()),
-        "windows": windows,
-    }
+    sums = JainSums(log, by, window_s, weights)
+    if sums.grid is not None:
+        for chunk in log.spans.chunks():
+            sums.add(chunk)
+    return sums.result(stats)
 
 
 def jain_over_windows(

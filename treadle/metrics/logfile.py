@@ -1,21 +1,23 @@
 """An ``events.parquet`` file as a metrics source, read one row group at a time.
 
-``scan`` of an :class:`EventFile` never holds the event table: each row group (the
-columns the metrics read) is reduced as it is read, then dropped. What is kept:
+``scan`` of an :class:`EventFile` never holds the event table. Its first pass reduces each
+batch of rows as it is read, then drops it, keeping:
 
 * the rows of the few event types that are per run, node or job (``run_started``,
   ``node_registered``, ``job_submitted``, ``job_started``, ``job_finished``,
   ``job_failed``), as a small table: O(nodes + jobs);
-* per job, its earliest ``container_allocated`` (O(jobs));
-* per container allocation and per container end, a handful of numbers (a 64-bit key of
-  the job and container ids, the time, the row, the resources): no strings, O(containers).
+* per job, its earliest ``container_allocated`` (O(jobs)); per batch, its smallest time.
 
-The facts are then those of :func:`treadle.metrics.scan.scan` of the whole table, to the
-last bit: the same rules, the same ties (the first row wins), the spans in the same
-(start, end, job, container) order; the container ids are read a second time, for the
-few spans that tie on (start, end, job) only. A container is known by its job's index
-and a polynomial hash of its id modulo 2**64: two ids of one job that hash alike (odds
-about n**2 / 2**65 for a job of n containers) would count as one.
+The spans are then swept from the file a chunk at a time when a metric asks for them
+(:mod:`treadle.metrics.sweep`: what is held is the running work, and 8 bytes per container
+so that a container's later rows change nothing); ``spans.whole()`` reads them all at once
+(some 60 bytes per container while read: the utilization series, the HTML report).
+
+The facts are those of :func:`treadle.metrics.scan.scan` of the whole table, to the last
+bit: the same rules, the same ties (the first row wins), the spans in the same (start,
+end, job, container) order. A container is known by its job's number and a polynomial
+hash of its id modulo 2**64: two ids of one job that hash alike (odds about n**2 / 2**65
+for a job of n containers) would count as one.
 
 The ``dp``, ``estimation`` and ``preemption`` sections still read their columns whole
 (:meth:`EventFile.table`), in the runs that have their records.
@@ -23,6 +25,7 @@ The ``dp``, ``estimation`` and ``preemption`` sections still read their columns 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,9 +41,12 @@ from treadle.metrics.scan import (
     COLUMNS,
     STRING_COLUMNS,
     FloatArray,
+    HeldSpans,
     IntArray,
     LogFacts,
+    ObjArray,
     Spans,
+    SpanSource,
     _columns,
     _first_per_group,
     _Jobs,
@@ -48,6 +54,15 @@ from treadle.metrics.scan import (
     _strings,
     facts_of,
 )
+from treadle.metrics.sweep import (
+    RELEASE_EVERY,
+    ContainerKeys,
+    StreamedSpans,
+    SweepPlan,
+    id_hashes,
+)
+
+__all__ = ["EventFile", "id_hashes"]
 
 U64 = npt.NDArray[np.uint64]
 #: The event types kept as rows (per run, node or job).
@@ -56,35 +71,6 @@ SMALL += (ev.JOB_STARTED, ev.JOB_FINISHED, ev.JOB_FAILED)
 ENDS = (ev.CONTAINER_FINISHED, ev.CONTAINER_RELEASED)
 #: Rows read at a time (a quarter of the writer's row group: less decoded at once).
 BATCH_ROWS = 16_384
-_P = 0x9E3779B97F4A7C15  # odd: invertible modulo 2**64
-_P_INV = pow(_P, -1, 1 << 64)
-_JOB_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
-_LEN_MIX = np.uint64(0x165667B19E3779F9)
-
-
-def id_hashes(strings: pa.Array) -> U64:
-    """A 64-bit polynomial hash of each (non-null) string, sum of (byte + 1) * P**i over
-    its bytes, mixed with its length; vectorized over the array's buffers."""
-    arr = strings.cast(pa.large_string())
-    n = len(arr)
-    if n == 0:
-        return np.zeros(0, np.uint64)
-    bufs = arr.buffers()
-    off = np.frombuffer(bufs[1], np.int64)[arr.offset : arr.offset + n + 1]
-    data = np.frombuffer(bufs[2], np.uint8)[off[0] : off[-1]] if bufs[2] is not None else None
-    off = off - off[0]
-    nbytes = int(off[-1])
-    csum = np.zeros(nbytes + 1, np.uint64)
-    inv = np.ones(nbytes + 1, np.uint64)
-    if nbytes and data is not None:
-        with np.errstate(over="ignore"):
-            pw = np.cumprod(np.full(nbytes, _P, np.uint64))
-            csum[1:] = np.cumsum((data.astype(np.uint64) + np.uint64(1)) * pw)
-            inv[1:] = np.cumprod(np.full(nbytes, _P_INV, np.uint64))
-    with np.errstate(over="ignore"):
-        h: U64 = (csum[off[1:]] - csum[off[:-1]]) * inv[off[:-1]]
-        h ^= np.diff(off).astype(np.uint64) * _LEN_MIX
-    return h
 
 
 @dataclass
@@ -103,34 +89,26 @@ class _Acc:
     e_t: list[FloatArray] = field(default_factory=list)
     last_t: float | None = None
     rows: int = 0
-    _hashed: tuple[pa.Array, U64] | None = None
+    batch_min: list[float] = field(default_factory=list)  # each batch's smallest time
+    #: whether to keep every container's numbers (``whole``), or only the jobs' (a scan)
+    containers: bool = True
+    keys: ContainerKeys = field(default_factory=ContainerKeys)
 
     def job_index(self, dictionary: pa.Array) -> IntArray:
-        """The index here of each job of a row group's dictionary (one more, -1, for
-        null codes)."""
-        out = np.empty(len(dictionary) + 1, np.int64)
-        for i, j in enumerate(dictionary.to_pylist()):
-            out[i] = self.jobs.setdefault(str(j), len(self.jobs))
-        out[-1] = -1
+        """The number of each job of a batch's dictionary (one more, -1, for null codes)."""
+        out = self.keys.job_index(dictionary)
+        self.jobs = self.keys.jobs
         if len(self.jobs) > len(self.alloc_min):
             grown = np.full(max(len(self.jobs), 2 * len(self.alloc_min)), np.inf)
             grown[: len(self.alloc_min)] = self.alloc_min
             self.alloc_min = grown
         return out
 
-    def hashes(self, dictionary: pa.Array) -> U64:
-        """``id_hashes`` of a batch's container dictionary; the batches of one row group
-        share theirs, hashed once."""
-        if self._hashed is not None and self._hashed[0].equals(dictionary):
-            return self._hashed[1]
-        h = id_hashes(dictionary)
-        self._hashed = (dictionary, h)
-        return h
-
     def add(self, table: pa.Table, res_names: list[str]) -> None:
         """Reduce one row group."""
         n = table.num_rows
         t = table.column("t").to_numpy().astype(float)
+        self.batch_min.append(float(t.min()) if n else np.inf)
         if n:
             hi = float(t.max())
             self.last_t = hi if self.last_t is None else max(self.last_t, hi)
@@ -161,9 +139,9 @@ class _Acc:
         jg = self.job_index(jdict)[jcode]
         with_job = is_alloc & (jg >= 0)
         np.minimum.at(self.alloc_min, jg[with_job], t[with_job])
-        ccode, cdict = _strings(table.column("container"))
-        with np.errstate(over="ignore"):
-            key = self.hashes(cdict)[np.maximum(ccode, 0)] + jg.astype(np.uint64) * _JOB_MIX
+        if not self.containers:
+            return
+        jg, key, ccode, _ = self.keys.keys(table)
         known = (jg >= 0) & (ccode >= 0)
         a = np.flatnonzero(with_job & known)
         self.a_key.append(key[a])
@@ -215,14 +193,23 @@ class EventFile:
         wanted = COLUMNS + extra
         return [c for c in names if c in wanted or c.startswith(("capacity_", "resources_"))]
 
-    def row_groups(self, extra: tuple[str, ...] = ()) -> Any:
+    def row_groups(
+        self, extra: tuple[str, ...] = (), only: tuple[str, ...] | None = None
+    ) -> Iterator[pa.Table]:
         """The file's rows, ``BATCH_ROWS`` at a time, as tables of the columns the metrics
-        read (and ``extra``)."""
+        read (and ``extra``; of those, ``only`` these and the resources, if given)."""
         try:
             f = self._file()
             cols = self._columns(f.schema_arrow.names, extra)
-            for batch in f.iter_batches(BATCH_ROWS, columns=cols, use_threads=False):
-                yield pa.Table.from_batches([batch])
+            if only is not None:
+                cols = [c for c in cols if c in only or c.startswith(("capacity_", "resources_"))]
+            # a row group at a time, cut into batches: ``iter_batches`` keeps some 100 KB
+            # of Arrow's memory per batch to the end of the file (pyarrow 26)
+            for g in range(f.num_row_groups):
+                group = f.read_row_group(g, columns=cols, use_threads=False)
+                for lo in range(0, group.num_rows, BATCH_ROWS):
+                    yield group.slice(lo, BATCH_ROWS)
+                del group
         except (OSError, pa.ArrowException) as e:
             raise InputError(str(self.path), None, f"not a Parquet event log: {e}") from None
 
@@ -253,15 +240,22 @@ class EventFile:
             dictionaries=STRING_COLUMNS,
         )
 
-    def scan_facts(self) -> LogFacts:
-        """``scan`` of the file, one row group at a time."""
-        acc = _Acc()
+    def _read(self, acc: _Acc, only: tuple[str, ...] | None = None) -> pa.Schema | None:
+        """Every batch into ``acc``; the schema of the first (None: no row group)."""
         schema: pa.Schema | None = None
-        for rg in self.row_groups():
+        for i, rg in enumerate(self.row_groups(only=only), 1):
             if schema is None:
                 schema = rg.schema
-            res_names = ec.resources_of(rg.schema.names, "resources")
-            acc.add(rg, res_names)
+            acc.add(rg, ec.resources_of(rg.schema.names, "resources"))
+            if i % RELEASE_EVERY == 0:
+                release_free_heap()  # the batches' decoded columns, freed
+        return schema
+
+    def scan_facts(self) -> LogFacts:
+        """``scan`` of the file: the first pass (the module's docstring); the spans are
+        swept when read."""
+        acc = _Acc(containers=False)
+        schema = self._read(acc, only=tuple(c for c in COLUMNS if c != "container"))
         if schema is None:  # no row group
             schema = ec.read_table(self.path, columns=COLUMNS, prefixes=("capacity_",)).schema
         small = pa.concat_tables(acc.small) if acc.small else schema.empty_table()
@@ -270,21 +264,56 @@ class EventFile:
 
         def spans_of(
             jobs: _Jobs, horizon: tuple[float, float] | None, capacity: dict[str, float]
-        ) -> Spans:
-            return self._spans(acc, jobs, horizon, capacity)
+        ) -> SpanSource:
+            if horizon is None:
+                return HeldSpans(self._spans(_Acc(), jobs.job_ids, horizon, capacity))
+            return self._streamed(acc, jobs.job_ids, horizon, capacity)
 
         no_alloc = np.zeros(small.num_rows, dtype=bool)
         facts = facts_of(cols, run, acc.last_t, no_alloc, spans_of, alloc_min)
-        # The batches' arrays are freed now, leaving the heap's pages among the spans:
-        # given back, the analysis after this does not grow the process on top of them
-        # (5x trace of bench_memory: peak RSS 644 -> 580 MB).
-        release_free_heap()
+        release_free_heap()  # the batches' pages, before the analysis grows the process
         return facts
+
+    def _streamed(
+        self,
+        acc: _Acc,
+        job_ids: ObjArray,
+        horizon: tuple[float, float],
+        capacity: dict[str, float],
+    ) -> StreamedSpans:
+        index = {j: i for i, j in enumerate(job_ids.tolist())}
+        names = sorted(acc.jobs, key=acc.jobs.__getitem__)
+        # after batch i, no later row is earlier than the smallest time of batches i+1...
+        later = np.minimum.accumulate(np.asarray(acc.batch_min[::-1] or [np.inf]))[::-1]
+        watermarks = np.r_[later[1:], np.inf]
+        plan = SweepPlan(
+            jobs=dict(acc.jobs),
+            job_rank=acc.keys.ranks(),
+            job_index=np.array([index.get(n, -1) for n in names], np.int64),
+            watermarks=watermarks,
+            horizon=horizon,
+            last_t=acc.last_t if acc.last_t is not None else horizon[1],
+            capacity=dict(capacity),
+        )
+        swept = ("t", "event", "job", "container")
+        return StreamedSpans(
+            plan,
+            lambda: self.row_groups(only=swept),
+            lambda: self._whole(job_ids, horizon, capacity),
+        )
+
+    def _whole(
+        self, job_ids: ObjArray, horizon: tuple[float, float], capacity: dict[str, float]
+    ) -> Spans:
+        """Every span at once: each container's numbers read, then matched."""
+        acc = _Acc()
+        self._read(acc)
+        return self._spans(acc, job_ids, horizon, capacity)
 
     def _spans(
         self,
         acc: _Acc,
-        jobs: _Jobs,
+        job_ids: ObjArray,
         horizon: tuple[float, float] | None,
         capacity: dict[str, float],
     ) -> Spans:
@@ -322,12 +351,10 @@ class EventFile:
             share = np.maximum(share, res[:, i] / capacity[r])
         jg = _take(acc.a_job, np.int32)[sel].astype(np.int64)
         names = sorted(acc.jobs, key=acc.jobs.__getitem__)
-        rank = np.empty(len(names), np.int64)
-        rank[np.argsort(np.asarray(names, dtype=object), kind="stable")] = np.arange(len(names))
-        job_rank = rank[jg] if len(names) else jg
+        job_rank = acc.keys.ranks()[jg] if len(names) else jg
         rows = _take(acc.a_row, np.int64)[sel]
         order = np.lexsort((self._tie_ranks(rows, a, b, job_rank), job_rank, b, a))
-        index = {j: i for i, j in enumerate(jobs.job_ids.tolist())}
+        index = {j: i for i, j in enumerate(job_ids.tolist())}
         job_index = np.array([index.get(n, -1) for n in names], np.int64)
         span_job = job_index[jg] if len(names) else jg
         return Spans(a[order], b[order], res[order], share[order], span_job[order])

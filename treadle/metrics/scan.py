@@ -23,9 +23,9 @@ Definitions chosen where DESIGN.md leaves room:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, TypeAlias
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -66,6 +66,48 @@ class Spans:
     share: FloatArray  # dominant share of the capacity
     job: IntArray  # index into LogFacts' jobs, -1 for a job never submitted
 
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def part(self, cut: slice) -> Spans:
+        return Spans(self.a[cut], self.b[cut], self.res[cut], self.share[cut], self.job[cut])
+
+
+#: Spans handed to the metrics at a time (``SpanSource.chunks``): the parts of a span are
+#: some 100 bytes while Jain's index computes them.
+SPAN_CHUNK = 1 << 17
+
+
+class SpanSource(Protocol):
+    """A log's spans: whole (O(containers)), or a chunk at a time in the same order (what
+    a metric that sums them needs; an event file's sweep holds only the running work)."""
+
+    def whole(self) -> Spans: ...
+
+    def chunks(self) -> Iterator[Spans]: ...
+
+    def with_jobs(self, remap: IntArray) -> SpanSource:
+        """The spans with each job index ``j >= 0`` replaced by ``remap[j]``."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeldSpans:
+    """Spans held in memory (a table's, or records')."""
+
+    spans: Spans
+
+    def whole(self) -> Spans:
+        return self.spans
+
+    def chunks(self) -> Iterator[Spans]:
+        for lo in range(0, len(self.spans), SPAN_CHUNK):
+            yield self.spans.part(slice(lo, lo + SPAN_CHUNK))
+
+    def with_jobs(self, remap: IntArray) -> HeldSpans:
+        job = self.spans.job
+        return HeldSpans(replace(self.spans, job=np.where(job >= 0, remap[job], -1)))
+
 
 @dataclass(frozen=True, slots=True)
 class LogFacts:
@@ -87,7 +129,7 @@ class LogFacts:
     end: FloatArray
     status: ObjArray
     horizon: tuple[float, float] | None
-    spans: Spans
+    spans: SpanSource
 
 
 def _strings(col: pa.ChunkedArray) -> tuple[IntArray, pa.Array]:
@@ -137,7 +179,7 @@ def _plain(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return col.cast(col.type.value_type) if pa.types.is_dictionary(col.type) else col
 
 
-def _first_per_group(key: IntArray, t: FloatArray) -> tuple[IntArray, IntArray]:
+def _first_per_group(key: npt.NDArray[Any], t: FloatArray) -> tuple[npt.NDArray[Any], IntArray]:
     """Per distinct key, the position of its smallest ``t`` (the first such row on ties),
     with the keys in increasing order."""
     order = np.lexsort((t, key))  # stable: rows in their order within equal (key, t)
@@ -365,14 +407,16 @@ def scan(source: EventSource) -> LogFacts:
 
     def spans_of(
         jobs: _Jobs, horizon: tuple[float, float] | None, capacity: dict[str, float]
-    ) -> Spans:
+    ) -> HeldSpans:
         """The containers: the earliest allocation of each, held until its earliest end."""
         ranks = (_rank(cols.jobs_dict), _rank(cols.cids))
         spans = _spans(
             cols.table, t, cols.jcode, cols.ccode, ranks, is_alloc, cols.mask, horizon, last_t,
             capacity, sorted(capacity),
         )  # fmt: skip
-        return Spans(spans.a, spans.b, spans.res, spans.share, jobs.index_of_code[spans.job])
+        return HeldSpans(
+            Spans(spans.a, spans.b, spans.res, spans.share, jobs.index_of_code[spans.job])
+        )
 
     is_alloc = cols.mask(ev.CONTAINER_ALLOCATED)
     return facts_of(cols, run, last_t, is_alloc, spans_of)
@@ -387,7 +431,7 @@ def facts_of(
     alloc_min: Mapping[str, float] | None = None,
 ) -> LogFacts:
     """The facts of ``cols`` (jobs, capacity, horizon), with the spans ``spans_of(jobs,
-    horizon, capacity)`` gives (their ``job`` the index into ``jobs``)."""
+    horizon, capacity)`` gives (a ``SpanSource``, their ``job`` the index into ``jobs``)."""
     capacity, run = _capacity(cols, run)
     jobs = _jobs(cols, is_alloc, alloc_min)
     nj = len(jobs.rows)
@@ -401,9 +445,7 @@ def facts_of(
     if nj:
         remap = np.empty(nj, dtype=np.int64)
         remap[order] = np.arange(nj)
-        spans = Spans(
-            spans.a, spans.b, spans.res, spans.share, np.where(spans.job >= 0, remap[spans.job], -1)
-        )
+        spans = spans.with_jobs(remap)
     return LogFacts(
         run=run,
         capacity=capacity,

@@ -115,3 +115,40 @@ def worst_fraction_mean(
         return None
     k = max(1, math.floor(len(values) * fraction))
     return mean(np.sort(np.asarray(values, dtype=float))[-k:])
+
+
+class ExactSum:
+    """``math.fsum`` of every value added, over any number of arrays: the running sum is
+    kept exact, an integer count of 2**-1126 (below the smallest subnormal's mantissa), so
+    ``value()`` is the correctly rounded sum of them all, as fsum of their concatenation."""
+
+    _SCALE = 1126  # 1074 (the smallest subnormal) + 52: every finite double is a whole count
+
+    def __init__(self) -> None:
+        self._total = 0
+        self._special: list[float] = []  # inf and NaN, which fsum treats on their own
+
+    def add(self, values: FloatArray) -> None:
+        v = np.asarray(values, dtype=np.float64).ravel()
+        finite = np.isfinite(v)
+        if not finite.all():
+            self._special.extend(v[~finite].tolist())
+            v = v[finite]
+        v = v[v != 0]
+        if not len(v):
+            return
+        frac, exp = np.frexp(v)  # v = frac * 2**exp, 0.5 <= |frac| < 1
+        mant = (frac * 2.0**53).astype(np.int64)  # exact: |mant| < 2**53
+        shift = exp.astype(np.int64) - 53 + self._SCALE
+        order = np.argsort(shift, kind="stable")
+        mant, shift = mant[order], shift[order]
+        starts = np.flatnonzero(np.r_[True, shift[1:] != shift[:-1]])
+        # high and low 26 bits summed apart: each sum fits in 64 bits for any array
+        hi = np.add.reduceat(mant >> 26, starts).tolist()
+        lo = np.add.reduceat(mant & ((1 << 26) - 1), starts).tolist()
+        for h, low, s in zip(hi, lo, shift[starts].tolist(), strict=True):
+            self._total += ((h << 26) + low) << s
+
+    def value(self) -> float:
+        exact = self._total / (1 << self._SCALE)  # int / int: correctly rounded
+        return math.fsum([*self._special, exact]) if self._special else exact

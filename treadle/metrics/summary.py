@@ -27,7 +27,7 @@ from treadle.metrics.estimation import (
     JOB_ESTIMATED,
     estimation_summary,
 )
-from treadle.metrics.fairness import JAIN_WINDOW_S, jain_from
+from treadle.metrics.fairness import JAIN_WINDOW_S, JainSums
 from treadle.metrics.jobs import JobColumns, JobResult, job_columns, job_results_from
 from treadle.metrics.preemption import CONTAINER_PREEMPTED, preemption_summary
 from treadle.metrics.scan import (
@@ -41,7 +41,7 @@ from treadle.metrics.scan import (
     to_table,
 )
 from treadle.metrics.stats import mean, pct, rounded, worst_fraction_mean
-from treadle.metrics.utilization import LazySeries, mean_utilization
+from treadle.metrics.utilization import LazySeries, MeanUtilization
 
 
 def summary_from(
@@ -78,8 +78,7 @@ def summary_from(
                 "mean_wait_s": mean(cols.wait[ok][~np.isnan(log.start[ok])]),
             }
 
-    users_jain = jain_from(log, "user", window_s, user_weights)
-    jobs_jain = jain_from(log, "job", window_s, None)
+    users_jain, jobs_jain, utilization = _span_metrics(log, window_s, user_weights)
     statuses = cols.status
     summary: dict[str, Any] = {
         "policy": policy if policy is not None else run.get("policy"),
@@ -106,7 +105,7 @@ def summary_from(
         "p95_slowdown": pct(slow, 95),
         "mean_wait_s": mean(wait),
         "p95_wait_s": pct(wait, 95),
-        "utilization": mean_utilization(log),
+        "utilization": utilization,
         "jain_window_s": window_s,
         "jain_users_mean": users_jain["mean"],
         "jain_users_min": users_jain["min"],
@@ -122,6 +121,22 @@ def summary_from(
     }
     out: dict[str, Any] = rounded(summary)
     return out
+
+
+def _span_metrics(
+    log: LogFacts, window_s: float, user_weights: Mapping[str, float] | None
+) -> tuple[dict[str, float | int], dict[str, float | int], dict[str, float | None]]:
+    """Jain's index per user and per job, and the mean utilization, from one pass over
+    the spans (an event file's are swept once, not once per metric)."""
+    users = JainSums(log, "user", window_s, user_weights)
+    jobs = JainSums(log, "job", window_s, None)
+    mean = MeanUtilization(log)
+    if users.grid is not None:  # else every one of them has nothing to add
+        for chunk in log.spans.chunks():
+            users.add(chunk)
+            jobs.add(chunk)
+            mean.add(chunk)
+    return users.result(), jobs.result(), mean.result()
 
 
 def summarize(

@@ -7,14 +7,15 @@ containers' starts and ends in time order (ties in span order), as a sweep adds 
 
 from __future__ import annotations
 
-import math
+import weakref
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from treadle.metrics.scan import EventSource, LogFacts, Spans, scan
-from treadle.metrics.stats import round_array
+from treadle.metrics.scan import EventSource, LogFacts, Spans, SpanSource, scan
+from treadle.metrics.stats import ExactSum, round_array
 
 Series = list[tuple[float, float]]
 
@@ -22,19 +23,27 @@ Series = list[tuple[float, float]]
 class LazySeries(Mapping[str, Series]):
     """``utilization_series_from(log)``, computed when first read (``analyze``'s: a run's
     files never read it, and as Python pairs it is some 200 bytes per container). Until
-    then it holds the log's spans (their times and resources) only."""
+    then it holds the log's span source only (an event file's reads the file again)."""
 
-    __slots__ = ("_of", "_series")
+    __slots__ = ("__weakref__", "_of", "_owned", "_series")
 
     def __init__(self, log: LogFacts) -> None:
         self._of: tuple[Any, ...] | None = (log.horizon, dict(log.capacity), log.spans)
         self._series: dict[str, Series] | None = None
+        self._owned: weakref.finalize[Any, Any] | None = None
+
+    def own(self, path: Path) -> None:
+        """Delete ``path``, the event file the spans are read from (a run's temporary
+        one), once the series is computed or this is collected, whichever comes first."""
+        self._owned = weakref.finalize(self, _unlink, path)
 
     def _get(self) -> dict[str, Series]:
         if self._series is None:
             assert self._of is not None
             self._series = _series(*self._of)
             self._of = None
+            if self._owned is not None:
+                self._owned()
         return self._series
 
     def __getitem__(self, key: str) -> Series:
@@ -53,17 +62,22 @@ class LazySeries(Mapping[str, Series]):
         return (dict, (self._get(),))
 
 
+def _unlink(path: Path) -> None:
+    path.unlink(missing_ok=True)
+
+
 def utilization_series_from(log: LogFacts) -> dict[str, list[tuple[float, float]]]:
     """``utilization_series`` of a scanned log."""
     return _series(log.horizon, log.capacity, log.spans)
 
 
 def _series(
-    hz: tuple[float, float] | None, cap: Mapping[str, float], sp: Spans
+    hz: tuple[float, float] | None, cap: Mapping[str, float], source: SpanSource
 ) -> dict[str, list[tuple[float, float]]]:
     names = sorted(cap)
     if hz is None or not cap:
         return {k: [] for k in names}
+    sp: Spans = source.whole()
     start, end = hz
     n = len(sp.a)
     times = np.empty(2 * n)
@@ -109,18 +123,36 @@ def utilization_series(records: EventSource) -> dict[str, list[tuple[float, floa
     return utilization_series_from(scan(records))
 
 
+class MeanUtilization:
+    """``mean_utilization`` of a log whose spans are added a chunk at a time (``add``):
+    per resource, the exact sum of its resource-seconds (as ``math.fsum`` of them all)."""
+
+    def __init__(self, log: LogFacts) -> None:
+        self.log = log
+        self.names = sorted(log.capacity)
+        self.sums = [ExactSum() for _ in self.names]
+
+    def add(self, sp: Spans) -> None:
+        held = sp.b - sp.a
+        for i, acc in enumerate(self.sums):
+            acc.add(sp.res[:, i] * held)
+
+    def result(self) -> dict[str, float | None]:
+        hz, cap = self.log.horizon, self.log.capacity
+        if hz is None or hz[1] <= hz[0]:
+            return dict.fromkeys(self.names)
+        span = hz[1] - hz[0]
+        return {
+            k: acc.value() / (cap[k] * span) for k, acc in zip(self.names, self.sums, strict=True)
+        }
+
+
 def mean_utilization(log: LogFacts) -> dict[str, float | None]:
     """Per resource, the time-average allocated fraction over the horizon (each None when
     the horizon is empty)."""
+    mean = MeanUtilization(log)
     hz = log.horizon
-    cap = log.capacity
-    if hz is None or hz[1] <= hz[0]:
-        return dict.fromkeys(sorted(cap))
-    start, end = hz
-    sp = log.spans
-    span = end - start
-    names = sorted(cap)
-    return {
-        k: math.fsum((sp.res[:, i] * (sp.b - sp.a)).tolist()) / (cap[k] * span)
-        for i, k in enumerate(names)
-    }
+    if hz is not None and hz[1] > hz[0]:
+        for chunk in log.spans.chunks():
+            mean.add(chunk)
+    return mean.result()

@@ -222,7 +222,7 @@ def _index(
 
     # Service: the first and last windows of a container get their parts; the windows in
     # between a rate (a difference map summed along time).
-    sp = facts.spans
+    sp = facts.spans.whole()
     ok = (sp.job >= 0) & (sp.share > 0)
     sa, sb, ds = sp.a[ok], sp.b[ok], sp.share[ok]
     se = ent_of_job[sp.job[ok]]

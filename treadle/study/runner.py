@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from treadle import metrics
 from treadle.errors import InputError, PluginError
 from treadle.event_columns import ParquetEventLog
+from treadle.metrics.utilization import LazySeries
 from treadle.model import ClusterSpec, JobSpec, Workload
 from treadle.registry import (
     PolicyChoice as PolicyChoice,  # a run's policy: the study's API offers it too
@@ -412,9 +413,14 @@ def _run_sim(
             run = metrics.analyze(metrics.read_log(path), policy=choice.name, user_weights=weights)
             run.summary["parameters"] = run_parameters(workload, choice, options, policy)
             _mark_partial(run, result)
-    finally:
+    except BaseException:
         if options.events == "none":
             path.unlink(missing_ok=True)
+        raise
+    if options.events == "none" and isinstance(run.utilization, LazySeries):
+        run.utilization.own(path)  # its series is read from the file, if ever
+    elif options.events == "none":
+        path.unlink(missing_ok=True)
     with maybe(timings, "write"):
         metrics.write_run_files(run, out_dir)
     return result, run

@@ -67,6 +67,8 @@ VERSION_KEY = b"treadle.workload"
 HEADER_KEY = b"treadle.workload.yaml"
 VERSION = b"1"
 JOBS_PER_ROW_GROUP = 10_000
+#: Jobs of a row group decoded into Python objects at a time, as the run takes them.
+DECODE_JOBS = 256
 
 _STRINGS = pa.list_(pa.string())
 STAGE = pa.struct(
@@ -273,7 +275,10 @@ class ColumnarWorkload:
         for g in range(self.file.num_row_groups):
             yield from self._row_group(g)
 
-    def _row_group(self, g: int) -> list[JobSpec]:
+    def _row_group(self, g: int) -> Iterator[JobSpec]:
+        """A row group's jobs: checked in bulk first, then decoded ``DECODE_JOBS`` at a
+        time as they are taken (a group's durations as Python floats are some 24 bytes a
+        task)."""
         try:
             table = self.file.read_row_group(g)
         except (pa.ArrowException, OSError) as e:
@@ -281,15 +286,15 @@ class ColumnarWorkload:
         stages = table.column("stages").combine_chunks()
         self._check_nulls(g, table, stages)
         self._check_tasks(g, stages)
-        columns = {name: table.column(name).to_pylist() for name in JOBS.names if name != "stages"}
-        flat = _FlatStages.of(stages)
         first = sum(self.file.metadata.row_group(k).num_rows for k in range(g))
-        return [
-            self._job(
-                f"row group {g}, job {first + i}", {k: v[i] for k, v in columns.items()}, flat, i
-            )
-            for i in range(table.num_rows)
-        ]
+        names = [name for name in JOBS.names if name != "stages"]
+        for lo in range(0, table.num_rows, DECODE_JOBS):
+            part = table.slice(lo, DECODE_JOBS)
+            columns = {name: part.column(name).to_pylist() for name in names}
+            flat = _FlatStages.of(stages.slice(lo, DECODE_JOBS))
+            for i in range(part.num_rows):
+                row = {k: v[i] for k, v in columns.items()}
+                yield self._job(f"row group {g}, job {first + lo + i}", row, flat, i)
 
     # Checks of a row group, in bulk, before its jobs are built ---------------------------
 
