@@ -7,9 +7,11 @@ log so that metrics need nothing else). ``treadle.study.compare`` runs several p
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import multiprocessing
 import os
+import pickle
 import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -76,6 +78,12 @@ class RunOptions:
 
 def _job_shape(job: JobSpec) -> tuple[Any, ...]:
     return tuple((s.name, s.resources, s.durations, s.parents) for s in job.stages)
+
+
+def _shape_digest(job: JobSpec) -> bytes:
+    """A 128-bit digest of the job's shape: a key that holds none of the job (as a key,
+    the shape kept every streamed job's durations to the end of the run)."""
+    return hashlib.blake2b(pickle.dumps(_job_shape(job), protocol=5), digest_size=16).digest()
 
 
 #: Distinct shapes to compute before ``alone_jcts(workers=None)`` starts worker processes
@@ -335,7 +343,7 @@ class LazyAlone:
         # Without its source: a reference run holds its one job, never the trace.
         self.workload = replace(workload, source=None)
         self.options = _reference_options(options)
-        self.values: dict[tuple[Any, ...], float] = {}
+        self.values: dict[bytes, float] = {}
         self.cache = AloneCache() if self.options.alone_cache else None
         self.context = (
             context_key(workload, _reference_settings(self.options))
@@ -344,7 +352,7 @@ class LazyAlone:
         )
 
     def __call__(self, job: JobSpec) -> float:
-        shape = _job_shape(job)
+        shape = _shape_digest(job)
         value = self.values.get(shape)
         if value is None:
             value = self.values[shape] = self._compute(job)
