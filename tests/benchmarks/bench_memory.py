@@ -119,6 +119,25 @@ The live case, 1,000 applications of 20,000 tasks: 63.8 MB after round 10, 66.9 
 round 1,000 (1.05x). ``--tasks 10000000 --columnar --events none``: 2,276 MB peak in
 392 s (39.2 us per task); eaa8e98 (the heap's pages given back after the scan only)
 2,919 MB, and the start of that day 3,306 MB. The target is under 2 GB.
+
+Measured on 2026-12-03 (main d1c7c8a), ``--scales 1,5 --events none,parquet --columnar
+--live-cycles 0``: 264 MB at 1x, 301 MB at 5x (1.14x; ``--events parquet`` 267 and 309 MB,
+1.16x). ``--tasks 10000000 --columnar --events none``: 695 MB peak, 491 s (49.1 us per task,
+the machine running tests beside it). ``--scales 1,5 --events none --against`` 0f33e71
+(YAML: 0f33e71 reads no columnar file): 259 and 344 MB (1.33x: a YAML workload is decoded
+whole, 46 B per task), against 617 and 2,136 MB; time per task 1.009x and 0.975x. What
+changed, each measured on the 5x run: the spans are swept from the file in span order a
+chunk at a time (``treadle.metrics.sweep``: the running containers and 8 B per container
+held, where the scan held some 150 B per container); ``id_hashes`` hashes a row group's
+dictionary a slice at a time (its work arrays were 32 B per byte of ids: 58 MB at once);
+row groups are read whole and cut into batches (``iter_batches`` kept some 100 KB of
+Arrow's memory per batch to the end of the file); Arrow's pool gives its free pages back
+with the C heap's (``release_free_heap``, after each row group the event log writes and
+every 16 batches the metrics read); a columnar workload's row group is decoded 256 jobs at
+a time (10,000 jobs' durations as Python floats were 41 MB); and a streamed run's alone
+references are keyed by a digest of the job's shape, where the shape itself kept every
+job's durations to the end of the run (41 MB). Outputs are the same bytes (summary.json,
+jobs.csv, jobs.parquet, events.parquet, ``cmp`` against 121b578's at 600 s and 3,000 s).
 """
 
 from __future__ import annotations
