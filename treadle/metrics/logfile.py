@@ -60,6 +60,7 @@ from treadle.metrics.sweep import (
     StreamedSpans,
     SweepPlan,
     id_hashes,
+    tied_spans,
 )
 
 __all__ = ["EventFile", "id_hashes"]
@@ -363,15 +364,9 @@ class EventFile:
         """Per span, the rank of its container id among the spans that tie with another
         on (start, end, job) (0 for the others): the ids are read again for those only."""
         out = np.zeros(len(rows), np.int64)
-        order = np.lexsort((job, b, a))
-        sa, sb, sj = a[order], b[order], job[order]
-        same = (sa[1:] == sa[:-1]) & (sb[1:] == sb[:-1]) & (sj[1:] == sj[:-1])
-        if not same.any():
+        idx = tied_spans(a, b, job)
+        if not len(idx):
             return out
-        tied = np.zeros(len(rows), dtype=bool)
-        tied[1:] |= same
-        tied[:-1] |= same
-        idx = order[tied]
         want = rows[idx]
         by_row = np.argsort(want, kind="stable")
         ids: list[str] = [""] * len(idx)

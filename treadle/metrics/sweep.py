@@ -341,19 +341,24 @@ def _joined(parts: list[_Open]) -> _Open:
     return _Open(*(np.concatenate([getattr(p, n) for p in parts]) for n in _Open.__annotations__))
 
 
+def tied_spans(a: FloatArray, b: FloatArray, job: IntArray) -> IntArray:
+    """The spans that tie with another on (start, end, job), whose container ids order
+    them (the rest need not be read)."""
+    order = np.lexsort((job, b, a))
+    sa, sb, sj = a[order], b[order], job[order]
+    same = (sa[1:] == sa[:-1]) & (sb[1:] == sb[:-1]) & (sj[1:] == sj[:-1])
+    tied = np.zeros(len(a), dtype=bool)
+    tied[1:] |= same
+    tied[:-1] |= same
+    out: IntArray = order[tied]
+    return out
+
+
 def _tie_ranks(a: FloatArray, b: FloatArray, job: IntArray, cid: ObjArray) -> IntArray:
     """Per span, the rank of its container id among those that tie with another on
     (start, end, job); 0 for the others."""
     out = np.zeros(len(a), np.int64)
-    order = np.lexsort((job, b, a))
-    sa, sb, sj = a[order], b[order], job[order]
-    same = (sa[1:] == sa[:-1]) & (sb[1:] == sb[:-1]) & (sj[1:] == sj[:-1])
-    if not same.any():
-        return out
-    tied = np.zeros(len(a), dtype=bool)
-    tied[1:] |= same
-    tied[:-1] |= same
-    idx = order[tied]
+    idx = tied_spans(a, b, job)
     ranked = sorted(range(len(idx)), key=lambda k: str(cid[idx[k]]))
     out[idx[ranked]] = np.arange(1, len(idx) + 1)
     return out
